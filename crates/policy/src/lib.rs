@@ -1,1 +1,150 @@
+//! Pure policy for Airlock: which agent-browser commands the worker may run, and which
+//! destinations the browser may reach.
+//!
+//! Nothing here does I/O or resolves a name: callers bring the data (a command line, a URL, the
+//! addresses a resolver returned) and get a decision with a reason.
+//!
+//! - [`check_command`]: the command policy for agent-browser 0.41.x. It saves the worker wasted
+//!   steps and keeps the browser's launch fixed; it is **not** the security boundary. The sealed
+//!   container and the egress proxy are.
+//! - [`EgressPolicy`]: ports, profile and exact allow entries, deciding on a URL or authority
+//!   before resolution ([`EgressPolicy::decide_url`]) and on every resolved address after it
+//!   ([`EgressPolicy::decide_resolved`]). The egress proxy enforces it.
+//!
+//! ```
+//! use airlock_policy::{check_command, Decision, EgressPolicy};
+//!
+//! let policy = EgressPolicy::default();
+//! let Decision::Refuse(why) = policy.decide_url("http://169.254.169.254/latest/meta-data") else {
+//!     panic!("metadata must be refused")
+//! };
+//! assert!(why.to_string().contains("metadata"));
+//!
+//! // A name passes the pre-check; every address it resolves to is judged afterwards.
+//! let Decision::Resolve { name, port } = policy.decide_url("https://example.com") else { panic!() };
+//! let mixed = ["93.184.216.34".parse().unwrap(), "10.0.0.1".parse().unwrap()];
+//! assert!(policy.decide_resolved(&name, port, &mixed).is_err());
+//!
+//! let args: Vec<String> = vec!["open".into(), "javascript:alert(1)".into()];
+//! assert!(check_command(&args).is_err());
+//! ```
 
+mod command;
+mod egress;
+mod url;
+
+use std::net::IpAddr;
+
+use airlock_address::{HostError, NotPublic};
+
+pub use command::{
+    AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
+    refused_flags,
+};
+pub use egress::{
+    AllowEntry, Allowance, DEFAULT_PORTS, Decision, EgressPolicy, NEVER_OPENED, PolicyError,
+    Profile, never_opened,
+};
+pub use url::{UrlTarget, browser_clean, parse_http_url, scheme_of};
+
+/// Why a destination is refused. The `Display` text is what users, logs and the worker read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A URL scheme other than http or https.
+    #[error("scheme `{scheme}:` is refused: only http and https URLs are allowed")]
+    Scheme {
+        /// The scheme, lower case.
+        scheme: String,
+    },
+    /// `user:password@` in a URL.
+    #[error("URLs with credentials (user:password@) are refused")]
+    Userinfo,
+    /// Text that cannot be read as a URL or authority.
+    #[error("`{input}` cannot be read as a destination: {why}")]
+    Unreadable {
+        /// The text as given.
+        input: String,
+        /// What to write instead.
+        why: &'static str,
+    },
+    /// A host spelling refused by the address crate.
+    #[error(transparent)]
+    Host(HostError),
+    /// A port that is not a number from 1 to 65535.
+    #[error("`{port}` is not a valid port: use a number from 1 to 65535")]
+    BadPort {
+        /// The port text.
+        port: String,
+    },
+    /// A valid port that the policy does not open.
+    #[error("port {port} is not allowed (allowed: {allowed}); open it with --port {port}, or with an exact --allow host:{port} entry")]
+    PortNotAllowed {
+        /// The port.
+        port: u16,
+        /// The allowed ports, listed.
+        allowed: String,
+    },
+    /// An address that nothing opens, such as cloud metadata.
+    #[error("{ip} is {what}, which nothing may open")]
+    Never {
+        /// The address.
+        ip: IpAddr,
+        /// What lives there.
+        what: &'static str,
+    },
+    /// A non-public address the profile and entries do not open.
+    #[error("{} address {ip} ({})", why.kind().label(), range_detail(why))]
+    Address {
+        /// The address.
+        ip: IpAddr,
+        /// The block that refuses it.
+        why: NotPublic,
+    },
+    /// A name whose answers include a refused address.
+    #[error("`{name}` resolves to {}{refusal}", if *mixed { "public and refused addresses; " } else { "" })]
+    Resolved {
+        /// The name.
+        name: String,
+        /// Whether some answers passed (a mix is refused as a whole).
+        mixed: bool,
+        /// The first refused answer.
+        refusal: Box<Refusal>,
+    },
+    /// A name that resolved to nothing.
+    #[error("`{name}` resolved to no addresses")]
+    NoAddresses {
+        /// The name.
+        name: String,
+    },
+}
+
+impl Refusal {
+    /// A short, stable class for counters and logs: the range kind for address refusals
+    /// (`loopback`, `private`, …), otherwise the kind of refusal (`scheme`, `port`, `metadata`, …).
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Scheme { .. } => "scheme",
+            Self::Userinfo => "userinfo",
+            Self::Unreadable { .. } => "unreadable",
+            Self::Host(_) => "host-spelling",
+            Self::BadPort { .. } | Self::PortNotAllowed { .. } => "port",
+            Self::Never { .. } => "never-opened",
+            Self::Address { why, .. } => why.kind().label(),
+            Self::Resolved { refusal, .. } => refusal.class(),
+            Self::NoAddresses { .. } => "no-address",
+        }
+    }
+}
+
+/// `10.0.0.0/8`, plus the note and the embedding when there are any.
+fn range_detail(why: &NotPublic) -> String {
+    let mut detail = why.range.net.to_string();
+    if let Some(note) = why.range.note {
+        detail.push_str(", ");
+        detail.push_str(note);
+    }
+    if let Some(embedded) = why.embedded {
+        detail.push_str(&format!(", embedded as {} {}", embedded.via.label(), embedded.ipv4));
+    }
+    detail
+}
