@@ -58,12 +58,7 @@ impl fmt::Display for NotPublic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.range)?;
         if let Some(embedded) = self.embedded {
-            write!(
-                f,
-                " embedded as {} {}",
-                embedded.via.label(),
-                embedded.ipv4
-            )?;
+            write!(f, " embedded as {} {}", embedded.via.label(), embedded.ipv4)?;
         }
         Ok(())
     }

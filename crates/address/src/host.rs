@@ -105,8 +105,13 @@ pub fn parse_host(input: &str) -> Result<Host, HostError> {
         .map_err(|_| invalid(input, "percent-escapes do not decode to UTF-8"))?;
     // IDNA with the URL deny list is the WHATWG "domain to ASCII" step: it lower-cases, folds
     // full-width forms, converts to punycode and refuses characters no host may contain.
-    let ascii = idna::domain_to_ascii_cow(decoded.as_bytes(), AsciiDenyList::URL)
-        .map_err(|_| invalid(input, "it has characters that are not allowed in a host name"))?;
+    let ascii =
+        idna::domain_to_ascii_cow(decoded.as_bytes(), AsciiDenyList::URL).map_err(|_| {
+            invalid(
+                input,
+                "it has characters that are not allowed in a host name",
+            )
+        })?;
     let name = ascii.strip_suffix('.').unwrap_or(&ascii);
     if name.is_empty() {
         return Err(HostError::Empty);

@@ -135,9 +135,12 @@ const fn v4(a: u8, b: u8, c: u8, d: u8, len: u8, kind: RangeKind) -> SpecialRang
 }
 
 const fn v6(segments: [u16; 8], len: u8, kind: RangeKind) -> SpecialRange {
-    let [a, b, c, d, e, f, g, h] = segments;
+    let [s0, s1, s2, s3, s4, s5, s6, s7] = segments;
     SpecialRange {
-        net: IpNet::V6(Ipv6Net::new_assert(Ipv6Addr::new(a, b, c, d, e, f, g, h), len)),
+        net: IpNet::V6(Ipv6Net::new_assert(
+            Ipv6Addr::new(s0, s1, s2, s3, s4, s5, s6, s7),
+            len,
+        )),
         kind,
         note: None,
     }
@@ -204,7 +207,10 @@ pub static SPECIAL_RANGES: &[SpecialRange] = &[
         v6([0x2001, 0x10, 0, 0, 0, 0, 0, 0], 28, K::Orchid),
         "deprecated",
     ),
-    noted(v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, K::Orchid), "ORCHIDv2"),
+    noted(
+        v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, K::Orchid),
+        "ORCHIDv2",
+    ),
     v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, K::Documentation),
     v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, K::SixToFour),
     v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, K::Documentation),

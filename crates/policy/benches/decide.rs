@@ -1,5 +1,8 @@
 //! Nanoseconds per policy decision: URL pre-checks, resolved-answer checks and command checks.
 
+// Benchmarks are test code: a literal input that fails to parse should stop the run.
+#![allow(clippy::expect_used)]
+
 use std::hint::black_box;
 use std::net::IpAddr;
 

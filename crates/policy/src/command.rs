@@ -40,10 +40,14 @@ enum Sub {
     Nothing,
 }
 
-const NO_FILES: &str = "files never leave the sealed browser; read the page instead (snapshot, get text)";
-const CLOSED_BY_AIRLOCK: &str = "Airlock closes the browser when the task ends; write your report instead";
-const NO_STATE: &str = "the browser starts empty and keeps nothing; you have no credentials and must not sign in";
-const NOT_FOR_WORKER: &str = "it is a tool for people at a terminal, not for a worker in a sealed browser";
+const NO_FILES: &str =
+    "files never leave the sealed browser; read the page instead (snapshot, get text)";
+const CLOSED_BY_AIRLOCK: &str =
+    "Airlock closes the browser when the task ends; write your report instead";
+const NO_STATE: &str =
+    "the browser starts empty and keeps nothing; you have no credentials and must not sign in";
+const NOT_FOR_WORKER: &str =
+    "it is a tool for people at a terminal, not for a worker in a sealed browser";
 const ONE_AT_A_TIME: &str = "run one command per call so each is checked";
 const FIXED_SETUP: &str = "Airlock sets up the browser once and keeps it that way";
 
@@ -83,7 +87,10 @@ static COMMANDS: &[(&[&str], Rule)] = &[
     (&["highlight"], Rule::Any(Urls::None)),
     (
         &["keyboard"],
-        Rule::Subcommands(&[Sub::Allowed("type", Urls::None), Sub::Allowed("inserttext", Urls::None)]),
+        Rule::Subcommands(&[
+            Sub::Allowed("type", Urls::None),
+            Sub::Allowed("inserttext", Urls::None),
+        ]),
     ),
     (
         &["get"],
@@ -97,7 +104,10 @@ static COMMANDS: &[(&[&str], Rule)] = &[
             Sub::Allowed("count", Urls::None),
             Sub::Allowed("box", Urls::None),
             Sub::Allowed("styles", Urls::None),
-            Sub::Refused("cdp-url", "the browser's control endpoint is not for the worker"),
+            Sub::Refused(
+                "cdp-url",
+                "the browser's control endpoint is not for the worker",
+            ),
         ]),
     ),
     (
@@ -140,7 +150,10 @@ static COMMANDS: &[(&[&str], Rule)] = &[
             Sub::Allowed("geo", Urls::None),
             Sub::Allowed("geolocation", Urls::None),
             Sub::Allowed("media", Urls::None),
-            Sub::Refused("headers", "request headers are fixed; you have no credentials to send"),
+            Sub::Refused(
+                "headers",
+                "request headers are fixed; you have no credentials to send",
+            ),
             Sub::Refused("credentials", NO_STATE),
             Sub::Refused("auth", NO_STATE),
             Sub::Refused("offline", FIXED_SETUP),
@@ -151,8 +164,14 @@ static COMMANDS: &[(&[&str], Rule)] = &[
         Rule::Subcommands(&[
             Sub::Allowed("requests", Urls::None),
             Sub::Allowed("request", Urls::None),
-            Sub::Refused("route", "requests cannot be rewritten; the egress proxy decides what leaves"),
-            Sub::Refused("unroute", "requests cannot be rewritten; the egress proxy decides what leaves"),
+            Sub::Refused(
+                "route",
+                "requests cannot be rewritten; the egress proxy decides what leaves",
+            ),
+            Sub::Refused(
+                "unroute",
+                "requests cannot be rewritten; the egress proxy decides what leaves",
+            ),
             Sub::Refused("har", NO_FILES),
         ]),
     ),
@@ -166,7 +185,10 @@ static COMMANDS: &[(&[&str], Rule)] = &[
             Sub::Other,
         ]),
     ),
-    (&["window"], Rule::Subcommands(&[Sub::Allowed("new", Urls::None)])),
+    (
+        &["window"],
+        Rule::Subcommands(&[Sub::Allowed("new", Urls::None)]),
+    ),
     (
         &["dialog"],
         Rule::Subcommands(&[
@@ -180,7 +202,10 @@ static COMMANDS: &[(&[&str], Rule)] = &[
         Rule::Subcommands(&[
             Sub::Allowed("snapshot", Urls::None),
             Sub::Allowed("url", Urls::Operands),
-            Sub::Refused("screenshot", "it compares against an image file, and files stay out of reach"),
+            Sub::Refused(
+                "screenshot",
+                "it compares against an image file, and files stay out of reach",
+            ),
         ]),
     ),
     (
@@ -216,26 +241,80 @@ static COMMANDS: &[(&[&str], Rule)] = &[
     (&["chat"], Rule::Refused(NOT_FOR_WORKER)),
     (&["session"], Rule::Refused(NOT_FOR_WORKER)),
     (&["doctor"], Rule::Refused(NOT_FOR_WORKER)),
-    (&["clipboard"], Rule::Refused("the clipboard is not shared with the sealed browser")),
-    (&["confirm", "deny"], Rule::Refused("no action in Airlock waits for confirmation")),
-    (&["webmcp"], Rule::Refused("tools offered by pages are untrusted and not available")),
+    (
+        &["clipboard"],
+        Rule::Refused("the clipboard is not shared with the sealed browser"),
+    ),
+    (
+        &["confirm", "deny"],
+        Rule::Refused("no action in Airlock waits for confirmation"),
+    ),
+    (
+        &["webmcp"],
+        Rule::Refused("tools offered by pages are untrusted and not available"),
+    ),
     (&["react"], Rule::Refused(FIXED_SETUP)),
-    (&["addinitscript", "removeinitscript"], Rule::Refused(FIXED_SETUP)),
+    (
+        &["addinitscript", "removeinitscript"],
+        Rule::Refused(FIXED_SETUP),
+    ),
 ];
 
 /// Flags that take no value and change nothing but what one command does or prints.
 static PLAIN_FLAGS: &[&str] = &[
-    "--json", "-i", "--interactive", "-c", "--compact", "--delta", "--full", "--if-changed",
-    "--annotate", "--new-tab", "--exact", "--clear", "--raw", "--outline", "--require-md",
-    "--stdin", "--human", "--only-dynamic", "--content-boundaries", "-h", "--help",
+    "--json",
+    "-i",
+    "--interactive",
+    "-c",
+    "--compact",
+    "--delta",
+    "--full",
+    "--if-changed",
+    "--annotate",
+    "--new-tab",
+    "--exact",
+    "--clear",
+    "--raw",
+    "--outline",
+    "--require-md",
+    "--stdin",
+    "--human",
+    "--only-dynamic",
+    "--content-boundaries",
+    "-h",
+    "--help",
 ];
 
 /// Flags that take one value and change nothing but what one command does or prints.
 static VALUE_FLAGS: &[&str] = &[
-    "-d", "--depth", "-s", "--selector", "--threshold", "--timeout", "--name", "--filter", "-t",
-    "--text", "-u", "--url", "-l", "--load", "-f", "--fn", "--seed", "--duration", "--steps",
-    "--frame", "--tags", "--max-output", "--screenshot-format", "--screenshot-quality", "--llms",
-    "-b", "--base64", "--label",
+    "-d",
+    "--depth",
+    "-s",
+    "--selector",
+    "--threshold",
+    "--timeout",
+    "--name",
+    "--filter",
+    "-t",
+    "--text",
+    "-u",
+    "--url",
+    "-l",
+    "--load",
+    "-f",
+    "--fn",
+    "--seed",
+    "--duration",
+    "--steps",
+    "--frame",
+    "--tags",
+    "--max-output",
+    "--screenshot-format",
+    "--screenshot-quality",
+    "--llms",
+    "-b",
+    "--base64",
+    "--label",
 ];
 
 /// Flags refused everywhere, each with the reason the worker reads.
@@ -246,24 +325,68 @@ static REFUSED_FLAGS: &[(&[&str], &str)] = &[
     ),
     (
         &[
-            "--args", "--executable-path", "--extension", "--init-script", "--enable", "--engine",
-            "-p", "--provider", "--cdp", "--cdp-headers", "--auto-connect", "--headed", "--webgpu",
-            "--user-agent", "--hide-scrollbars", "--color-scheme", "--device", "--input-mode",
-            "--no-webmcp", "--idle-timeout", "--no-auto-dialog", "--pin-tab", "--no-pin-tab",
-            "--config", "--debug", "--model", "--allowed-domains", "--action-policy",
-            "--confirm-actions", "--confirm-interactive", "-v", "--verbose", "-q", "--quiet",
+            "--args",
+            "--executable-path",
+            "--extension",
+            "--init-script",
+            "--enable",
+            "--engine",
+            "-p",
+            "--provider",
+            "--cdp",
+            "--cdp-headers",
+            "--auto-connect",
+            "--headed",
+            "--webgpu",
+            "--user-agent",
+            "--hide-scrollbars",
+            "--color-scheme",
+            "--device",
+            "--input-mode",
+            "--no-webmcp",
+            "--idle-timeout",
+            "--no-auto-dialog",
+            "--pin-tab",
+            "--no-pin-tab",
+            "--config",
+            "--debug",
+            "--model",
+            "--allowed-domains",
+            "--action-policy",
+            "--confirm-actions",
+            "--confirm-interactive",
+            "-v",
+            "--verbose",
+            "-q",
+            "--quiet",
         ],
         "it changes how the browser is launched or driven; Airlock launches it one fixed way",
     ),
     (
-        &["--ignore-https-errors", "--ca-cert", "--no-ca-cert", "--use-system-ca"],
+        &[
+            "--ignore-https-errors",
+            "--ca-cert",
+            "--no-ca-cert",
+            "--use-system-ca",
+        ],
         "certificate checks stay on",
     ),
     (
         &[
-            "--profile", "--state", "--restore", "--restore-save", "--restore-check-url",
-            "--restore-check-text", "--restore-check-fn", "--session", "--session-name",
-            "--namespace", "--headers", "--password-stdin", "--username", "--password",
+            "--profile",
+            "--state",
+            "--restore",
+            "--restore-save",
+            "--restore-check-url",
+            "--restore-check-text",
+            "--restore-check-fn",
+            "--session",
+            "--session-name",
+            "--namespace",
+            "--headers",
+            "--password-stdin",
+            "--username",
+            "--password",
             "--credential-provider",
         ],
         NO_STATE,
@@ -287,10 +410,14 @@ pub struct AllowedCommand {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommandRefusal {
     /// No command at all.
-    #[error("no command given: pass agent-browser's arguments as a list, like [\"open\", \"https://example.com\"]")]
+    #[error(
+        "no command given: pass agent-browser's arguments as a list, like [\"open\", \"https://example.com\"]"
+    )]
     Empty,
     /// A name that is not an agent-browser command.
-    #[error("`{command}` is not an agent-browser command Airlock allows; see the guide for the commands you can use")]
+    #[error(
+        "`{command}` is not an agent-browser command Airlock allows; see the guide for the commands you can use"
+    )]
     Unknown {
         /// The name given.
         command: String,
@@ -330,7 +457,9 @@ pub enum CommandRefusal {
         why: &'static str,
     },
     /// A flag the policy does not know.
-    #[error("flag `{flag}` is not one Airlock allows (arguments that start with `-` are read as flags); see the guide for the flags you can use")]
+    #[error(
+        "flag `{flag}` is not one Airlock allows (arguments that start with `-` are read as flags); see the guide for the flags you can use"
+    )]
     UnknownFlag {
         /// The flag as given, without its value.
         flag: String,
@@ -459,7 +588,10 @@ fn operands(args: &[String]) -> Result<Vec<&str>, CommandRefusal> {
     // Refused flags first, wherever they stand, even where they could pass for another flag's value.
     for arg in args.iter().filter(|arg| is_flag(arg)) {
         let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
-        if let Some((_, why)) = REFUSED_FLAGS.iter().find(|(flags, _)| flags.contains(&flag)) {
+        if let Some((_, why)) = REFUSED_FLAGS
+            .iter()
+            .find(|(flags, _)| flags.contains(&flag))
+        {
             return Err(CommandRefusal::Flag {
                 flag: flag.to_owned(),
                 why,
@@ -516,5 +648,7 @@ pub fn refused_commands() -> impl Iterator<Item = &'static str> {
 
 /// Every flag refused everywhere, for docs and tests.
 pub fn refused_flags() -> impl Iterator<Item = &'static str> {
-    REFUSED_FLAGS.iter().flat_map(|(flags, _)| flags.iter().copied())
+    REFUSED_FLAGS
+        .iter()
+        .flat_map(|(flags, _)| flags.iter().copied())
 }

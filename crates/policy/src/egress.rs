@@ -22,7 +22,10 @@ pub static NEVER_OPENED: &[(IpNet, &str)] = &[
         v4(169, 254, 169, 254, 32),
         "the cloud metadata service (AWS, GCP, Azure, OpenStack)",
     ),
-    (v4(169, 254, 170, 2, 32), "the AWS ECS task metadata service"),
+    (
+        v4(169, 254, 170, 2, 32),
+        "the AWS ECS task metadata service",
+    ),
     (
         IpNet::V6(Ipv6Net::new_assert(
             Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254),
@@ -30,9 +33,15 @@ pub static NEVER_OPENED: &[(IpNet, &str)] = &[
         )),
         "the AWS IPv6 metadata service",
     ),
-    (v4(100, 100, 100, 200, 32), "the Alibaba Cloud metadata service"),
+    (
+        v4(100, 100, 100, 200, 32),
+        "the Alibaba Cloud metadata service",
+    ),
     (v4(192, 0, 0, 192, 32), "the Oracle Cloud metadata service"),
-    (v4(0, 0, 0, 0, 8), "this-network space (it reaches this machine)"),
+    (
+        v4(0, 0, 0, 0, 8),
+        "this-network space (it reaches this machine)",
+    ),
     (
         IpNet::V6(Ipv6Net::new_assert(Ipv6Addr::UNSPECIFIED, 128)),
         "the unspecified address (it reaches this machine)",
@@ -189,7 +198,10 @@ impl FromStr for AllowEntry {
         if net.prefix_len() == net.max_prefix_len()
             && let Some(what) = never_opened(net.addr())
         {
-            return Err(bad(format!("{} is {what}, which nothing may open", net.addr())));
+            return Err(bad(format!(
+                "{} is {what}, which nothing may open",
+                net.addr()
+            )));
         }
         Ok(Self::Block { net, port })
     }
@@ -211,10 +223,14 @@ pub enum PolicyError {
         given: String,
     },
     /// The port list ended up empty.
-    #[error("no ports are allowed: give at least one port, or leave the ports unset for 80 and 443")]
+    #[error(
+        "no ports are allowed: give at least one port, or leave the ports unset for 80 and 443"
+    )]
     NoPorts,
     /// An allow entry that cannot be read or would open something never opened.
-    #[error("allow entry `{entry}` is not valid: {why}; write name:port, ip:port, [ipv6]:port or cidr:port")]
+    #[error(
+        "allow entry `{entry}` is not valid: {why}; write name:port, ip:port, [ipv6]:port or cidr:port"
+    )]
     AllowEntry {
         /// The entry as given.
         entry: String,
@@ -239,7 +255,11 @@ impl fmt::Display for Allowance {
         match self {
             Self::Public => f.write_str("public address"),
             Self::Profile(profile, kind) => {
-                write!(f, "{} address opened by the {profile} profile", kind.label())
+                write!(
+                    f,
+                    "{} address opened by the {profile} profile",
+                    kind.label()
+                )
             }
             Self::Entry(entry) => write!(f, "opened by allow entry {entry}"),
         }
@@ -458,16 +478,17 @@ impl EgressPolicy {
             }
         }
         if let Some(port) = port
-            && let Some(entry) = self
-                .allow
-                .iter()
-                .find(|entry| entry.matches(name, Some(reached), port) || entry.matches(name, Some(ip), port))
+            && let Some(entry) = self.allow.iter().find(|entry| {
+                entry.matches(name, Some(reached), port) || entry.matches(name, Some(ip), port)
+            })
         {
             return Ok(Allowance::Entry(entry.clone()));
         }
         let allowance = match classify(ip) {
             Ok(()) => Allowance::Public,
-            Err(why) if self.profile.opens(why.kind()) => Allowance::Profile(self.profile, why.kind()),
+            Err(why) if self.profile.opens(why.kind()) => {
+                Allowance::Profile(self.profile, why.kind())
+            }
             Err(why) => return Err(Refusal::Address { ip, why }),
         };
         match port {

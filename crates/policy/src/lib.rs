@@ -77,7 +77,9 @@ pub enum Refusal {
         port: String,
     },
     /// A valid port that the policy does not open.
-    #[error("port {port} is not allowed (allowed: {allowed}); open it with --port {port}, or with an exact --allow host:{port} entry")]
+    #[error(
+        "port {port} is not allowed (allowed: {allowed}); open it with --port {port}, or with an exact --allow host:{port} entry"
+    )]
     PortNotAllowed {
         /// The port.
         port: u16,
@@ -138,13 +140,14 @@ impl Refusal {
 
 /// `10.0.0.0/8`, plus the note and the embedding when there are any.
 fn range_detail(why: &NotPublic) -> String {
-    let mut detail = why.range.net.to_string();
-    if let Some(note) = why.range.note {
-        detail.push_str(", ");
-        detail.push_str(note);
-    }
-    if let Some(embedded) = why.embedded {
-        detail.push_str(&format!(", embedded as {} {}", embedded.via.label(), embedded.ipv4));
-    }
-    detail
+    let note = why.range.note.map(|note| format!(", {note}"));
+    let embedded = why
+        .embedded
+        .map(|e| format!(", embedded as {} {}", e.via.label(), e.ipv4));
+    format!(
+        "{}{}{}",
+        why.range.net,
+        note.unwrap_or_default(),
+        embedded.unwrap_or_default()
+    )
 }

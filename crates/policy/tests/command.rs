@@ -1,6 +1,11 @@
 //! The command policy for agent-browser 0.41.x.
 
-use airlock_policy::{CommandRefusal, allowed_commands, check_command, refused_commands, refused_flags};
+// Tests stop at the first surprise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use airlock_policy::{
+    CommandRefusal, allowed_commands, check_command, refused_commands, refused_flags,
+};
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
@@ -55,7 +60,10 @@ fn aliases_are_the_same_command() {
     assert_eq!(check(&["key", "Enter"]), Ok("press"));
     assert_eq!(check(&["scrollinto", "@e1"]), Ok("scrollintoview"));
     for alias in ["close", "quit", "exit"] {
-        assert!(matches!(check(&[alias]), Err(CommandRefusal::Refused { .. })), "{alias}");
+        assert!(
+            matches!(check(&[alias]), Err(CommandRefusal::Refused { .. })),
+            "{alias}"
+        );
     }
     assert!(check(&["goto", "file:///etc/passwd"]).is_err());
     assert!(check(&["navigate", "chrome://settings"]).is_err());
@@ -122,14 +130,32 @@ fn refused_flags_in_every_position_and_form() {
             vec!["open", "https://example.com", flag, "x"],
             vec!["snapshot", "--timeout", flag],
         ] {
-            assert!(matches!(check(&list), Err(CommandRefusal::Flag { .. })), "{list:?}");
+            assert!(
+                matches!(check(&list), Err(CommandRefusal::Flag { .. })),
+                "{list:?}"
+            );
         }
         let inline = format!("{flag}=x");
-        assert!(matches!(check(&["snapshot", &inline]), Err(CommandRefusal::Flag { .. })), "{inline}");
+        assert!(
+            matches!(
+                check(&["snapshot", &inline]),
+                Err(CommandRefusal::Flag { .. })
+            ),
+            "{inline}"
+        );
     }
-    assert!(matches!(check(&["snapshot", "--bogus"]), Err(CommandRefusal::UnknownFlag { .. })));
-    assert!(matches!(check(&["snapshot", "--json=false"]), Err(CommandRefusal::UnknownFlag { .. })));
-    assert!(matches!(check(&["snapshot", "-d"]), Err(CommandRefusal::MissingValue { .. })));
+    assert!(matches!(
+        check(&["snapshot", "--bogus"]),
+        Err(CommandRefusal::UnknownFlag { .. })
+    ));
+    assert!(matches!(
+        check(&["snapshot", "--json=false"]),
+        Err(CommandRefusal::UnknownFlag { .. })
+    ));
+    assert!(matches!(
+        check(&["snapshot", "-d"]),
+        Err(CommandRefusal::MissingValue { .. })
+    ));
 }
 
 #[test]

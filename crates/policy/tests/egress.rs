@@ -1,5 +1,8 @@
 //! The egress policy, decision by decision.
 
+// Tests stop at the first surprise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::IpAddr;
 
 use airlock_policy::{AllowEntry, Allowance, Decision, EgressPolicy, Profile, Refusal};
@@ -82,13 +85,26 @@ fn refusals_before_resolution() {
 #[test]
 fn authorities_need_a_port() {
     let p = EgressPolicy::default();
-    assert!(matches!(p.decide_authority("example.com:443"), Decision::Resolve { port: 443, .. }));
+    assert!(matches!(
+        p.decide_authority("example.com:443"),
+        Decision::Resolve { port: 443, .. }
+    ));
     assert!(matches!(
         p.decide_authority("[2606:4700::1111]:443"),
-        Decision::Allow { port: 443, allowance: Allowance::Public, .. }
+        Decision::Allow {
+            port: 443,
+            allowance: Allowance::Public,
+            ..
+        }
     ));
-    assert_eq!(refusal(p.decide_authority("example.com")).class(), "unreadable");
-    assert_eq!(refusal(p.decide_authority("example.com:25")).class(), "port");
+    assert_eq!(
+        refusal(p.decide_authority("example.com")).class(),
+        "unreadable"
+    );
+    assert_eq!(
+        refusal(p.decide_authority("example.com:25")).class(),
+        "port"
+    );
     assert_eq!(refusal(p.decide_authority("[::1]:443")).class(), "loopback");
 }
 
@@ -96,64 +112,145 @@ fn authorities_need_a_port() {
 fn every_resolved_answer_must_pass() {
     let p = EgressPolicy::default();
     let vetted = p
-        .decide_resolved("example.com", 443, &[ip("93.184.216.34"), ip("::ffff:93.184.216.34"), ip("2606:2800::1")])
+        .decide_resolved(
+            "example.com",
+            443,
+            &[
+                ip("93.184.216.34"),
+                ip("::ffff:93.184.216.34"),
+                ip("2606:2800::1"),
+            ],
+        )
         .unwrap();
     assert_eq!(vetted, vec![ip("93.184.216.34"), ip("2606:2800::1")]);
 
     let mixed = p
-        .decide_resolved("rebind.example", 443, &[ip("93.184.216.34"), ip("10.0.0.1")])
+        .decide_resolved(
+            "rebind.example",
+            443,
+            &[ip("93.184.216.34"), ip("10.0.0.1")],
+        )
         .unwrap_err();
     assert_eq!(
         mixed.to_string(),
         "`rebind.example` resolves to public and refused addresses; private address 10.0.0.1 (10.0.0.0/8)"
     );
-    let single = p.decide_resolved("evil.example", 80, &[ip("169.254.169.254")]).unwrap_err();
+    let single = p
+        .decide_resolved("evil.example", 80, &[ip("169.254.169.254")])
+        .unwrap_err();
     assert_eq!(single.class(), "never-opened");
     assert_eq!(
-        p.decide_resolved("void.example", 80, &[]).unwrap_err().class(),
+        p.decide_resolved("void.example", 80, &[])
+            .unwrap_err()
+            .class(),
         "no-address"
     );
 }
 
 #[test]
 fn allow_entries_open_exactly_what_they_name() {
-    let p = policy(Profile::Public, None, &["127.0.0.1:8080", "lab.test:9000", "10.1.0.0/16:80", "[fd00::/8]:443"]);
+    let p = policy(
+        Profile::Public,
+        None,
+        &[
+            "127.0.0.1:8080",
+            "lab.test:9000",
+            "10.1.0.0/16:80",
+            "[fd00::/8]:443",
+        ],
+    );
     assert!(matches!(
         p.decide_url("http://127.0.0.1:8080/"),
-        Decision::Allow { allowance: Allowance::Entry(_), .. }
+        Decision::Allow {
+            allowance: Allowance::Entry(_),
+            ..
+        }
     ));
     // Same address, other port; same port, neighbouring address.
-    assert_eq!(refusal(p.decide_url("http://127.0.0.1:8081/")).class(), "loopback");
-    assert_eq!(refusal(p.decide_url("http://127.0.0.2:8080/")).class(), "loopback");
-    // A resolved answer can use an address entry too, so a name pointing at the lab works.
-    assert!(p.decide_resolved("alias.test", 8080, &[ip("127.0.0.1")]).is_ok());
-    assert!(p.decide_resolved("alias.test", 8080, &[ip("127.0.0.1"), ip("10.9.9.9")]).is_err());
-    // A name entry opens that name on that port, whatever it resolves to, but not metadata.
-    assert!(matches!(p.decide_url("http://lab.test:9000/"), Decision::Resolve { .. }));
-    assert!(p.decide_resolved("lab.test", 9000, &[ip("192.168.1.9")]).is_ok());
-    assert!(p.decide_resolved("other.test", 9000, &[ip("93.184.216.34")]).is_err());
     assert_eq!(
-        p.decide_resolved("lab.test", 9000, &[ip("169.254.169.254")]).unwrap_err().class(),
+        refusal(p.decide_url("http://127.0.0.1:8081/")).class(),
+        "loopback"
+    );
+    assert_eq!(
+        refusal(p.decide_url("http://127.0.0.2:8080/")).class(),
+        "loopback"
+    );
+    // A resolved answer can use an address entry too, so a name pointing at the lab works.
+    assert!(
+        p.decide_resolved("alias.test", 8080, &[ip("127.0.0.1")])
+            .is_ok()
+    );
+    assert!(
+        p.decide_resolved("alias.test", 8080, &[ip("127.0.0.1"), ip("10.9.9.9")])
+            .is_err()
+    );
+    // A name entry opens that name on that port, whatever it resolves to, but not metadata.
+    assert!(matches!(
+        p.decide_url("http://lab.test:9000/"),
+        Decision::Resolve { .. }
+    ));
+    assert!(
+        p.decide_resolved("lab.test", 9000, &[ip("192.168.1.9")])
+            .is_ok()
+    );
+    assert!(
+        p.decide_resolved("other.test", 9000, &[ip("93.184.216.34")])
+            .is_err()
+    );
+    assert_eq!(
+        p.decide_resolved("lab.test", 9000, &[ip("169.254.169.254")])
+            .unwrap_err()
+            .class(),
         "never-opened"
     );
-    assert!(matches!(p.decide_url("http://10.1.200.3/"), Decision::Allow { .. }));
+    assert!(matches!(
+        p.decide_url("http://10.1.200.3/"),
+        Decision::Allow { .. }
+    ));
     assert_eq!(refusal(p.decide_url("http://10.2.0.1/")).class(), "private");
-    assert!(matches!(p.decide_url("https://[fd00::5]/"), Decision::Allow { .. }));
+    assert!(matches!(
+        p.decide_url("https://[fd00::5]/"),
+        Decision::Allow { .. }
+    ));
     // A block never opens what nothing opens.
     let wide = policy(Profile::Public, None, &["169.254.0.0/16:80"]);
-    assert_eq!(refusal(wide.decide_url("http://169.254.169.254/")).class(), "never-opened");
-    assert!(matches!(wide.decide_url("http://169.254.1.1/"), Decision::Allow { .. }));
+    assert_eq!(
+        refusal(wide.decide_url("http://169.254.169.254/")).class(),
+        "never-opened"
+    );
+    assert!(matches!(
+        wide.decide_url("http://169.254.1.1/"),
+        Decision::Allow { .. }
+    ));
 }
 
 #[test]
 fn local_profile_opens_loopback_and_private_but_not_metadata() {
     let p = policy(Profile::Local, Some(vec![80, 8080]), &[]);
-    assert!(matches!(p.decide_url("http://127.0.0.1:8080/"), Decision::Allow { .. }));
-    assert!(matches!(p.decide_url("http://192.168.1.1/"), Decision::Allow { .. }));
-    assert!(matches!(p.decide_url("http://[fd12::1]/"), Decision::Allow { .. }));
-    assert_eq!(refusal(p.decide_url("http://169.254.169.254/")).class(), "never-opened");
-    assert_eq!(refusal(p.decide_url("http://169.254.1.1/")).class(), "link-local");
-    assert_eq!(refusal(p.decide_url("https://example.com/")).class(), "port");
+    assert!(matches!(
+        p.decide_url("http://127.0.0.1:8080/"),
+        Decision::Allow { .. }
+    ));
+    assert!(matches!(
+        p.decide_url("http://192.168.1.1/"),
+        Decision::Allow { .. }
+    ));
+    assert!(matches!(
+        p.decide_url("http://[fd12::1]/"),
+        Decision::Allow { .. }
+    ));
+    assert_eq!(
+        refusal(p.decide_url("http://169.254.169.254/")).class(),
+        "never-opened"
+    );
+    assert_eq!(
+        refusal(p.decide_url("http://169.254.1.1/")).class(),
+        "link-local"
+    );
+    assert_eq!(
+        refusal(p.decide_url("https://example.com/")).class(),
+        "port"
+    );
     assert_eq!(refusal(p.decide_url("http://127.0.0.1:9/")).class(), "port");
 }
 
@@ -176,7 +273,13 @@ fn bad_settings_name_the_fix() {
     assert!(EgressPolicy::new(Profile::Public, Some(vec![]), []).is_err());
     assert!(EgressPolicy::new(Profile::Public, Some(vec![0]), []).is_err());
     // Entries print back in the form they are written.
-    for entry in ["127.0.0.1:8080", "[::1]:8080", "10.0.0.0/8:80", "[fd00::/8]:443", "lab.test:9000"] {
+    for entry in [
+        "127.0.0.1:8080",
+        "[::1]:8080",
+        "10.0.0.0/8:80",
+        "[fd00::/8]:443",
+        "lab.test:9000",
+    ] {
         assert_eq!(entry.parse::<AllowEntry>().unwrap().to_string(), entry);
     }
 }
@@ -208,7 +311,11 @@ fn refusal_reasons_snapshot() {
         .map(|url| format!("{url} -> {}", refusal(p.decide_url(url))))
         .collect();
     let resolved = p
-        .decide_resolved("mixed.example", 443, &[ip("93.184.216.34"), ip("192.168.0.7")])
+        .decide_resolved(
+            "mixed.example",
+            443,
+            &[ip("93.184.216.34"), ip("192.168.0.7")],
+        )
         .unwrap_err();
     lines.push(format!("mixed.example -> {resolved}"));
     insta::assert_snapshot!(lines.join("\n"));

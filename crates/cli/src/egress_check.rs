@@ -1,0 +1,159 @@
+//! `airlock egress check`: ask the egress policy about destinations, one line per target.
+
+use std::io::{BufRead, Write};
+use std::net::{IpAddr, ToSocketAddrs};
+
+use airlock_address::{Host, parse_host};
+use airlock_policy::{Decision, EgressPolicy, Refusal};
+use clap::Args;
+use serde::Serialize;
+
+use crate::egress_flags::EgressFlags;
+
+/// Arguments of `airlock egress check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    egress: EgressFlags,
+
+    /// Print one JSON object per target instead of a line of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Resolve names (with this machine's resolver) and judge every answer, as the proxy would.
+    #[arg(long)]
+    resolve: bool,
+
+    /// URLs (`https://host/path`), authorities (`host:port`, `[ipv6]:port`) or IP literals.
+    /// A bare name is read as `https://name`. Read from stdin, one per line, when none are given.
+    #[arg(value_name = "TARGET")]
+    targets: Vec<String>,
+}
+
+/// One target's verdict, as printed.
+#[derive(Debug, Serialize)]
+struct Judgement {
+    target: String,
+    verdict: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    class: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    addresses: Vec<IpAddr>,
+}
+
+impl Judgement {
+    fn refuse(target: &str, refusal: &Refusal) -> Self {
+        Self {
+            target: target.to_owned(),
+            verdict: "refuse",
+            reason: Some(refusal.to_string()),
+            class: Some(refusal.class()),
+            addresses: Vec::new(),
+        }
+    }
+
+    fn allow(target: &str, reason: String, addresses: Vec<IpAddr>) -> Self {
+        Self {
+            target: target.to_owned(),
+            verdict: "allow",
+            reason: Some(reason),
+            class: None,
+            addresses,
+        }
+    }
+
+    fn line(&self) -> String {
+        match (self.verdict, &self.reason) {
+            ("refuse", Some(reason)) => format!("refuse {}: {reason}", self.target),
+            (verdict, _) => format!("{verdict} {}", self.target),
+        }
+    }
+}
+
+/// Run the command; refused targets are output, not errors.
+pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
+    let policy = args.egress.policy()?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut emit = |target: &str| -> anyhow::Result<()> {
+        let verdict = judge(&policy, target.trim(), args.resolve);
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string(&verdict)?)?;
+        } else {
+            writeln!(out, "{}", verdict.line())?;
+        }
+        Ok(())
+    };
+    if args.targets.is_empty() {
+        for line in std::io::stdin().lock().lines() {
+            let line = line?;
+            let target = line.trim();
+            if !target.is_empty() && !target.starts_with('#') {
+                emit(target)?;
+            }
+        }
+    } else {
+        for target in &args.targets {
+            emit(target)?;
+        }
+    }
+    Ok(())
+}
+
+fn judge(policy: &EgressPolicy, target: &str, resolve: bool) -> Judgement {
+    if let Ok(ip) = target.parse::<IpAddr>() {
+        return match policy.decide_address(ip, None) {
+            Ok(allowance) => Judgement::allow(target, allowance.to_string(), Vec::new()),
+            Err(refusal) => Judgement::refuse(target, &refusal),
+        };
+    }
+    let decision = if target.contains("://") {
+        policy.decide_url(target)
+    } else if target.starts_with('[') || target.contains(':') {
+        policy.decide_authority(target)
+    } else {
+        match parse_host(target) {
+            Ok(Host::Domain(_)) => policy.decide_url(&format!("https://{target}")),
+            Ok(host @ Host::Ip(_)) => policy.decide_host(&host, 443),
+            Err(why) => Decision::Refuse(Refusal::Host(why)),
+        }
+    };
+    match decision {
+        Decision::Allow { allowance, .. } => {
+            Judgement::allow(target, allowance.to_string(), Vec::new())
+        }
+        Decision::Refuse(refusal) => Judgement::refuse(target, &refusal),
+        Decision::Resolve { name, port } if resolve => match lookup(&name, port) {
+            Ok(addresses) => match policy.decide_resolved(&name, port, &addresses) {
+                Ok(vetted) => Judgement::allow(target, "every answer passed".into(), vetted),
+                Err(refusal) => Judgement::refuse(target, &refusal),
+            },
+            Err(why) => Judgement {
+                target: target.to_owned(),
+                verdict: "refuse",
+                reason: Some(format!("`{name}` does not resolve: {why}")),
+                class: Some("no-address"),
+                addresses: Vec::new(),
+            },
+        },
+        Decision::Resolve { .. } => Judgement {
+            target: target.to_owned(),
+            verdict: "resolve",
+            reason: Some(
+                "the verdict depends on what the name resolves to; add --resolve to look it up"
+                    .into(),
+            ),
+            class: None,
+            addresses: Vec::new(),
+        },
+    }
+}
+
+fn lookup(name: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
+    Ok((name, port)
+        .to_socket_addrs()?
+        .map(|addr| addr.ip())
+        .collect())
+}

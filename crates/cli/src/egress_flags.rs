@@ -1,0 +1,44 @@
+//! The egress flags shared by every command that starts a browser or a proxy.
+
+use airlock_policy::{AllowEntry, EgressPolicy, Profile};
+use clap::Args;
+
+/// `--profile`, `--allow`, `--port`: how wide the egress proxy opens.
+#[derive(Debug, Clone, Args)]
+pub struct EgressFlags {
+    /// `public` (default): public unicast only. `local`: also loopback and private space.
+    #[arg(long, value_name = "PROFILE", default_value = "public", value_parser = parse_profile)]
+    pub profile: Profile,
+
+    /// Open one exact destination, whatever its address class: `host:port`, `ip:port`,
+    /// `[ipv6]:port` or `cidr:port`. Repeatable. Cloud metadata addresses never open.
+    #[arg(long = "allow", value_name = "ENTRY", value_parser = parse_allow)]
+    pub allow: Vec<AllowEntry>,
+
+    /// Ports open to every allowed destination (default 80 and 443). Repeatable; giving any
+    /// replaces the default.
+    #[arg(long = "port", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub ports: Vec<u16>,
+}
+
+impl EgressFlags {
+    /// The policy these flags describe.
+    pub fn policy(&self) -> anyhow::Result<EgressPolicy> {
+        let ports = (!self.ports.is_empty()).then(|| self.ports.clone());
+        Ok(EgressPolicy::new(
+            self.profile,
+            ports,
+            self.allow.iter().cloned(),
+        )?)
+    }
+}
+
+fn parse_profile(text: &str) -> Result<Profile, String> {
+    text.parse()
+        .map_err(|e: airlock_policy::PolicyError| e.to_string())
+}
+
+fn parse_allow(text: &str) -> Result<AllowEntry, String> {
+    text.parse()
+        .map_err(|e: airlock_policy::PolicyError| e.to_string())
+}

@@ -1,0 +1,105 @@
+//! `airlock egress check` as a user runs it: the real binary, its stdout and exit codes.
+
+// Tests stop at the first surprise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+
+fn airlock() -> Command {
+    Command::cargo_bin("airlock").unwrap()
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let output = airlock().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn one_line_per_target_and_exit_zero_when_refused() {
+    let out = stdout_of(&[
+        "egress",
+        "check",
+        "--allow",
+        "127.0.0.1:8080",
+        "https://example.com/",
+        "http://127.0.0.1:8080/",
+        "http://127.0.0.1:8081/",
+        "10.0.0.1",
+        "8.8.8.8",
+        "[::ffff:169.254.169.254]:80",
+        "example.com:22",
+    ]);
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn json_lines_shape() {
+    let out = stdout_of(&[
+        "egress",
+        "check",
+        "--json",
+        "--profile",
+        "local",
+        "http://192.168.1.1/",
+        "http://[fe80::1]/",
+        "https://example.com",
+    ]);
+    let values: Vec<serde_json::Value> = out
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    insta::assert_json_snapshot!(values);
+}
+
+#[test]
+fn targets_come_from_stdin_when_none_are_given() {
+    let output = airlock()
+        .args(["egress", "check"])
+        .write_stdin("# a comment\n\nhttp://10.1.1.1/\n  https://example.com  \n")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "refuse http://10.1.1.1/: private address 10.1.1.1 (10.0.0.0/8)\nresolve https://example.com\n"
+    );
+}
+
+#[test]
+fn bad_arguments_exit_two_and_name_the_flag() {
+    for (args, needle) in [
+        (&["egress", "check", "--allow", "nope", "x"][..], "--allow"),
+        (
+            &["egress", "check", "--allow", "169.254.169.254:80", "x"],
+            "nothing may open",
+        ),
+        (&["egress", "check", "--profile", "lan", "x"], "--profile"),
+        (&["egress", "check", "--port", "70000", "x"], "--port"),
+        (&["egress", "frobnicate"], "frobnicate"),
+    ] {
+        let output = airlock().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn help_describes_targets_and_flags() {
+    let out = stdout_of(&["egress", "check", "--help"]);
+    for needle in [
+        "--profile",
+        "--allow",
+        "--port",
+        "--json",
+        "--resolve",
+        "TARGET",
+    ] {
+        assert!(out.contains(needle), "{needle} missing from help:\n{out}");
+    }
+}
