@@ -1,0 +1,131 @@
+//! A stream wrapper that enforces the idle time-out and the byte cap, and counts bytes.
+//!
+//! Wrapping the stream (rather than the copy loop) means the same limits hold for CONNECT
+//! tunnels, forwarded requests and the client's own connection, in both directions.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// Where a guarded stream adds the bytes it moved.
+#[derive(Debug, Clone)]
+pub(crate) struct ByteCounters {
+    pub(crate) read: Arc<AtomicU64>,
+    pub(crate) written: Arc<AtomicU64>,
+}
+
+/// A stream that fails with `TimedOut` after `idle` without progress in either direction, and
+/// with an error once it has moved `budget` bytes in total.
+pub(crate) struct Guarded<S> {
+    inner: S,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    budget: u64,
+    counters: ByteCounters,
+}
+
+impl<S> Guarded<S> {
+    pub(crate) fn new(inner: S, idle: Duration, budget: u64, counters: ByteCounters) -> Self {
+        Self {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            budget,
+            counters,
+        }
+    }
+
+    fn progress(&mut self, bytes: usize, counter: &AtomicU64) {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        self.budget = self.budget.saturating_sub(bytes);
+        counter.fetch_add(bytes, Ordering::Relaxed);
+        let next = Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+
+    fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.deadline.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn idle_error() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")
+}
+
+fn cap_error() -> io::Error {
+    io::Error::other("connection reached its byte cap")
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.budget == 0 {
+            return Poll::Ready(Err(cap_error()));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let read = buf.filled().len() - before;
+                let counter = Arc::clone(&this.counters.read);
+                // Bytes past the cap are dropped: the reader sees the cut, then an error.
+                let allowed = usize::try_from(this.budget).unwrap_or(usize::MAX).min(read);
+                buf.set_filled(before + allowed);
+                this.progress(allowed, &counter);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending if this.idle_expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let allowed = usize::try_from(this.budget)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        if allowed == 0 && !data.is_empty() {
+            return Poll::Ready(Err(cap_error()));
+        }
+        match Pin::new(&mut this.inner).poll_write(cx, &data[..allowed]) {
+            Poll::Ready(Ok(written)) => {
+                let counter = Arc::clone(&this.counters.written);
+                this.progress(written, &counter);
+                Poll::Ready(Ok(written))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending if this.idle_expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_flush(cx) {
+            Poll::Pending if this.idle_expired(cx) => Poll::Ready(Err(idle_error())),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,543 @@
+//! The egress proxy on a stand-in network: every refusal class, rebinding, real bytes through
+//! CONNECT and forwarding, WebSocket upgrades, and each limit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_policy::{EgressPolicy, Profile};
+use airlock_proxy::{Limits, Outcome, REFUSED_HEADER, Via};
+use support::{
+    Harness, MappedConnector, ScriptedResolver, echo_upstream, http_upstream, read_head, within,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn policy(allow: &[&str]) -> EgressPolicy {
+    EgressPolicy::new(
+        Profile::Public,
+        None,
+        allow.iter().map(|e| e.parse().unwrap()),
+    )
+    .unwrap()
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    response.split("\r\n\r\n").next()?.lines().find_map(|line| {
+        line.split_once(':')
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
+    })
+}
+
+#[tokio::test]
+async fn every_refusal_class_is_refused_before_any_connection() {
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.resolver.answer("private.test", &[&["10.0.0.1"]]);
+    harness
+        .resolver
+        .answer("metadata.test", &[&["169.254.169.254"]]);
+    harness
+        .resolver
+        .answer("mapped.test", &[&["::ffff:127.0.0.1"]]);
+    harness
+        .resolver
+        .answer("mixed.test", &[&["93.184.216.34", "192.168.1.1"]]);
+    let cases = [
+        (
+            "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n",
+            "loopback",
+        ),
+        (
+            "CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\n\r\n",
+            "loopback",
+        ),
+        (
+            "GET http://10.0.0.5/ HTTP/1.1\r\nHost: 10.0.0.5\r\n\r\n",
+            "private",
+        ),
+        (
+            "GET http://172.16.0.1/ HTTP/1.1\r\nHost: 172.16.0.1\r\n\r\n",
+            "private",
+        ),
+        (
+            "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "never-opened",
+        ),
+        (
+            "GET http://169.254.10.10/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "link-local",
+        ),
+        (
+            "GET http://100.64.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "carrier-grade NAT",
+        ),
+        (
+            "CONNECT [fd00:ec2::254]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "never-opened",
+        ),
+        (
+            "CONNECT [fe80::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "link-local",
+        ),
+        (
+            "CONNECT [fc00::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "unique-local",
+        ),
+        (
+            "CONNECT [::ffff:10.0.0.1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "private",
+        ),
+        (
+            "CONNECT [64:ff9b::7f00:1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "loopback",
+        ),
+        (
+            "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "host-spelling",
+        ),
+        (
+            "GET http://0x7f.1/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "host-spelling",
+        ),
+        (
+            "CONNECT 0177.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "host-spelling",
+        ),
+        (
+            "CONNECT localhost:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "host-spelling",
+        ),
+        (
+            "CONNECT 93.184.216.34:22 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "port",
+        ),
+        (
+            "GET http://example.com:8080/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "port",
+        ),
+        (
+            "GET http://user:pw@example.com/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "userinfo",
+        ),
+        (
+            "GET http://private.test/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "private",
+        ),
+        (
+            "CONNECT metadata.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "never-opened",
+        ),
+        (
+            "CONNECT mapped.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "loopback",
+        ),
+        (
+            "CONNECT mixed.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "private",
+        ),
+        (
+            "GET http://0.0.0.0/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            "never-opened",
+        ),
+    ];
+    for (request, class) in cases {
+        let response = harness
+            .exchange(&format!(
+                "{}",
+                request.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")
+            ))
+            .await;
+        assert_eq!(status_of(&response), 403, "{request}: {response}");
+        let reason = header_of(&response, REFUSED_HEADER)
+            .unwrap_or_else(|| panic!("no reason header: {response}"));
+        assert!(!reason.is_empty());
+        let last = harness.refusals().pop().unwrap();
+        assert!(
+            matches!(&last.outcome, Outcome::Refused { class: c, .. } if *c == class),
+            "{request}: {last:?}"
+        );
+    }
+    assert!(
+        harness.connector.attempted().is_empty(),
+        "connected to {:?}",
+        harness.connector.attempted()
+    );
+    let stats = harness.proxy.stats();
+    assert_eq!(stats.refusals.values().sum::<u64>(), cases.len() as u64);
+    assert_eq!(stats.refusals["loopback"], 4);
+}
+
+#[tokio::test]
+async fn refusal_answer_names_the_reason() {
+    let harness = Harness::start(policy(&[]), Limits::default());
+    let response = harness
+        .exchange("GET http://10.0.0.5/ HTTP/1.1\r\nHost: 10.0.0.5\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&response), 403);
+    assert_eq!(
+        header_of(&response, REFUSED_HEADER),
+        Some("private address 10.0.0.5 (10.0.0.0/8)")
+    );
+    assert!(
+        response.ends_with("Airlock: private address 10.0.0.5 (10.0.0.0/8)\n"),
+        "{response}"
+    );
+    let event = harness.refusals().pop().unwrap();
+    assert_eq!(event.via, Via::Forward);
+    assert_eq!(event.target, "http://10.0.0.5/");
+}
+
+#[tokio::test]
+async fn a_rebinding_name_is_connected_only_where_it_was_vetted() {
+    let (upstream, _) = http_upstream().await;
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.connector.route("93.184.216.34:80", upstream);
+    // First lookup public, every later one private: a proxy that looked up twice (once to vet,
+    // once to connect) would connect to 10.0.0.1.
+    harness
+        .resolver
+        .answer("rebind.test", &[&["93.184.216.34"], &["10.0.0.1"]]);
+
+    let first = harness
+        .exchange(
+            "GET http://rebind.test/ HTTP/1.1\r\nHost: rebind.test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+    assert_eq!(status_of(&first), 200, "{first}");
+    assert!(first.ends_with("hello from upstream"));
+    assert_eq!(harness.resolver.lookups_of("rebind.test"), 1);
+
+    let second = harness
+        .exchange(
+            "GET http://rebind.test/ HTTP/1.1\r\nHost: rebind.test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+    assert_eq!(status_of(&second), 403, "{second}");
+    assert_eq!(harness.resolver.lookups_of("rebind.test"), 2);
+    assert_eq!(
+        harness.connector.attempted(),
+        vec!["93.184.216.34:80".parse().unwrap()]
+    );
+}
+
+#[tokio::test]
+async fn the_next_vetted_address_is_tried_when_one_fails() {
+    let (upstream, _) = http_upstream().await;
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.connector.route("1.1.1.1:80", upstream);
+    harness
+        .resolver
+        .answer("multi.test", &[&["8.8.8.8", "1.1.1.1"]]);
+    let response = harness
+        .exchange(
+            "GET http://multi.test/ HTTP/1.1\r\nHost: multi.test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    assert_eq!(
+        harness.connector.attempted(),
+        vec!["8.8.8.8:80".parse().unwrap(), "1.1.1.1:80".parse().unwrap()]
+    );
+}
+
+#[tokio::test]
+async fn plain_http_is_forwarded_in_origin_form_without_hop_by_hop_headers() {
+    let (upstream, seen) = http_upstream().await;
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.connector.route("93.184.216.34:80", upstream);
+    harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
+    let response = harness
+        .exchange(
+            "GET http://site.test/page?q=1 HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: Basic eA==\r\n\
+             Proxy-Connection: keep-alive\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nTE: trailers\r\nX-Kept: yes\r\n\r\n",
+        )
+        .await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    assert!(response.ends_with("hello from upstream"));
+    assert_eq!(header_of(&response, "x-upstream"), Some("yes"));
+    assert_eq!(header_of(&response, "keep-alive"), None);
+
+    let head = seen.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(head.starts_with("get /page?q=1 http/1.1\r\n"), "{head}");
+    assert!(head.contains("host: site.test\r\n"), "{head}");
+    assert!(head.contains("x-kept: yes\r\n"), "{head}");
+    for gone in ["proxy-authorization", "proxy-connection", "x-hop", "te:"] {
+        assert!(!head.contains(gone), "{gone} reached upstream: {head}");
+    }
+    let stats = harness.proxy.stats();
+    assert_eq!(stats.forwarded, 1);
+    assert!(stats.bytes_down >= "hello from upstream".len() as u64);
+    assert!(stats.bytes_up > 0);
+}
+
+#[tokio::test]
+async fn connect_tunnels_carry_real_bytes_both_ways() {
+    let echo = echo_upstream().await;
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.connector.route("[2606:4700::1111]:443", echo);
+    let mut client = harness.client().await;
+    client
+        .write_all(b"CONNECT [2606:4700::1111]:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let head = read_head(&mut client).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let payload: Vec<u8> = (0..200_000_u32).map(|i| (i % 251) as u8).collect();
+    let (mut read, mut write) = client.split();
+    let (_, echoed) = tokio::join!(async { write.write_all(&payload).await.unwrap() }, async {
+        let mut echoed = vec![0_u8; payload.len()];
+        within(read.read_exact(&mut echoed)).await.unwrap();
+        echoed
+    });
+    assert_eq!(echoed, payload);
+    let stats = harness.proxy.stats();
+    assert_eq!(stats.tunnels, 1);
+    assert_eq!(stats.bytes_up, payload.len() as u64);
+    assert_eq!(stats.bytes_down, payload.len() as u64);
+}
+
+#[tokio::test]
+async fn websocket_upgrade_goes_through_connect() {
+    let (upstream, seen) = http_upstream().await;
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.connector.route("93.184.216.34:443", upstream);
+    harness.resolver.answer("ws.test", &[&["93.184.216.34"]]);
+    let mut client = harness.client().await;
+    client
+        .write_all(b"CONNECT ws.test:443 HTTP/1.1\r\nHost: ws.test:443\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200"));
+    client
+        .write_all(b"GET /chat HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        .await
+        .unwrap();
+    let switched = read_head(&mut client).await;
+    assert!(switched.starts_with("HTTP/1.1 101"), "{switched}");
+    client.write_all(b"\x81\x05hello").await.unwrap();
+    let mut frame = [0_u8; 7];
+    within(client.read_exact(&mut frame)).await.unwrap();
+    assert_eq!(&frame, b"\x81\x05hello");
+    assert!(seen.lock().unwrap()[0].starts_with("GET /chat HTTP/1.1"));
+}
+
+#[tokio::test]
+async fn requests_that_are_not_proxy_requests_get_a_clear_4xx() {
+    let (upstream, _) = http_upstream().await;
+    let harness = Harness::start(policy(&[]), Limits::default());
+    harness.connector.route("93.184.216.34:80", upstream);
+    harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
+    let origin_form = harness
+        .exchange("GET / HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&origin_form), 400, "{origin_form}");
+    assert!(origin_form.contains("absolute-form"));
+    let https = harness
+        .exchange("GET https://site.test/ HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&https), 400, "{https}");
+    for (host, status) in [("10.0.0.1", 403), ("site.test", 400)] {
+        let mut client = harness.client().await;
+        let request = format!(
+            "GET http://{host}/ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+        );
+        client.write_all(request.as_bytes()).await.unwrap();
+        let head = read_head(&mut client).await;
+        assert_eq!(status_of(&head), status, "{host}: {head}");
+    }
+    assert!(harness.connector.attempted().is_empty());
+}
+
+#[tokio::test]
+async fn unknown_names_get_502_and_silent_hosts_504() {
+    let limits = Limits {
+        connect_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let harness = Harness::start(policy(&[]), limits);
+    harness.connector.blackhole("93.184.216.34:443");
+    harness
+        .resolver
+        .answer("silent.test", &[&["93.184.216.34"]]);
+    let unknown = harness
+        .exchange("CONNECT nowhere.test:443 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&unknown), 502, "{unknown}");
+    let silent = harness
+        .exchange("CONNECT silent.test:443 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&silent), 504, "{silent}");
+    let events = harness.events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Failed { status: 504, .. }))
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_sends_half_a_head_is_closed_at_the_time_out() {
+    let limits = Limits {
+        header_read_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let harness = Harness::start(policy(&[]), limits);
+    let mut client = harness.client().await;
+    client
+        .write_all(b"GET http://example.com/ HTTP/1.1\r\nHost: exa")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    // The proxy closes the connection; a proxy without the time-out would leave this pending.
+    within(client.read_to_end(&mut rest)).await.unwrap();
+    assert!(!String::from_utf8_lossy(&rest).starts_with("HTTP/1.1 200"));
+}
+
+#[tokio::test]
+async fn an_oversized_head_gets_431() {
+    let harness = Harness::start(policy(&[]), Limits::default());
+    let big = "a".repeat(10 * 1024);
+    let response = harness
+        .exchange(&format!(
+            "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nX-Big: {big}\r\n\r\n"
+        ))
+        .await;
+    assert_eq!(status_of(&response), 431, "{response}");
+}
+
+#[tokio::test]
+async fn an_idle_tunnel_is_closed() {
+    let echo = echo_upstream().await;
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let harness = Harness::start(policy(&[]), limits);
+    harness.connector.route("93.184.216.34:443", echo);
+    let mut client = harness.client().await;
+    client
+        .write_all(b"CONNECT 93.184.216.34:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200"));
+    client.write_all(b"ping").await.unwrap();
+    let mut pong = [0_u8; 4];
+    within(client.read_exact(&mut pong)).await.unwrap();
+    let mut rest = Vec::new();
+    within(client.read_to_end(&mut rest)).await.unwrap();
+    assert!(rest.is_empty());
+}
+
+#[tokio::test]
+async fn a_body_over_the_byte_cap_is_cut() {
+    let (upstream, _) = http_upstream().await;
+    let limits = Limits {
+        max_bytes_per_connection: 64 * 1024,
+        ..Limits::default()
+    };
+    let harness = Harness::start(policy(&[]), limits);
+    harness.connector.route("93.184.216.34:80", upstream);
+    harness.resolver.answer("big.test", &[&["93.184.216.34"]]);
+    let response = harness
+        .exchange("GET http://big.test/big HTTP/1.1\r\nHost: big.test\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&response), 200);
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert!(
+        body.len() < 64 * 1024,
+        "got {} body bytes through a 64 KiB cap",
+        body.len()
+    );
+    assert!(harness.proxy.stats().bytes_down <= 64 * 1024);
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_get_503() {
+    let limits = Limits {
+        max_connections: 2,
+        ..Limits::default()
+    };
+    let harness = Harness::start(policy(&[]), limits);
+    let _first = harness.client().await;
+    let _second = harness.client().await;
+    let third = harness
+        .exchange("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&third), 503, "{third}");
+    assert_eq!(harness.proxy.stats().busy_rejections, 1);
+}
+
+#[tokio::test]
+async fn exact_allow_entries_open_a_lab_server_on_loopback() {
+    let (upstream, _) = http_upstream().await;
+    let allowed = format!("127.0.0.1:{}", upstream.port());
+    // The real TCP connector: the proxy itself reaches the loopback server it was told to open.
+    let config_policy = policy(&[&allowed]);
+    let harness = Harness::start_with(
+        config_policy,
+        Limits::default(),
+        Arc::new(ScriptedResolver::default()),
+        Arc::new(MappedConnector::default()),
+    );
+    harness.connector.route(&allowed, upstream);
+    let response = harness
+        .exchange(&format!(
+            "GET http://{allowed}/ HTTP/1.1\r\nHost: {allowed}\r\nConnection: close\r\n\r\n"
+        ))
+        .await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    let other_port = harness
+        .exchange(&format!(
+            "GET http://127.0.0.1:{}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            upstream.port() + 1
+        ))
+        .await;
+    assert_eq!(status_of(&other_port), 403);
+}
+
+#[tokio::test]
+async fn the_socket_lives_in_a_private_directory_that_is_removed_on_stop() {
+    let harness = Harness::start(policy(&[]), Limits::default());
+    let socket = harness.proxy.socket_path().to_owned();
+    let dir = harness.proxy.socket_dir().to_owned();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&dir).unwrap());
+    assert_eq!(owner, nix_uid());
+    let mut idle = harness.client().await;
+    harness.proxy.stop().await;
+    assert!(
+        !socket.exists() && !dir.exists(),
+        "left behind: {}",
+        dir.display()
+    );
+    // Open connections end with the proxy: EOF if it had accepted this one, a reset if it was
+    // still queued. Either way the read returns; `within` fails the test if it hangs.
+    let mut rest = Vec::new();
+    let _ended = within(idle.read_to_end(&mut rest)).await;
+    assert!(rest.is_empty());
+}
+
+#[tokio::test]
+async fn dropping_the_proxy_also_removes_its_directory() {
+    let harness = Harness::start(policy(&[]), Limits::default());
+    let dir = harness.proxy.socket_dir().to_owned();
+    drop(harness);
+    assert!(!dir.exists());
+}
+
+fn nix_uid() -> u32 {
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap())
+}

@@ -1,0 +1,267 @@
+//! A stand-in network for proxy tests: a scripted resolver, a connector that maps "public"
+//! addresses onto real servers on loopback, and those servers.
+//!
+//! The fakes stand in only for what cannot be had here (public DNS and public hosts); the proxy,
+//! its Unix socket, the upstream TCP connections and the bytes are all real.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_policy::EgressPolicy;
+use airlock_proxy::{
+    BoxFuture, Connector, EgressProxy, Limits, ProxyConfig, ProxyEvent, ResolveError, Resolver,
+    Upstream,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+/// Answers per name, one list per lookup in order (the last repeats), and a count of lookups.
+#[derive(Default)]
+pub struct ScriptedResolver {
+    answers: Mutex<HashMap<String, Vec<Vec<IpAddr>>>>,
+    pub lookups: Mutex<Vec<String>>,
+}
+
+impl ScriptedResolver {
+    pub fn answer(&self, name: &str, sequence: &[&[&str]]) {
+        let sequence = sequence
+            .iter()
+            .map(|answer| answer.iter().map(|ip| ip.parse().unwrap()).collect())
+            .collect();
+        self.answers
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), sequence);
+    }
+
+    pub fn lookups_of(&self, name: &str) -> usize {
+        self.lookups
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| *n == name)
+            .count()
+    }
+}
+
+impl Resolver for ScriptedResolver {
+    fn resolve<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<IpAddr>, ResolveError>> {
+        Box::pin(async move {
+            self.lookups.lock().unwrap().push(name.to_owned());
+            let mut answers = self.answers.lock().unwrap();
+            let Some(sequence) = answers.get_mut(name) else {
+                return Err(ResolveError::NotFound {
+                    name: name.to_owned(),
+                });
+            };
+            let answer = if sequence.len() > 1 {
+                sequence.remove(0)
+            } else {
+                sequence[0].clone()
+            };
+            Ok(answer)
+        })
+    }
+}
+
+/// Connects "public" addresses to real loopback servers; records every address it was asked for.
+#[derive(Default)]
+pub struct MappedConnector {
+    routes: Mutex<HashMap<SocketAddr, SocketAddr>>,
+    blackholes: Mutex<Vec<SocketAddr>>,
+    pub attempts: Mutex<Vec<SocketAddr>>,
+}
+
+impl MappedConnector {
+    pub fn route(&self, public: &str, local: SocketAddr) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(public.parse().unwrap(), local);
+    }
+
+    /// Connecting to this address never completes, as with a host that drops SYNs.
+    pub fn blackhole(&self, public: &str) {
+        self.blackholes
+            .lock()
+            .unwrap()
+            .push(public.parse().unwrap());
+    }
+
+    pub fn attempted(&self) -> Vec<SocketAddr> {
+        self.attempts.lock().unwrap().clone()
+    }
+}
+
+impl Connector for MappedConnector {
+    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Upstream>>> {
+        Box::pin(async move {
+            self.attempts.lock().unwrap().push(address);
+            if self.blackholes.lock().unwrap().contains(&address) {
+                std::future::pending::<()>().await;
+            }
+            let local = self.routes.lock().unwrap().get(&address).copied();
+            match local {
+                Some(local) => Ok(Box::new(TcpStream::connect(local).await?) as Box<dyn Upstream>),
+                None => Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "nothing listens there",
+                )),
+            }
+        })
+    }
+}
+
+/// A proxy on the stand-in network, with its events collected.
+pub struct Harness {
+    pub proxy: EgressProxy,
+    pub resolver: Arc<ScriptedResolver>,
+    pub connector: Arc<MappedConnector>,
+    pub events: Arc<Mutex<Vec<ProxyEvent>>>,
+}
+
+impl Harness {
+    pub fn start(policy: EgressPolicy, limits: Limits) -> Self {
+        Self::start_with(policy, limits, Arc::default(), Arc::default())
+    }
+
+    pub fn start_with(
+        policy: EgressPolicy,
+        limits: Limits,
+        resolver: Arc<ScriptedResolver>,
+        connector: Arc<MappedConnector>,
+    ) -> Self {
+        let events: Arc<Mutex<Vec<ProxyEvent>>> = Arc::default();
+        let sink = Arc::clone(&events);
+        let config = ProxyConfig::new(policy)
+            .with_limits(limits)
+            .with_resolver(resolver.clone())
+            .with_connector(connector.clone())
+            .with_events(Arc::new(move |event| sink.lock().unwrap().push(event)));
+        let proxy = EgressProxy::start(config).unwrap();
+        Self {
+            proxy,
+            resolver,
+            connector,
+            events,
+        }
+    }
+
+    pub fn refusals(&self) -> Vec<ProxyEvent> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.is_refusal())
+            .cloned()
+            .collect()
+    }
+
+    pub async fn client(&self) -> UnixStream {
+        UnixStream::connect(self.proxy.socket_path()).await.unwrap()
+    }
+
+    /// Send raw bytes on a fresh connection and read until the proxy closes it.
+    pub async fn exchange(&self, request: &str) -> String {
+        exchange_at(self.proxy.socket_path(), request).await
+    }
+}
+
+pub async fn exchange_at(socket: &Path, request: &str) -> String {
+    let mut stream = UnixStream::connect(socket).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    within(stream.read_to_end(&mut response)).await.unwrap();
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// Bound every wait in a test, so a broken proxy fails the test instead of hanging it.
+pub async fn within<F: std::future::Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), future)
+        .await
+        .expect("the proxy did not answer within 10 s")
+}
+
+/// Read one response head (up to the blank line) from a stream.
+pub async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0_u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = within(stream.read(&mut byte)).await.unwrap();
+        assert!(
+            n > 0,
+            "stream closed inside a head: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// What the HTTP upstream saw, one request head per connection.
+pub type SeenHeads = Arc<Mutex<Vec<String>>>;
+
+/// An HTTP/1.1 server on loopback: `/big` answers 1 MiB, anything else a short greeting.
+/// It answers `101` and then echoes when asked to upgrade.
+pub async fn http_upstream() -> (SocketAddr, SeenHeads) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let seen: SeenHeads = Arc::default();
+    let record = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let record = Arc::clone(&record);
+            tokio::spawn(async move {
+                let head = read_head(&mut stream).await;
+                record.lock().unwrap().push(head.clone());
+                if head.to_ascii_lowercase().contains("upgrade: websocket") {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                        .await;
+                    let (mut read, mut write) = stream.split();
+                    let _ = tokio::io::copy(&mut read, &mut write).await;
+                    return;
+                }
+                let body = if head.starts_with("GET /big ") {
+                    vec![b'x'; 1024 * 1024]
+                } else {
+                    b"hello from upstream".to_vec()
+                };
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\nkeep-alive: timeout=5\r\nx-upstream: yes\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    (address, seen)
+}
+
+/// A TCP server on loopback that echoes every byte.
+pub async fn echo_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+            });
+        }
+    });
+    address
+}
