@@ -41,6 +41,106 @@ fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// A request for each refusal class, and the class the proxy must report.
+const REFUSAL_CASES: &[(&str, &str)] = &[
+    (
+        "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n",
+        "loopback",
+    ),
+    (
+        "CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\n\r\n",
+        "loopback",
+    ),
+    (
+        "GET http://10.0.0.5/ HTTP/1.1\r\nHost: 10.0.0.5\r\n\r\n",
+        "private",
+    ),
+    (
+        "GET http://172.16.0.1/ HTTP/1.1\r\nHost: 172.16.0.1\r\n\r\n",
+        "private",
+    ),
+    (
+        "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "never-opened",
+    ),
+    (
+        "GET http://169.254.10.10/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "link-local",
+    ),
+    (
+        "GET http://100.64.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "carrier-grade NAT",
+    ),
+    (
+        "CONNECT [fd00:ec2::254]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "never-opened",
+    ),
+    (
+        "CONNECT [fe80::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "link-local",
+    ),
+    (
+        "CONNECT [fc00::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "unique-local",
+    ),
+    (
+        "CONNECT [::ffff:10.0.0.1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "private",
+    ),
+    (
+        "CONNECT [64:ff9b::7f00:1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "loopback",
+    ),
+    (
+        "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "host-spelling",
+    ),
+    (
+        "GET http://0x7f.1/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "host-spelling",
+    ),
+    (
+        "CONNECT 0177.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "host-spelling",
+    ),
+    (
+        "CONNECT localhost:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "host-spelling",
+    ),
+    (
+        "CONNECT 93.184.216.34:22 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "port",
+    ),
+    (
+        "GET http://example.com:8080/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "port",
+    ),
+    (
+        "GET http://user:pw@example.com/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "userinfo",
+    ),
+    (
+        "GET http://private.test/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "private",
+    ),
+    (
+        "CONNECT metadata.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "never-opened",
+    ),
+    (
+        "CONNECT mapped.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "loopback",
+    ),
+    (
+        "CONNECT mixed.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "private",
+    ),
+    (
+        "GET http://0.0.0.0/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "never-opened",
+    ),
+];
+
 #[tokio::test]
 async fn every_refusal_class_is_refused_before_any_connection() {
     let harness = Harness::start(policy(&[]), Limits::default());
@@ -54,110 +154,9 @@ async fn every_refusal_class_is_refused_before_any_connection() {
     harness
         .resolver
         .answer("mixed.test", &[&["93.184.216.34", "192.168.1.1"]]);
-    let cases = [
-        (
-            "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n",
-            "loopback",
-        ),
-        (
-            "CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\n\r\n",
-            "loopback",
-        ),
-        (
-            "GET http://10.0.0.5/ HTTP/1.1\r\nHost: 10.0.0.5\r\n\r\n",
-            "private",
-        ),
-        (
-            "GET http://172.16.0.1/ HTTP/1.1\r\nHost: 172.16.0.1\r\n\r\n",
-            "private",
-        ),
-        (
-            "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "never-opened",
-        ),
-        (
-            "GET http://169.254.10.10/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "link-local",
-        ),
-        (
-            "GET http://100.64.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "carrier-grade NAT",
-        ),
-        (
-            "CONNECT [fd00:ec2::254]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "never-opened",
-        ),
-        (
-            "CONNECT [fe80::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "link-local",
-        ),
-        (
-            "CONNECT [fc00::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "unique-local",
-        ),
-        (
-            "CONNECT [::ffff:10.0.0.1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "private",
-        ),
-        (
-            "CONNECT [64:ff9b::7f00:1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "loopback",
-        ),
-        (
-            "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "host-spelling",
-        ),
-        (
-            "GET http://0x7f.1/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "host-spelling",
-        ),
-        (
-            "CONNECT 0177.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "host-spelling",
-        ),
-        (
-            "CONNECT localhost:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "host-spelling",
-        ),
-        (
-            "CONNECT 93.184.216.34:22 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "port",
-        ),
-        (
-            "GET http://example.com:8080/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "port",
-        ),
-        (
-            "GET http://user:pw@example.com/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "userinfo",
-        ),
-        (
-            "GET http://private.test/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "private",
-        ),
-        (
-            "CONNECT metadata.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "never-opened",
-        ),
-        (
-            "CONNECT mapped.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "loopback",
-        ),
-        (
-            "CONNECT mixed.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-            "private",
-        ),
-        (
-            "GET http://0.0.0.0/ HTTP/1.1\r\nHost: x\r\n\r\n",
-            "never-opened",
-        ),
-    ];
-    for (request, class) in cases {
+    for &(request, class) in REFUSAL_CASES {
         let response = harness
-            .exchange(&format!(
-                "{}",
-                request.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")
-            ))
+            .exchange(&request.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n"))
             .await;
         assert_eq!(status_of(&response), 403, "{request}: {response}");
         let reason = header_of(&response, REFUSED_HEADER)
@@ -175,7 +174,10 @@ async fn every_refusal_class_is_refused_before_any_connection() {
         harness.connector.attempted()
     );
     let stats = harness.proxy.stats();
-    assert_eq!(stats.refusals.values().sum::<u64>(), cases.len() as u64);
+    assert_eq!(
+        stats.refusals.values().sum::<u64>(),
+        REFUSAL_CASES.len() as u64
+    );
     assert_eq!(stats.refusals["loopback"], 4);
 }
 
@@ -296,7 +298,7 @@ async fn connect_tunnels_carry_real_bytes_both_ways() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let payload: Vec<u8> = (0..200_000_u32).map(|i| (i % 251) as u8).collect();
     let (mut read, mut write) = client.split();
-    let (_, echoed) = tokio::join!(async { write.write_all(&payload).await.unwrap() }, async {
+    let ((), echoed) = tokio::join!(async { write.write_all(&payload).await.unwrap() }, async {
         let mut echoed = vec![0_u8; payload.len()];
         within(read.read_exact(&mut echoed)).await.unwrap();
         echoed
