@@ -2,6 +2,8 @@
 
 mod egress_check;
 mod egress_flags;
+mod proxy_cmd;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -20,6 +22,9 @@ enum Command {
     /// Ask the egress policy about destinations.
     #[command(subcommand)]
     Egress(EgressCommand),
+    /// Run the egress proxy on its own on a Unix socket (for other sandboxes), printing each
+    /// decision. Stops on Ctrl-C or SIGTERM and removes the socket.
+    Proxy(proxy_cmd::ProxyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -34,8 +39,10 @@ const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match &cli.command {
         Command::Egress(EgressCommand::Check(args)) => egress_check::run(args),
+        Command::Proxy(args) => runtime().and_then(|rt| rt.block_on(proxy_cmd::run(args))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -44,4 +51,20 @@ fn main() -> ExitCode {
             ExitCode::from(USAGE_ERROR)
         }
     }
+}
+
+/// Logs go to stderr (stdout is for data); `RUST_LOG` sets the level, `warn` by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }

@@ -25,7 +25,10 @@ pub(crate) struct ByteCounters {
 pub(crate) struct Guarded<S> {
     inner: S,
     idle: Duration,
+    /// Armed for `idle` after some earlier progress; moved forward lazily when it fires, so a busy
+    /// stream does not touch the timer wheel on every read and write.
     deadline: Pin<Box<Sleep>>,
+    last_progress: Instant,
     budget: u64,
     counters: ByteCounters,
 }
@@ -36,6 +39,7 @@ impl<S> Guarded<S> {
             inner,
             idle,
             deadline: Box::pin(tokio::time::sleep(idle)),
+            last_progress: Instant::now(),
             budget,
             counters,
         }
@@ -45,12 +49,22 @@ impl<S> Guarded<S> {
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         self.budget = self.budget.saturating_sub(bytes);
         counter.fetch_add(bytes, Ordering::Relaxed);
-        let next = Instant::now() + self.idle;
-        self.deadline.as_mut().reset(next);
+        self.last_progress = Instant::now();
     }
 
+    /// Whether `idle` has passed since the last progress; otherwise the timer is (re)armed so
+    /// this task wakes when it could have.
     fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.deadline.as_mut().poll(cx).is_ready()
+        loop {
+            if self.deadline.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = self.last_progress + self.idle;
+            if Instant::now() >= due {
+                return true;
+            }
+            self.deadline.as_mut().reset(due);
+        }
     }
 }
 

@@ -27,6 +27,9 @@ use crate::guard::{ByteCounters, Guarded};
 use crate::network::{Connector, Resolver, Upstream};
 use crate::{Limits, REFUSED_HEADER};
 
+/// Buffer per direction for tunnels: large enough that bulk transfers are not syscall-bound.
+const TUNNEL_BUFFER: usize = 64 * 1024;
+
 /// The body of every response the proxy sends.
 type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
 
@@ -264,7 +267,6 @@ impl Shared {
         self.counters.tunnels.fetch_add(1, Ordering::Relaxed);
 
         let shutdown = self.shutdown.clone();
-        let idle = self.limits.idle_timeout;
         tokio::spawn(async move {
             let _ticket = ticket;
             let upgraded = match hyper::upgrade::on(request).await {
@@ -274,14 +276,11 @@ impl Shared {
                     return;
                 }
             };
-            let unused = ByteCounters {
-                read: Arc::new(AtomicU64::new(0)),
-                written: Arc::new(AtomicU64::new(0)),
-            };
-            let mut client = Guarded::new(TokioIo::new(upgraded), idle, u64::MAX, unused);
+            // The client's socket inside `upgraded` is already guarded (idle time-out).
+            let mut client = TokioIo::new(upgraded);
             let mut upstream = upstream;
             tokio::select! {
-                result = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
+                result = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, TUNNEL_BUFFER, TUNNEL_BUFFER) => {
                     if let Err(error) = result {
                         tracing::debug!(%error, %address, "tunnel ended with an error");
                     }

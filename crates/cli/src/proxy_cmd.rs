@@ -1,0 +1,139 @@
+//! `airlock proxy`: run the egress proxy on its own, for other sandboxes, logging each decision.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use airlock_proxy::{EgressProxy, Outcome, ProxyConfig, ProxyEvent};
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+
+use crate::egress_flags::EgressFlags;
+
+/// Arguments of `airlock proxy`.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Where to create the Unix socket. It must not exist yet; it is removed on exit.
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+
+    #[command(flatten)]
+    egress: EgressFlags,
+
+    /// Resolve names with this nameserver (`ip:port`) instead of the system's. Repeatable.
+    #[arg(long = "nameserver", value_name = "ADDR")]
+    nameservers: Vec<SocketAddr>,
+
+    /// Print each decision as a JSON object instead of a line of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One decision as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct DecisionLine<'a> {
+    time: String,
+    via: &'static str,
+    target: &'a str,
+    verdict: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    address: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    class: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+impl<'a> DecisionLine<'a> {
+    fn from_event(event: &'a ProxyEvent) -> Self {
+        let mut line = Self {
+            time: humantime::format_rfc3339_millis(event.at).to_string(),
+            via: event.via.label(),
+            target: &event.target,
+            verdict: "allow",
+            address: None,
+            status: None,
+            class: None,
+            reason: None,
+        };
+        match &event.outcome {
+            Outcome::Allowed { address } => line.address = Some(*address),
+            Outcome::Refused { reason, class } => {
+                line.verdict = "refuse";
+                line.status = Some(403);
+                line.class = Some(class);
+                line.reason = Some(reason);
+            }
+            Outcome::Failed { status, reason } => {
+                line.verdict = "fail";
+                line.status = Some(*status);
+                line.reason = Some(reason);
+            }
+        }
+        line
+    }
+
+    fn text(&self) -> String {
+        let head = format!(
+            "{} {} {} {}",
+            self.time, self.verdict, self.via, self.target
+        );
+        match (self.address, self.status, self.reason) {
+            (Some(address), _, _) => format!("{head} -> {address}"),
+            (_, Some(status), Some(reason)) => format!("{head}: {status} {reason}"),
+            _ => head,
+        }
+    }
+}
+
+/// Run until Ctrl-C or SIGTERM, then stop cleanly (the socket is removed).
+pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
+    let policy = args.egress.policy()?;
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ProxyEvent>();
+    let mut config = ProxyConfig::new(policy).with_events(Arc::new(move |event| {
+        // The printer only goes away at shutdown, when losing the last lines is harmless.
+        let _ = sender.send(event);
+    }));
+    if !args.nameservers.is_empty() {
+        config = config.with_nameservers(&args.nameservers)?;
+    }
+    let proxy = EgressProxy::start_at(&args.socket, config)
+        .with_context(|| format!("starting the egress proxy on {}", args.socket.display()))?;
+    eprintln!(
+        "airlock proxy: listening on {}",
+        proxy.socket_path().display()
+    );
+
+    let json = args.json;
+    let printer = tokio::spawn(async move {
+        while let Some(event) = receiver.recv().await {
+            let line = DecisionLine::from_event(&event);
+            let text = if json {
+                serde_json::to_string(&line).unwrap_or_default()
+            } else {
+                line.text()
+            };
+            let mut out = std::io::stdout().lock();
+            if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+                break;
+            }
+        }
+    });
+
+    crate::signals::terminated().await;
+    let stats = proxy.stats();
+    proxy.stop().await;
+    printer.abort();
+    eprintln!(
+        "airlock proxy: stopped after {} connections, {} bytes up, {} bytes down, {} refusals",
+        stats.connections,
+        stats.bytes_up,
+        stats.bytes_down,
+        stats.refusals.values().sum::<u64>()
+    );
+    Ok(())
+}

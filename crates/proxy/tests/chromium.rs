@@ -1,0 +1,209 @@
+//! Real Chromium (Debian's, headless) browsing through the proxy: a page on this machine, opened
+//! by one exact allow entry, whose iframe, images, redirect, fetch and WebSocket aim at addresses
+//! that must be refused. The page loads; every forbidden request is refused and reported; the
+//! forbidden server never sees a connection.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_policy::{EgressPolicy, Profile};
+use airlock_proxy::{EgressProxy, Outcome, ProxyConfig, ProxyEvent, TcpConnector};
+use support::{ScriptedResolver, read_head};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, UnixStream};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The test site: `/` holds the traps, `/ok.txt` is allowed content, `/redirect` points at metadata.
+async fn serve_site() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let head = read_head(&mut stream).await;
+                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let (status, kind, body) = match path.as_str() {
+                    "/" => ("200 OK", "text/html", page()),
+                    "/ok.txt" => ("200 OK", "text/plain", "ok loaded".to_owned()),
+                    "/redirect" => ("302 Found", "text/plain", String::new()),
+                    _ => ("404 Not Found", "text/plain", String::new()),
+                };
+                let location = if path == "/redirect" {
+                    "location: http://169.254.169.254/latest/meta-data/\r\n"
+                } else {
+                    ""
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{location}connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+fn page() -> String {
+    let forbidden_port = FORBIDDEN_PORT.load(Ordering::SeqCst);
+    format!(
+        r#"<!doctype html><html><head><title>airlock</title></head><body>
+<h1>Airlock test page</h1>
+<p id="allowed">pending</p><p id="private">pending</p>
+<iframe src="http://127.0.0.1:{forbidden_port}/frame"></iframe>
+<img src="http://2130706433/pixel.png"><img src="/redirect">
+<script>
+fetch('/ok.txt').then(r => r.text()).then(t => document.getElementById('allowed').textContent = t);
+fetch('http://10.0.0.1/secret').then(() => document.getElementById('private').textContent = 'private reached',
+  () => document.getElementById('private').textContent = 'private refused');
+try {{ new WebSocket('ws://10.0.0.2/socket'); }} catch (e) {{}}
+</script></body></html>"#
+    )
+}
+
+static FORBIDDEN_PORT: AtomicUsize = AtomicUsize::new(0);
+
+/// Chromium speaks TCP to its proxy; inside the container `socat` is this relay.
+async fn tcp_front(socket: &Path) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let socket = socket.to_owned();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let socket = socket.clone();
+            tokio::spawn(async move {
+                if let Ok(mut unix) = UnixStream::connect(&socket).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+fn refused_targets(events: &[ProxyEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| matches!(e.outcome, Outcome::Refused { .. }))
+        .map(|e| e.target.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused() {
+    if std::env::var_os("AIRLOCK_SKIP_BROWSER_TESTS").is_some() {
+        eprintln!("skipped: AIRLOCK_SKIP_BROWSER_TESTS is set");
+        return;
+    }
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "this test drives Debian's Chromium: apt-get install chromium (or set AIRLOCK_SKIP_BROWSER_TESTS=1)"
+    );
+
+    // A server that must never be reached, though it listens on this machine.
+    let forbidden = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    FORBIDDEN_PORT.store(
+        usize::from(forbidden.local_addr().unwrap().port()),
+        Ordering::SeqCst,
+    );
+    let forbidden_hits = Arc::new(AtomicUsize::new(0));
+    let hits = Arc::clone(&forbidden_hits);
+    tokio::spawn(async move {
+        while forbidden.accept().await.is_ok() {
+            hits.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+
+    let site = serve_site().await;
+    let policy = EgressPolicy::new(
+        Profile::Public,
+        None,
+        [format!("127.0.0.1:{site}").parse().unwrap()],
+    )
+    .unwrap();
+    let events: Arc<Mutex<Vec<ProxyEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    // Real TCP to the real site; the page names no host, so the resolver is never asked.
+    let config = ProxyConfig::new(policy)
+        .with_resolver(Arc::new(ScriptedResolver::default()))
+        .with_connector(Arc::new(TcpConnector))
+        .with_events(Arc::new(move |event| sink.lock().unwrap().push(event)));
+    let proxy = EgressProxy::start(config).unwrap();
+    let front = tcp_front(proxy.socket_path()).await;
+
+    let profile = tempfile::tempdir().unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new(CHROMIUM)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-quic",
+                &format!("--user-data-dir={}", profile.path().display()),
+                &format!("--proxy-server=http://127.0.0.1:{front}"),
+                "--proxy-bypass-list=<-loopback>",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+                &format!("http://127.0.0.1:{site}/"),
+            ])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("chromium finished within 90 s")
+    .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        dom.contains("Airlock test page"),
+        "page did not load: {dom}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        dom.contains("ok loaded"),
+        "allowed fetch did not load: {dom}"
+    );
+    assert!(
+        dom.contains("private refused"),
+        "private fetch was not refused: {dom}"
+    );
+
+    let refused = refused_targets(&events.lock().unwrap());
+    let forbidden_port = FORBIDDEN_PORT.load(Ordering::SeqCst);
+    for expected in [
+        format!("http://127.0.0.1:{forbidden_port}/frame"),
+        "http://127.0.0.1/pixel.png".to_owned(),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+        "http://10.0.0.1/secret".to_owned(),
+        "10.0.0.2:80".to_owned(),
+    ] {
+        assert!(
+            refused.contains(&expected),
+            "{expected} was not refused; refused: {refused:#?}"
+        );
+    }
+    eprintln!("refused: {refused:#?}");
+    assert_eq!(
+        forbidden_hits.load(Ordering::SeqCst),
+        0,
+        "the forbidden server was reached"
+    );
+    proxy.stop().await;
+}
