@@ -1,32 +1,44 @@
-//! Project automation: `cargo xtask <task>`. Each task is a plain function, so reading this file
-//! tells you everything the project automates.
+//! Project automation: `cargo xtask <task>`. Each task is a plain module, so reading this file and
+//! the module it names tells you everything the project automates.
+
+mod image;
+mod integration;
+mod util;
 
 use std::process::ExitCode;
 
-const HELP: &str = "\
-cargo xtask <TASK>
+use clap::{Parser, Subcommand};
 
-Tasks:
-  image         build the airlock-browser image (not yet built; see issue 4)
-  integration   run the end-to-end scenarios against a real dockerd (not yet built; see issue 8)
-  bench         run the benchmarks and write target/bench/report.md (not yet built; see issue 9)
-  help          print this message
-";
+/// Airlock's project tasks.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about)]
+struct Xtask {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Build the airlock-browser image (Chromium, agent-browser, the proxy relay).
+    Image(image::ImageArgs),
+    /// Run the tests that need a real dockerd and the image, as a non-root user.
+    Integration(integration::IntegrationArgs),
+    /// Benchmarks (not built yet: see the bench issue).
+    Bench,
+}
 
 fn main() -> ExitCode {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
-        None | Some("help" | "--help" | "-h") => {
-            print!("{HELP}");
-            ExitCode::SUCCESS
-        }
-        Some(task @ ("image" | "integration" | "bench")) => {
-            eprintln!("xtask {task}: not implemented yet");
+    let xtask = Xtask::parse();
+    let result = match xtask.task {
+        Task::Image(args) => image::run(&args),
+        Task::Integration(args) => integration::run(&args),
+        Task::Bench => Err(anyhow::anyhow!("xtask bench: not implemented yet")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
             ExitCode::FAILURE
-        }
-        Some(other) => {
-            eprintln!("xtask: unknown task `{other}`\n\n{HELP}");
-            ExitCode::from(2)
         }
     }
 }

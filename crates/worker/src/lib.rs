@@ -1,0 +1,60 @@
+//! Airlock's task runner: one browser task, within its limits, ending in a written report and the
+//! screenshots the worker chose to keep.
+//!
+//! The worker knows two ports and nothing behind them: a [`BrowserDriver`] that supplies the
+//! worker's only tools (the Docker driver, in Airlock), and a [`Model`] that plays the worker (a
+//! model backend, or the [`ScriptedModel`] for reproducible runs and tests).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use airlock_worker::*;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! /// A driver whose session has no tools.
+//! struct Empty;
+//! struct Nothing;
+//! impl Dispose for Nothing {
+//!     fn dispose(self: Box<Self>) -> BoxFuture<'static, ()> { Box::pin(async {}) }
+//! }
+//! impl BrowserDriver for Empty {
+//!     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> { Box::pin(async { Ok(()) }) }
+//!     fn start(&self, _: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
+//!         Box::pin(async {
+//!             Ok(BrowserSession { tools: vec![], guide: String::new(), prompt: String::new(), dispose: Box::new(Nothing) })
+//!         })
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let model = ScriptedModel::new(Script {
+//!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
+//! });
+//! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), Limits::default()).unwrap();
+//! let request = TaskRequest { task: "Say hello".into(), url: None };
+//! let result = runner.run(request, CancellationToken::new()).await.unwrap();
+//! assert_eq!(result.ended, Ended::Completed);
+//! assert_eq!(result.report, "Nothing to browse.");
+//! # });
+//! ```
+
+mod instructions;
+mod limits;
+mod messages;
+mod ports;
+mod run;
+mod scripted;
+mod scrub;
+
+pub use instructions::STANDING_INSTRUCTIONS;
+pub use limits::{LimitError, Limits};
+pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
+pub use ports::{
+    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressRefusal, KeepRefusal,
+    Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+};
+pub use run::{
+    Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner, Timings, cut,
+};
+pub use scripted::{Expectation, Script, ScriptError, ScriptedCall, ScriptedModel, ScriptedTurn};
+pub use scrub::scrub;
+pub use tokio_util::sync::CancellationToken;

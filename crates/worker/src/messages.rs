@@ -1,0 +1,148 @@
+//! The conversation between the worker and its tools, in a form any model backend can map.
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An image, such as a screenshot.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png` or `image/jpeg`.
+    pub media_type: String,
+    /// The encoded image.
+    #[serde(with = "base64_bytes")]
+    pub data: Vec<u8>,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Image({}, {} bytes)", self.media_type, self.data.len())
+    }
+}
+
+impl Image {
+    /// A PNG image.
+    pub fn png(data: Vec<u8>) -> Self {
+        Self {
+            media_type: "image/png".into(),
+            data,
+        }
+    }
+
+    /// The data in standard base64, as model APIs take it.
+    pub fn base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
+}
+
+mod base64_bytes {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(data: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(data))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One piece of content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image.
+    Image {
+        /// The image.
+        image: Image,
+    },
+}
+
+impl Content {
+    /// Text content.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+
+    /// The text, if this is text.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Self::Text { text } => Some(text),
+            Self::Image { .. } => None,
+        }
+    }
+}
+
+/// A call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The backend's id for the call, echoed in the result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Its input.
+    pub input: Value,
+}
+
+/// What the model said and asked for in one turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AssistantTurn {
+    /// Its text (the report, on the last turn).
+    #[serde(default)]
+    pub text: String,
+    /// Tools to call, in order.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// The result of one call, as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The call it answers.
+    pub call_id: String,
+    /// Text and images.
+    pub content: Vec<Content>,
+    /// Whether it is an error.
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// All text of the result, joined.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(Content::as_text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// From the user (the task).
+    User {
+        /// What it says.
+        content: Vec<Content>,
+    },
+    /// From the model.
+    Assistant {
+        /// Its turn.
+        turn: AssistantTurn,
+    },
+    /// Results of the model's tool calls.
+    ToolResults {
+        /// One per call, in order.
+        results: Vec<ToolResult>,
+    },
+}

@@ -1,0 +1,281 @@
+//! The two ports the worker knows: the browser driver (which supplies the worker's tools) and the
+//! model (which plays the worker). Neither knows Docker or any model vendor.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::limits::Limits;
+use crate::messages::{AssistantTurn, Image, Message};
+
+/// A boxed future, so the ports stay object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its input.
+    pub input_schema: Value,
+}
+
+impl ToolDefinition {
+    /// A definition whose schema is derived from `T` with schemars.
+    pub fn for_input<T: schemars::JsonSchema>(name: &str, description: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema: serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// What a tool call produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// Text for the worker.
+    pub text: String,
+    /// Images for the worker (screenshots).
+    pub images: Vec<Image>,
+    /// Whether the call failed in a way the worker should know about (a refused command, a
+    /// command that exited non-zero). The text says why.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A plain text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A text result marked as an error the worker should act on.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// A failure the tool did not expect. The worker sees only a neutral message; the host's log gets
+/// this error in full.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolFailure(pub Box<dyn std::error::Error + Send + Sync>);
+
+impl ToolFailure {
+    /// Wrap any error.
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(error.into())
+    }
+}
+
+/// One tool the worker may call.
+pub trait Tool: Send + Sync {
+    /// Its definition for the model.
+    fn definition(&self) -> ToolDefinition;
+    /// Run it. Cancellation drops the returned future; a tool that starts work outside it (a
+    /// process in a container) must bound that work by itself.
+    fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>>;
+}
+
+/// Ends a browser session: called exactly once, however the task ends.
+pub trait Dispose: Send {
+    /// Release everything the session holds (container, proxy, directories).
+    fn dispose(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// What a driver hands the worker for one task.
+pub struct BrowserSession {
+    /// The worker's only tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// How to use the browser (agent-browser's own guide, for example).
+    pub guide: String,
+    /// The driver's own notes for the worker.
+    pub prompt: String,
+    /// Ends the session.
+    pub dispose: Box<dyn Dispose>,
+}
+
+impl std::fmt::Debug for BrowserSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserSession")
+            .field("tools", &self.tools.len())
+            .field("guide_chars", &self.guide.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A destination the egress proxy refused during the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressRefusal {
+    /// When, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u128,
+    /// The destination as the browser asked for it.
+    pub target: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+impl EgressRefusal {
+    /// A refusal happening now.
+    pub fn now(target: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            at_unix_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+            target: target.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Why the worker may not keep a screenshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeepRefusal {
+    /// `max_screenshots` are kept already.
+    #[error("not kept: {kept} screenshots are kept already, the most this task may keep")]
+    Count {
+        /// How many are kept.
+        kept: usize,
+    },
+    /// The image is larger than `max_screenshot_bytes`.
+    #[error(
+        "not kept: the screenshot is {bytes} bytes, over the {limit}-byte limit; take a smaller one (a selector, or no --full)"
+    )]
+    Size {
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// Everything a driver gets for one task: cancellation, limits, and the task's shared records.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    /// Cancelled when the task ends early (time-out, cancellation).
+    pub cancel: CancellationToken,
+    /// The task's limits.
+    pub limits: Limits,
+    screenshots: Arc<Mutex<Vec<Image>>>,
+    refusals: Arc<Mutex<Vec<EgressRefusal>>>,
+}
+
+impl TaskContext {
+    /// A context for a task with these limits.
+    pub fn new(cancel: CancellationToken, limits: Limits) -> Self {
+        Self {
+            cancel,
+            limits,
+            screenshots: Arc::default(),
+            refusals: Arc::default(),
+        }
+    }
+
+    /// Keep a screenshot for the task's result, within the count and size limits.
+    pub fn keep_screenshot(&self, image: Image) -> Result<(), KeepRefusal> {
+        let limit = self.limits.max_screenshot_bytes;
+        if image.data.len() > limit {
+            return Err(KeepRefusal::Size {
+                bytes: image.data.len(),
+                limit,
+            });
+        }
+        let mut kept = lock(&self.screenshots);
+        if kept.len() >= self.limits.max_screenshots {
+            return Err(KeepRefusal::Count { kept: kept.len() });
+        }
+        kept.push(image);
+        Ok(())
+    }
+
+    /// Record a refusal the egress proxy reported.
+    pub fn record_refusal(&self, refusal: EgressRefusal) {
+        lock(&self.refusals).push(refusal);
+    }
+
+    pub(crate) fn kept_screenshots(&self) -> Vec<Image> {
+        lock(&self.screenshots).clone()
+    }
+
+    pub(crate) fn refusals(&self) -> Vec<EgressRefusal> {
+        lock(&self.refusals).clone()
+    }
+}
+
+/// The records are plain lists; a panic elsewhere while holding the lock leaves them usable.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why a driver cannot run tasks, or could not start one. Messages name the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DriverError {
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl DriverError {
+    /// An error with a message for the user.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// Supplies a sealed browser for each task.
+pub trait BrowserDriver: Send + Sync {
+    /// Whether tasks can run at all (daemon up, image present, not root, …).
+    fn check(&self) -> BoxFuture<'_, Result<(), DriverError>>;
+    /// Start a browser session for one task.
+    fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>>;
+}
+
+/// What the model is asked each turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The standing instructions, the driver's guide and prompt.
+    pub system: String,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tools it may call.
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// Why the model could not produce a turn.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    /// What went wrong, without secrets.
+    pub message: String,
+}
+
+impl ModelError {
+    /// An error with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// The worker's mind: given the conversation, return the next assistant turn.
+pub trait Model: Send + Sync {
+    /// The next turn. Cancellation drops the returned future.
+    fn next_turn(&self, request: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>>;
+}

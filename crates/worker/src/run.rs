@@ -1,0 +1,521 @@
+//! Running one task: start a browser session, let the model work within the limits, and return
+//! the report and the screenshots it kept, however the task ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::time::Instant as Deadline;
+use tokio_util::sync::CancellationToken;
+
+use crate::instructions::STANDING_INSTRUCTIONS;
+use crate::limits::{LimitError, Limits};
+use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
+use crate::ports::{
+    BrowserDriver, Dispose, EgressRefusal, Model, ModelRequest, TaskContext, Tool, ToolOutput,
+};
+use crate::scrub::{neutral_failure, scrub};
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRequest {
+    /// The task, in the user's words.
+    pub task: String,
+    /// Where to start, if anywhere.
+    pub url: Option<String>,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// The worker wrote its report.
+    Completed,
+    /// The worker used every step (its report is the turn after the last step).
+    StepLimit,
+    /// The time limit ran out.
+    TimedOut,
+    /// The task was cancelled.
+    Cancelled,
+    /// The browser or the model failed.
+    Failed,
+}
+
+/// How long the parts of the task took, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Timings {
+    /// From request to result.
+    pub total_ms: u64,
+    /// Starting the browser session.
+    pub browser_start_ms: u64,
+    /// Waiting for the model.
+    pub model_ms: u64,
+    /// Running tools.
+    pub tools_ms: u64,
+    /// Ending the browser session.
+    pub dispose_ms: u64,
+}
+
+/// Everything a task returns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskResult {
+    /// The worker's report (capped at `max_output_chars`), or why there is none.
+    pub report: String,
+    /// The screenshots the worker kept.
+    pub screenshots: Vec<Image>,
+    /// Tool calls made.
+    pub steps_used: usize,
+    /// How it ended.
+    pub ended: Ended,
+    /// Destinations the egress proxy refused.
+    pub egress_refusals: Vec<EgressRefusal>,
+    /// Where the time went.
+    pub timings: Timings,
+}
+
+/// Why a task was not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `max_concurrent_tasks` tasks are running already.
+    #[error(
+        "{running} tasks are running already, the most this runner allows (max_concurrent_tasks); try again when one ends"
+    )]
+    Busy {
+        /// How many run now.
+        running: usize,
+    },
+    /// A limit is out of range.
+    #[error(transparent)]
+    Limits(#[from] LimitError),
+    /// The task text is empty.
+    #[error("the task is empty: say what the browser worker should do")]
+    EmptyTask,
+}
+
+/// One step of progress, for whoever shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// This step's number, from 1.
+    pub step: usize,
+    /// The step limit.
+    pub max_steps: usize,
+    /// What the step does, briefly (`agent_browser open https://…`).
+    pub summary: String,
+}
+
+/// Receives progress; called on the task's own task, so keep it quick.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
+#[derive(Clone)]
+pub struct TaskRunner {
+    driver: Arc<dyn BrowserDriver>,
+    model: Arc<dyn Model>,
+    limits: Limits,
+    slots: Arc<Semaphore>,
+    progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for TaskRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskRunner")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Unexpected tool failures get a number, so a user can find the worker's message in the log.
+static FAILURE_REFERENCE: AtomicU64 = AtomicU64::new(1);
+
+impl TaskRunner {
+    /// A runner; the limits are validated here.
+    pub fn new(
+        driver: Arc<dyn BrowserDriver>,
+        model: Arc<dyn Model>,
+        limits: Limits,
+    ) -> Result<Self, LimitError> {
+        limits.validate()?;
+        Ok(Self {
+            driver,
+            model,
+            limits,
+            slots: Arc::new(Semaphore::new(limits.max_concurrent_tasks)),
+            progress: None,
+        })
+    }
+
+    /// Report each step to `sink`.
+    #[must_use]
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// The limits every task runs within.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Run one task until it ends. Cancelling `cancel` (or dropping the returned future) stops
+    /// the model call and the running tool; when this returns, the session has been disposed.
+    pub async fn run(
+        &self,
+        request: TaskRequest,
+        cancel: CancellationToken,
+    ) -> Result<TaskResult, RunError> {
+        if request.task.trim().is_empty() {
+            return Err(RunError::EmptyTask);
+        }
+        let Ok(_slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+            return Err(RunError::Busy {
+                running: self.limits.max_concurrent_tasks,
+            });
+        };
+        let started = Instant::now();
+        let deadline = Deadline::now() + self.limits.timeout;
+        // The driver's context ends with the task, whichever way it ends.
+        let context = TaskContext::new(cancel.child_token(), self.limits);
+        let _end_context = context.cancel.clone().drop_guard();
+
+        let mut run = Run {
+            runner: self,
+            context: context.clone(),
+            cancel: &cancel,
+            deadline,
+            timings: Timings::default(),
+            steps: 0,
+            last_text: String::new(),
+        };
+        let start_began = Instant::now();
+        let session = match run.bounded(self.driver.start(context.clone())).await {
+            Bounded::Done(Ok(session)) => session,
+            Bounded::Done(Err(error)) => {
+                tracing::warn!(%error, "the browser session did not start");
+                return Ok(run.finish(
+                    Ended::Failed,
+                    &format!("The browser could not start: {error}"),
+                    started,
+                ));
+            }
+            Bounded::TimedOut => {
+                return Ok(run.finish(
+                    Ended::TimedOut,
+                    &timed_out_report(&self.limits, ""),
+                    started,
+                ));
+            }
+            Bounded::Cancelled => {
+                return Ok(run.finish(Ended::Cancelled, "The task was cancelled.", started));
+            }
+        };
+        run.timings.browser_start_ms = millis(start_began.elapsed());
+        let mut disposer = DisposeGuard(Some(session.dispose));
+        let system = format!(
+            "{STANDING_INSTRUCTIONS}\n\n{}\n\n{}",
+            session.guide.trim(),
+            session.prompt.trim()
+        );
+        let (ended, report) = run.converse(&request, system, &session.tools).await;
+
+        let dispose_began = Instant::now();
+        disposer.dispose().await;
+        run.timings.dispose_ms = millis(dispose_began.elapsed());
+        Ok(run.finish(ended, &report, started))
+    }
+}
+
+/// One task in progress.
+struct Run<'a> {
+    runner: &'a TaskRunner,
+    context: TaskContext,
+    cancel: &'a CancellationToken,
+    deadline: Deadline,
+    timings: Timings,
+    steps: usize,
+    last_text: String,
+}
+
+enum Bounded<T> {
+    Done(T),
+    TimedOut,
+    Cancelled,
+}
+
+impl Run<'_> {
+    /// Await `future` unless the task is cancelled or out of time first (then drop it).
+    async fn bounded<T>(&self, future: impl std::future::Future<Output = T>) -> Bounded<T> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Bounded::Cancelled,
+            () = tokio::time::sleep_until(self.deadline) => Bounded::TimedOut,
+            value = future => Bounded::Done(value),
+        }
+    }
+
+    async fn converse(
+        &mut self,
+        request: &TaskRequest,
+        system: String,
+        tools: &[Arc<dyn Tool>],
+    ) -> (Ended, String) {
+        let limits = self.runner.limits;
+        let definitions = tools.iter().map(|tool| tool.definition()).collect();
+        let mut model_request = ModelRequest {
+            system,
+            messages: vec![Message::User {
+                content: vec![Content::text(task_message(request))],
+            }],
+            tools: definitions,
+        };
+        let mut out_of_steps = false;
+        loop {
+            let began = Instant::now();
+            let turn = self
+                .bounded(self.runner.model.next_turn(model_request.clone()))
+                .await;
+            self.timings.model_ms += millis(began.elapsed());
+            let turn: AssistantTurn = match turn {
+                Bounded::Done(Ok(turn)) => turn,
+                Bounded::Done(Err(error)) => {
+                    tracing::warn!(%error, "the model failed");
+                    return (
+                        Ended::Failed,
+                        format!("The model failed: {}", scrub(&error.message)),
+                    );
+                }
+                Bounded::TimedOut => {
+                    return (Ended::TimedOut, timed_out_report(&limits, &self.last_text));
+                }
+                Bounded::Cancelled => return (Ended::Cancelled, cancelled_report(&self.last_text)),
+            };
+            if !turn.text.trim().is_empty() {
+                self.last_text.clone_from(&turn.text);
+            }
+            if turn.tool_calls.is_empty() || out_of_steps {
+                let ended = if out_of_steps {
+                    Ended::StepLimit
+                } else {
+                    Ended::Completed
+                };
+                let report = if turn.text.trim().is_empty() {
+                    "The worker ended without writing a report.".to_owned()
+                } else {
+                    turn.text.clone()
+                };
+                return (ended, report);
+            }
+            model_request
+                .messages
+                .push(Message::Assistant { turn: turn.clone() });
+            let mut results = Vec::with_capacity(turn.tool_calls.len());
+            for call in &turn.tool_calls {
+                if self.steps >= limits.max_steps {
+                    out_of_steps = true;
+                    results.push(error_result(
+                        call,
+                        format!(
+                            "Step limit reached: you have used all {} steps. This call was not run. Write your report now, \
+                             as your final message, with no tool calls.",
+                            limits.max_steps
+                        ),
+                    ));
+                    continue;
+                }
+                self.steps += 1;
+                self.report_progress(call);
+                let began = Instant::now();
+                let outcome = self.call_tool(tools, call).await;
+                self.timings.tools_ms += millis(began.elapsed());
+                match outcome {
+                    Bounded::Done(result) => results.push(result),
+                    Bounded::TimedOut => {
+                        return (Ended::TimedOut, timed_out_report(&limits, &self.last_text));
+                    }
+                    Bounded::Cancelled => {
+                        return (Ended::Cancelled, cancelled_report(&self.last_text));
+                    }
+                }
+            }
+            model_request
+                .messages
+                .push(Message::ToolResults { results });
+        }
+    }
+
+    async fn call_tool(&self, tools: &[Arc<dyn Tool>], call: &ToolCall) -> Bounded<ToolResult> {
+        let Some(tool) = tools
+            .iter()
+            .find(|tool| tool.definition().name == call.name)
+        else {
+            let names: Vec<String> = tools.iter().map(|tool| tool.definition().name).collect();
+            return Bounded::Done(error_result(
+                call,
+                format!(
+                    "There is no tool named `{}`. The tools are: {}.",
+                    call.name,
+                    names.join(", ")
+                ),
+            ));
+        };
+        let output = match self.bounded(tool.execute(call.input.clone())).await {
+            Bounded::Done(output) => output,
+            Bounded::TimedOut => return Bounded::TimedOut,
+            Bounded::Cancelled => return Bounded::Cancelled,
+        };
+        Bounded::Done(match output {
+            Ok(output) => self.shown_result(call, output),
+            Err(failure) => {
+                let reference = FAILURE_REFERENCE.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(reference, tool = %call.name, error = %failure, "a tool failed unexpectedly");
+                error_result(call, neutral_failure(reference))
+            }
+        })
+    }
+
+    /// What the worker sees of a tool's output: scrubbed, cut to size, oversized images left out.
+    fn shown_result(&self, call: &ToolCall, output: ToolOutput) -> ToolResult {
+        let limits = self.runner.limits;
+        let text = if output.is_error {
+            scrub(&output.text)
+        } else {
+            output.text
+        };
+        let mut content = vec![Content::text(cut(&text, limits.max_output_chars))];
+        for image in output.images {
+            if image.data.len() > limits.max_screenshot_bytes {
+                content.push(Content::text(format!(
+                    "[A screenshot of {} bytes was taken but not shown: it is over the {}-byte limit. Take a smaller one.]",
+                    image.data.len(),
+                    limits.max_screenshot_bytes
+                )));
+            } else {
+                content.push(Content::Image { image });
+            }
+        }
+        ToolResult {
+            call_id: call.id.clone(),
+            content,
+            is_error: output.is_error,
+        }
+    }
+
+    fn report_progress(&self, call: &ToolCall) {
+        if let Some(sink) = &self.runner.progress {
+            sink(Progress {
+                step: self.steps,
+                max_steps: self.runner.limits.max_steps,
+                summary: summarize(call),
+            });
+        }
+    }
+
+    fn finish(&mut self, ended: Ended, report: &str, started: Instant) -> TaskResult {
+        self.timings.total_ms = millis(started.elapsed());
+        TaskResult {
+            report: cut(report, self.runner.limits.max_output_chars),
+            screenshots: self.context.kept_screenshots(),
+            steps_used: self.steps,
+            ended,
+            egress_refusals: self.context.refusals(),
+            timings: self.timings,
+        }
+    }
+}
+
+/// Holds the session's dispose until it runs; if the task future is dropped first, dispose is
+/// spawned so the container is still removed.
+struct DisposeGuard(Option<Box<dyn Dispose>>);
+
+impl DisposeGuard {
+    async fn dispose(&mut self) {
+        if let Some(dispose) = self.0.take() {
+            dispose.dispose().await;
+        }
+    }
+}
+
+impl Drop for DisposeGuard {
+    fn drop(&mut self) {
+        if let Some(dispose) = self.0.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(dispose.dispose());
+            } else {
+                tracing::error!(
+                    "a task was dropped outside a Tokio runtime; its browser session could not be disposed"
+                );
+            }
+        }
+    }
+}
+
+fn task_message(request: &TaskRequest) -> String {
+    match &request.url {
+        Some(url) => format!("Task: {}\n\nStart at: {url}", request.task.trim()),
+        None => format!("Task: {}", request.task.trim()),
+    }
+}
+
+fn error_result(call: &ToolCall, text: String) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        content: vec![Content::text(text)],
+        is_error: true,
+    }
+}
+
+fn timed_out_report(limits: &Limits, last_text: &str) -> String {
+    let mut report = format!(
+        "The task timed out after {} seconds.",
+        limits.timeout.as_secs()
+    );
+    if !last_text.trim().is_empty() {
+        report.push_str("\n\nThe worker's last words:\n");
+        report.push_str(last_text.trim());
+    }
+    report
+}
+
+fn cancelled_report(last_text: &str) -> String {
+    let mut report = "The task was cancelled.".to_owned();
+    if !last_text.trim().is_empty() {
+        report.push_str("\n\nThe worker's last words:\n");
+        report.push_str(last_text.trim());
+    }
+    report
+}
+
+/// Cut `text` to `max` characters, saying how much was cut.
+pub fn cut(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}\n[… cut: {} more characters not shown]", total - max)
+}
+
+/// `agent_browser open https://…` from a call, for progress lines.
+fn summarize(call: &ToolCall) -> String {
+    let args = call
+        .input
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|args| {
+            args.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+    let summary = match args {
+        Some(args) => format!("{} {args}", call.name),
+        None => call.name.clone(),
+    };
+    cut(&summary, 120)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

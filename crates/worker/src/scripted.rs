@@ -1,0 +1,214 @@
+//! A model that replays a script: for tests, for the integration test, and for anyone who wants a
+//! reproducible run without a model. It can also check what it was shown.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::messages::{AssistantTurn, Content, Message, ToolCall};
+use crate::ports::{BoxFuture, Model, ModelError, ModelRequest};
+
+/// A script: the turns to play, in order.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// One per model turn.
+    pub turns: Vec<ScriptedTurn>,
+}
+
+/// One turn of a script.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedTurn {
+    /// Text of the turn (the report, on the last one).
+    #[serde(default)]
+    pub text: String,
+    /// Tools to call.
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedCall>,
+    /// What must be true of what the model is shown before this turn is played.
+    #[serde(default)]
+    pub expect: Expectation,
+}
+
+/// A tool call in a script.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedCall {
+    /// The tool.
+    pub name: String,
+    /// Its input.
+    pub input: Value,
+}
+
+/// Checks on the latest message (the task, or the results of the previous turn's calls).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    /// Each string must appear in the latest message's text.
+    #[serde(default)]
+    pub shown_contains: Vec<String>,
+    /// None of these may appear in the latest message's text.
+    #[serde(default)]
+    pub shown_not_contains: Vec<String>,
+    /// Exactly this many images in the latest message.
+    #[serde(default)]
+    pub shown_images: Option<usize>,
+    /// Each string must appear in the system instructions.
+    #[serde(default)]
+    pub system_contains: Vec<String>,
+}
+
+/// Why a script could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The file could not be read.
+    #[error("could not read the script {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid script.
+    #[error(
+        "{path} is not a valid script ({source}); expected {{\"turns\": [{{\"text\": …, \"tool_calls\": [{{\"name\": …, \"input\": …}}]}}]}}"
+    )]
+    Parse {
+        /// The file.
+        path: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+/// Replays a [`Script`], one turn per call, and keeps every request it was given.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedModel {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    turns: std::collections::VecDeque<ScriptedTurn>,
+    played: usize,
+    requests: Vec<ModelRequest>,
+}
+
+impl ScriptedModel {
+    /// A model that plays these turns.
+    pub fn new(script: Script) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State {
+                turns: script.turns.into(),
+                ..State::default()
+            })),
+        }
+    }
+
+    /// Load a script from a JSON file.
+    pub fn from_file(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let script = serde_json::from_str(&text).map_err(|source| ScriptError::Parse {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Self::new(script))
+    }
+
+    /// Every request the model was given, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.lock().requests.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Model for ScriptedModel {
+    fn next_turn(&self, request: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>> {
+        let mut state = self.lock();
+        state.requests.push(request.clone());
+        let number = state.played + 1;
+        let Some(turn) = state.turns.pop_front() else {
+            return Box::pin(async move {
+                Err(ModelError::new(format!(
+                    "the script has no turn {number}: it ended before the task did"
+                )))
+            });
+        };
+        state.played = number;
+        let result = check(&turn.expect, &request)
+            .map_err(|why| ModelError::new(format!("script turn {number}: {why}")))
+            .map(|()| AssistantTurn {
+                text: turn.text,
+                tool_calls: turn
+                    .tool_calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, call)| ToolCall {
+                        id: format!("call-{number}-{index}"),
+                        name: call.name,
+                        input: call.input,
+                    })
+                    .collect(),
+            });
+        Box::pin(async move { result })
+    }
+}
+
+fn check(expect: &Expectation, request: &ModelRequest) -> Result<(), String> {
+    let (text, images) = request.messages.last().map_or((String::new(), 0), shown);
+    for needle in &expect.shown_contains {
+        if !text.contains(needle.as_str()) {
+            return Err(format!(
+                "expected the model to be shown `{needle}`, but it was shown:\n{text}"
+            ));
+        }
+    }
+    for needle in &expect.shown_not_contains {
+        if text.contains(needle.as_str()) {
+            return Err(format!(
+                "the model was shown `{needle}`, which it must not see:\n{text}"
+            ));
+        }
+    }
+    if let Some(expected) = expect.shown_images
+        && expected != images
+    {
+        return Err(format!(
+            "expected {expected} images, the model was shown {images}"
+        ));
+    }
+    for needle in &expect.system_contains {
+        if !request.system.contains(needle.as_str()) {
+            return Err(format!("expected the instructions to contain `{needle}`"));
+        }
+    }
+    Ok(())
+}
+
+/// The text and the number of images of a message.
+fn shown(message: &Message) -> (String, usize) {
+    let contents: Vec<&Content> = match message {
+        Message::User { content } => content.iter().collect(),
+        Message::ToolResults { results } => results.iter().flat_map(|r| r.content.iter()).collect(),
+        Message::Assistant { turn } => return (turn.text.clone(), 0),
+    };
+    let text = contents
+        .iter()
+        .filter_map(|c| c.as_text())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let images = contents
+        .iter()
+        .filter(|c| matches!(c, Content::Image { .. }))
+        .count();
+    (text, images)
+}

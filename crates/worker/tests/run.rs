@@ -1,0 +1,678 @@
+//! The runner against a fake driver and the scripted model: each limit, the final-report turn,
+//! time-out, cancellation, concurrency, output cuts, screenshots and error scrubbing.
+//!
+//! The driver here is a stand-in on purpose: these tests are about the runner's rules, and the
+//! real Docker driver is tested against a real dockerd in its own crate.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_worker::*;
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Observed {
+    disposed: AtomicUsize,
+    tool_started: AtomicUsize,
+    context: Mutex<Option<TaskContext>>,
+}
+
+struct FakeDriver {
+    observed: Arc<Observed>,
+}
+
+struct FakeDispose(Arc<Observed>);
+
+impl Dispose for FakeDispose {
+    fn dispose(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            self.0.disposed.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+}
+
+struct FakeTool {
+    name: &'static str,
+    context: TaskContext,
+    observed: Arc<Observed>,
+}
+
+impl Tool for FakeTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.name.into(),
+            description: format!("fake {}", self.name),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async move {
+            self.observed.tool_started.fetch_add(1, Ordering::SeqCst);
+            match self.name {
+                "echo" => {
+                    let repeat = usize::try_from(input["repeat"].as_u64().unwrap_or(1)).unwrap();
+                    Ok(ToolOutput::text(
+                        input["text"].as_str().unwrap_or("").repeat(repeat),
+                    ))
+                }
+                "shot" => {
+                    let bytes = usize::try_from(input["bytes"].as_u64().unwrap()).unwrap();
+                    let image = Image::png(vec![0x89; bytes]);
+                    let kept = if input["keep"].as_bool() == Some(true) {
+                        match self.context.keep_screenshot(image.clone()) {
+                            Ok(()) => "; kept".to_owned(),
+                            Err(refusal) => format!("; {refusal}"),
+                        }
+                    } else {
+                        String::new()
+                    };
+                    let text = format!("screenshot of {bytes} bytes{kept}");
+                    Ok(ToolOutput {
+                        text,
+                        images: vec![image],
+                        is_error: false,
+                    })
+                }
+                "hang" => std::future::pending().await,
+                "fail" => Err(ToolFailure::new(
+                    input["message"].as_str().unwrap().to_owned(),
+                )),
+                "refuse" => Ok(ToolOutput::error(
+                    input["message"].as_str().unwrap().to_owned(),
+                )),
+                other => unreachable!("{other}"),
+            }
+        })
+    }
+}
+
+impl BrowserDriver for FakeDriver {
+    fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
+        Box::pin(async move {
+            *self.observed.context.lock().unwrap() = Some(context.clone());
+            let tools: Vec<Arc<dyn Tool>> = ["echo", "shot", "hang", "fail", "refuse"]
+                .into_iter()
+                .map(|name| {
+                    Arc::new(FakeTool {
+                        name,
+                        context: context.clone(),
+                        observed: Arc::clone(&self.observed),
+                    }) as Arc<dyn Tool>
+                })
+                .collect();
+            Ok(BrowserSession {
+                tools,
+                guide: "FAKE GUIDE".into(),
+                prompt: "FAKE PROMPT".into(),
+                dispose: Box::new(FakeDispose(Arc::clone(&self.observed))),
+            })
+        })
+    }
+}
+
+fn call(name: &str, input: Value) -> ScriptedCall {
+    ScriptedCall {
+        name: name.into(),
+        input,
+    }
+}
+
+fn turn(text: &str, calls: Vec<ScriptedCall>) -> ScriptedTurn {
+    ScriptedTurn {
+        text: text.into(),
+        tool_calls: calls,
+        expect: Expectation::default(),
+    }
+}
+
+fn expecting(mut turn: ScriptedTurn, expect: Expectation) -> ScriptedTurn {
+    turn.expect = expect;
+    turn
+}
+
+fn shown(needles: &[&str]) -> Expectation {
+    Expectation {
+        shown_contains: needles.iter().map(|s| (*s).to_owned()).collect(),
+        ..Expectation::default()
+    }
+}
+
+struct Setup {
+    runner: TaskRunner,
+    model: ScriptedModel,
+    observed: Arc<Observed>,
+}
+
+fn setup(turns: Vec<ScriptedTurn>, limits: Limits) -> Setup {
+    let observed = Arc::new(Observed::default());
+    let model = ScriptedModel::new(Script { turns });
+    let runner = TaskRunner::new(
+        Arc::new(FakeDriver {
+            observed: Arc::clone(&observed),
+        }),
+        Arc::new(model.clone()),
+        limits,
+    )
+    .unwrap();
+    Setup {
+        runner,
+        model,
+        observed,
+    }
+}
+
+fn request() -> TaskRequest {
+    TaskRequest {
+        task: "Find the answer".into(),
+        url: Some("https://example.com/".into()),
+    }
+}
+
+async fn run(setup: &Setup) -> TaskResult {
+    setup
+        .runner
+        .run(request(), CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_task_completes_with_the_workers_report() {
+    let setup = setup(
+        vec![
+            expecting(
+                turn("", vec![call("echo", json!({"text": "page text"}))]),
+                Expectation {
+                    shown_contains: vec![
+                        "Task: Find the answer".into(),
+                        "Start at: https://example.com/".into(),
+                    ],
+                    system_contains: vec![
+                        "You are a browser worker".into(),
+                        "FAKE GUIDE".into(),
+                        "FAKE PROMPT".into(),
+                    ],
+                    ..Expectation::default()
+                },
+            ),
+            expecting(
+                turn("The answer is on the page.", vec![]),
+                shown(&["page text"]),
+            ),
+        ],
+        Limits::default(),
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    assert_eq!(result.report, "The answer is on the page.");
+    assert_eq!(result.steps_used, 1);
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
+    let requests = setup.model.requests();
+    assert_eq!(requests[0].tools.len(), 5);
+}
+
+#[tokio::test]
+async fn the_call_after_the_last_step_is_refused_and_one_report_turn_follows() {
+    let limits = Limits {
+        max_steps: 2,
+        ..Limits::default()
+    };
+    let setup = setup(
+        vec![
+            turn(
+                "",
+                vec![
+                    call("echo", json!({"text": "a"})),
+                    call("echo", json!({"text": "b"})),
+                ],
+            ),
+            turn("", vec![call("echo", json!({"text": "c"}))]),
+            expecting(
+                turn(
+                    "Report after the limit.",
+                    vec![call("echo", json!({"text": "d"}))],
+                ),
+                shown(&["Step limit reached", "Write your report now"]),
+            ),
+        ],
+        limits,
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::StepLimit);
+    assert_eq!(result.steps_used, 2);
+    assert_eq!(result.report, "Report after the limit.");
+    assert_eq!(
+        setup.observed.tool_started.load(Ordering::SeqCst),
+        2,
+        "no call past the limit may run"
+    );
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn long_tool_text_is_cut_with_a_marker() {
+    let limits = Limits {
+        max_output_chars: 1000,
+        ..Limits::default()
+    };
+    let setup = setup(
+        vec![
+            turn("", vec![call("echo", json!({"text": "x", "repeat": 1500}))]),
+            expecting(
+                turn("done", vec![]),
+                shown(&["[… cut: 500 more characters not shown]"]),
+            ),
+        ],
+        limits,
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    let requests = setup.model.requests();
+    let Message::ToolResults { results } = requests[1].messages.last().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        results[0].text().chars().filter(|c| *c == 'x').count(),
+        1000
+    );
+}
+
+#[tokio::test]
+async fn screenshots_are_kept_within_count_and_size_and_oversized_ones_are_not_shown() {
+    let limits = Limits {
+        max_screenshots: 2,
+        max_screenshot_bytes: 2048,
+        ..Limits::default()
+    };
+    let keep = |bytes: u64| call("shot", json!({"bytes": bytes, "keep": true}));
+    let setup = setup(
+        vec![
+            turn("", vec![keep(100), keep(200)]),
+            expecting(
+                turn("", vec![keep(300)]),
+                Expectation {
+                    shown_images: Some(2),
+                    ..shown(&["; kept"])
+                },
+            ),
+            // The third is refused for count (and shown, being small).
+            expecting(
+                turn("", vec![keep(5000)]),
+                shown(&["2 screenshots are kept already", "most this task may keep"]),
+            ),
+            expecting(
+                turn("two kept", vec![]),
+                Expectation {
+                    shown_images: Some(0),
+                    ..shown(&["over the 2048-byte limit", "not shown"])
+                },
+            ),
+        ],
+        limits,
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    let sizes: Vec<usize> = result.screenshots.iter().map(|s| s.data.len()).collect();
+    assert_eq!(sizes, vec![100, 200]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_out_returns_the_report_and_the_screenshots_kept_so_far() {
+    let limits = Limits {
+        timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let setup = setup(
+        vec![
+            turn(
+                "I kept one and will wait.",
+                vec![call("shot", json!({"bytes": 64, "keep": true}))],
+            ),
+            turn("", vec![call("hang", json!({}))]),
+        ],
+        limits,
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::TimedOut);
+    assert!(
+        result
+            .report
+            .starts_with("The task timed out after 30 seconds."),
+        "{}",
+        result.report
+    );
+    assert!(result.report.contains("I kept one and will wait."));
+    assert_eq!(result.screenshots.len(), 1);
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn cancelling_mid_tool_disposes_before_returning() {
+    let setup = setup(
+        vec![turn("", vec![call("hang", json!({}))])],
+        Limits::default(),
+    );
+    let cancel = CancellationToken::new();
+    let observed = Arc::clone(&setup.observed);
+    let canceller = cancel.clone();
+    let watcher = tokio::spawn(async move {
+        // Cancel once the tool is running: poll the counter the tool bumps.
+        while observed.tool_started.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        canceller.cancel();
+    });
+    let result = setup.runner.run(request(), cancel).await.unwrap();
+    watcher.await.unwrap();
+    assert_eq!(result.ended, Ended::Cancelled);
+    assert_eq!(
+        setup.observed.disposed.load(Ordering::SeqCst),
+        1,
+        "dispose must finish before run returns"
+    );
+    let context = setup.observed.context.lock().unwrap().clone().unwrap();
+    assert!(
+        context.cancel.is_cancelled(),
+        "the driver's context is cancelled with the task"
+    );
+}
+
+struct HangingModel {
+    asked: Arc<AtomicUsize>,
+}
+
+impl Model for HangingModel {
+    fn next_turn(&self, _: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn cancelling_mid_model_call_disposes_before_returning() {
+    let observed = Arc::new(Observed::default());
+    let asked = Arc::new(AtomicUsize::new(0));
+    let runner = TaskRunner::new(
+        Arc::new(FakeDriver {
+            observed: Arc::clone(&observed),
+        }),
+        Arc::new(HangingModel {
+            asked: Arc::clone(&asked),
+        }),
+        Limits::default(),
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    let watch = Arc::clone(&asked);
+    tokio::spawn(async move {
+        while watch.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        canceller.cancel();
+    });
+    let result = runner.run(request(), cancel).await.unwrap();
+    assert_eq!(result.ended, Ended::Cancelled);
+    assert_eq!(observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn dropping_the_task_still_disposes_the_session() {
+    let setup = setup(
+        vec![turn("", vec![call("hang", json!({}))])],
+        Limits::default(),
+    );
+    let observed = Arc::clone(&setup.observed);
+    let runner = setup.runner.clone();
+    let task = tokio::spawn(async move { runner.run(request(), CancellationToken::new()).await });
+    while observed.tool_started.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    // Dispose was spawned by the drop; wait for it to be observed.
+    while observed.disposed.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_task_past_the_concurrency_limit_is_refused_not_queued() {
+    let limits = Limits {
+        max_concurrent_tasks: 1,
+        ..Limits::default()
+    };
+    let setup = setup(vec![turn("", vec![call("hang", json!({}))])], limits);
+    let cancel = CancellationToken::new();
+    let runner = setup.runner.clone();
+    let first_cancel = cancel.clone();
+    let first = tokio::spawn(async move { runner.run(request(), first_cancel).await });
+    while setup.observed.tool_started.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let second = setup.runner.run(request(), CancellationToken::new()).await;
+    let Err(error) = second else {
+        panic!("the second task ran")
+    };
+    assert!(matches!(error, RunError::Busy { running: 1 }));
+    assert!(error.to_string().contains("max_concurrent_tasks"));
+    cancel.cancel();
+    assert_eq!(first.await.unwrap().unwrap().ended, Ended::Cancelled);
+}
+
+/// Secrets and host details that must never reach the worker, in errors of either kind.
+const SECRETS: &[(&str, &str)] = &[
+    (
+        "upstream said: Authorization: Bearer sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA",
+        "sk-ant-api03",
+    ),
+    (
+        "request failed with key sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        "abcdefghijklmnop",
+    ),
+    (
+        "Cookie: session=0123456789abcdef; other=1",
+        "0123456789abcdef",
+    ),
+    (
+        "GET https://admin:hunter2@internal.example/ failed",
+        "hunter2",
+    ),
+    (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAzzz\n-----END RSA PRIVATE KEY-----",
+        "MIIEowIBAAKCAQEA",
+    ),
+    (
+        "could not open /home/alice/.config/airlock/airlock.toml",
+        "/home/alice",
+    ),
+    (
+        "socket /tmp/airlock-egress-Xa81/proxy.sock refused",
+        "airlock-egress-Xa81",
+    ),
+    (
+        "aws creds AKIAIOSFODNN7EXAMPLE leaked",
+        "AKIAIOSFODNN7EXAMPLE",
+    ),
+    ("token=ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "ghp_aaaa"),
+    ("password: correct-horse-battery", "correct-horse"),
+    (
+        "thread 'main' panicked at src/main.rs:10:5:\nboom\nstack backtrace:\n 0: std::panicking",
+        "src/main.rs",
+    ),
+    ("x-api-key: 5f2b9c7e8d", "5f2b9c7e8d"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJhbGciOiJIUzI1NiJ9",
+    ),
+];
+
+#[tokio::test]
+async fn secrets_never_reach_the_worker() {
+    let mut turns = Vec::new();
+    for (message, _) in SECRETS {
+        turns.push(turn(
+            "",
+            vec![
+                call("fail", json!({"message": message})),
+                call("refuse", json!({"message": message})),
+            ],
+        ));
+    }
+    turns.push(turn("done", vec![]));
+    let setup = setup(turns, Limits::default());
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    let requests = setup.model.requests();
+    // What tools returned (the worker's own calls carry the messages as input, by construction).
+    let results: Vec<&Message> = requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .filter(|m| matches!(m, Message::ToolResults { .. }))
+        .collect();
+    let everything_shown = serde_json::to_string(&results).unwrap();
+    for (message, secret) in SECRETS {
+        assert!(
+            !everything_shown.contains(secret),
+            "`{secret}` from `{message}` reached the worker"
+        );
+    }
+    assert!(everything_shown.contains("The tool failed unexpectedly"));
+    // Refusal texts keep their meaning around the redaction.
+    assert!(
+        everything_shown.contains("could not open [path]"),
+        "{everything_shown}"
+    );
+}
+
+#[test]
+fn scrub_keeps_ordinary_text_and_urls() {
+    let text = "The egress proxy refused http://10.0.0.5/: private address 10.0.0.5 (10.0.0.0/8). See https://example.com/home/tmp/page";
+    assert_eq!(scrub(text), text);
+}
+
+#[tokio::test]
+async fn an_unknown_tool_and_a_failing_model_are_reported() {
+    let setup = setup(
+        vec![turn("", vec![call("teleport", json!({}))])],
+        Limits::default(),
+    );
+    let result = run(&setup).await;
+    // The script ends after one turn: the model fails, and says why.
+    assert_eq!(result.ended, Ended::Failed);
+    assert!(
+        result.report.contains("the script has no turn 2"),
+        "{}",
+        result.report
+    );
+    let requests = setup.model.requests();
+    let Message::ToolResults { results } = requests[1].messages.last().unwrap() else {
+        panic!()
+    };
+    assert!(results[0].is_error);
+    assert!(
+        results[0]
+            .text()
+            .contains("There is no tool named `teleport`")
+    );
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn limits_are_validated_with_the_option_and_its_range() {
+    let error = |limits: Limits| limits.validate().unwrap_err().to_string();
+    assert_eq!(
+        error(Limits {
+            max_steps: 0,
+            ..Limits::default()
+        }),
+        "`max_steps` is 0: use a value from 1 to 500"
+    );
+    assert_eq!(
+        error(Limits {
+            timeout: Duration::from_secs(1),
+            ..Limits::default()
+        }),
+        "`timeout` is 1: use a value from 5 to 3600 seconds"
+    );
+    assert_eq!(
+        error(Limits {
+            max_screenshot_bytes: 11 * 1024 * 1024,
+            ..Limits::default()
+        }),
+        "`max_screenshot_bytes` is 11534336: use a value from 1024 to 10485760 bytes"
+    );
+    assert!(
+        error(Limits {
+            max_output_chars: 10,
+            ..Limits::default()
+        })
+        .contains("max_output_chars")
+    );
+    assert!(
+        error(Limits {
+            max_concurrent_tasks: 0,
+            ..Limits::default()
+        })
+        .contains("max_concurrent_tasks")
+    );
+    assert!(
+        error(Limits {
+            max_screenshots: 21,
+            ..Limits::default()
+        })
+        .contains("max_screenshots")
+    );
+    assert!(Limits::default().validate().is_ok());
+}
+
+#[tokio::test]
+async fn an_empty_task_is_refused() {
+    let setup = setup(vec![], Limits::default());
+    let error = setup
+        .runner
+        .run(
+            TaskRequest {
+                task: "  ".into(),
+                url: None,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RunError::EmptyTask));
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn standing_instructions_snapshot() {
+    insta::assert_snapshot!(STANDING_INSTRUCTIONS);
+}
+
+#[test]
+fn result_json_shape() {
+    let result = TaskResult {
+        report: "r".into(),
+        screenshots: vec![Image::png(vec![1, 2, 3])],
+        steps_used: 3,
+        ended: Ended::StepLimit,
+        egress_refusals: vec![EgressRefusal {
+            at_unix_ms: 1,
+            target: "10.0.0.1:80".into(),
+            reason: "private".into(),
+        }],
+        timings: Timings::default(),
+    };
+    insta::assert_json_snapshot!(result);
+}

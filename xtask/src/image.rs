@@ -1,0 +1,251 @@
+//! `cargo xtask image`: build `airlock-browser:<version>`.
+//!
+//! The base image is pulled when a registry answers; otherwise (as on a machine with no registry,
+//! or with `--offline-base`) it is made from Debian packages with `debootstrap` and `docker import`,
+//! and cached as `airlock-base:bookworm`. agent-browser's npm tarball is fetched on the host and
+//! checked against the checksum pinned in `docker/Dockerfile`, so the build itself needs no npm.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use sha2::{Digest, Sha256};
+
+use crate::util::{display, is_root, output, run_loud, succeeds, workspace_root};
+
+/// The base the Dockerfile names by default.
+const DEFAULT_BASE: &str = "debian:bookworm-slim";
+/// Where a base made from Debian packages is cached.
+const LOCAL_BASE: &str = "airlock-base:bookworm";
+
+/// Arguments of `cargo xtask image`.
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// The tag to build.
+    #[arg(long, default_value_t = default_tag())]
+    tag: String,
+    /// The base image to build on.
+    #[arg(long, default_value = DEFAULT_BASE)]
+    base: String,
+    /// Do not try a registry: build the base from Debian packages (debootstrap), or reuse the cached one.
+    #[arg(long)]
+    offline_base: bool,
+    /// Rebuild even if the tag already exists.
+    #[arg(long)]
+    force: bool,
+}
+
+impl ImageArgs {
+    /// What the integration task builds when the image is missing.
+    pub fn for_integration() -> Self {
+        Self {
+            tag: default_tag(),
+            base: DEFAULT_BASE.to_owned(),
+            offline_base: false,
+            force: false,
+        }
+    }
+}
+
+/// `airlock-browser:<workspace version>`, the tag every Airlock binary of this version expects.
+pub fn default_tag() -> String {
+    format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Build the image (or say it is there already).
+pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
+    if !succeeds(Command::new("docker").arg("version")) {
+        bail!(
+            "Docker is not answering: install Debian's docker.io and start dockerd (or fix DOCKER_HOST)"
+        );
+    }
+    if !args.force && image_exists(&args.tag) {
+        eprintln!(
+            "image {} is already built (use --force to rebuild)",
+            args.tag
+        );
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let root = workspace_root();
+    let pins = Pins::read(&root.join("docker/Dockerfile"))?;
+    let base = resolve_base(args, &root)?;
+    let context = prepare_context(&root, &pins)?;
+
+    let mut build = Command::new("docker");
+    build
+        .args(["build", "--build-arg"])
+        .arg(format!("BASE_IMAGE={base}"))
+        .args(["--tag", &args.tag])
+        .arg(&context);
+    eprintln!("[3/3] building {} on {base}", args.tag);
+    run_loud(&mut build)?;
+    let size = output(Command::new("docker").args([
+        "image",
+        "inspect",
+        "--format",
+        "{{.Size}}",
+        &args.tag,
+    ]))?;
+    let megabytes = size.trim().parse::<u64>().unwrap_or(0) / 1_000_000;
+    eprintln!(
+        "built {} ({megabytes} MB) in {:.0} s\nthe same build as a plain command: {}",
+        args.tag,
+        started.elapsed().as_secs_f64(),
+        display(&build)
+    );
+    Ok(())
+}
+
+fn image_exists(tag: &str) -> bool {
+    succeeds(Command::new("docker").args(["image", "inspect", tag]))
+}
+
+/// The agent-browser version and checksum, read from the Dockerfile so they are pinned once.
+struct Pins {
+    version: String,
+    sha256: String,
+}
+
+impl Pins {
+    fn read(dockerfile: &Path) -> anyhow::Result<Self> {
+        let text = fs::read_to_string(dockerfile)
+            .with_context(|| format!("reading {}", dockerfile.display()))?;
+        let arg = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(&format!("ARG {name}=")))
+                .map(|value| value.trim().to_owned())
+                .with_context(|| format!("{} has no `ARG {name}=` line", dockerfile.display()))
+        };
+        Ok(Self {
+            version: arg("AGENT_BROWSER_VERSION")?,
+            sha256: arg("AGENT_BROWSER_SHA256")?,
+        })
+    }
+}
+
+fn resolve_base(args: &ImageArgs, root: &Path) -> anyhow::Result<String> {
+    eprintln!("[1/3] base image");
+    if !args.offline_base {
+        if image_exists(&args.base) {
+            return Ok(args.base.clone());
+        }
+        eprintln!(
+            "  pulling {} (falls back to a Debian-built base if no registry answers)",
+            args.base
+        );
+        let mut pull = Command::new("timeout");
+        pull.args(["120", "docker", "pull", &args.base]);
+        if succeeds(&mut pull) {
+            return Ok(args.base.clone());
+        }
+        eprintln!("  {} could not be pulled", args.base);
+    }
+    if image_exists(LOCAL_BASE) {
+        eprintln!("  using the cached {LOCAL_BASE}");
+        return Ok(LOCAL_BASE.to_owned());
+    }
+    build_local_base(root)?;
+    Ok(LOCAL_BASE.to_owned())
+}
+
+/// `debootstrap --variant=minbase bookworm` into a folder under target/, then `docker import`.
+fn build_local_base(root: &Path) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "building the base from Debian packages needs root (debootstrap); run `cargo xtask image --offline-base` as root once, or make {DEFAULT_BASE} pullable"
+        );
+    }
+    if !succeeds(Command::new("debootstrap").arg("--version")) {
+        bail!("debootstrap is missing: apt-get install debootstrap");
+    }
+    let rootfs = root.join("target/airlock-base-rootfs");
+    if rootfs.exists() {
+        fs::remove_dir_all(&rootfs).with_context(|| format!("clearing {}", rootfs.display()))?;
+    }
+    eprintln!("  building {LOCAL_BASE} from Debian packages");
+    run_loud(
+        Command::new("debootstrap")
+            .args(["--variant=minbase", "bookworm"])
+            .arg(&rootfs)
+            .arg("http://deb.debian.org/debian"),
+    )?;
+    let mut tar = Command::new("tar")
+        .arg("-C")
+        .arg(&rootfs)
+        .args(["-c", "."])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting tar")?;
+    let tar_out = tar.stdout.take().context("tar has no stdout")?;
+    let imported = Command::new("docker")
+        .args(["import", "-", LOCAL_BASE])
+        .stdin(tar_out)
+        .status()
+        .context("starting docker import")?;
+    let tarred = tar.wait().context("waiting for tar")?;
+    fs::remove_dir_all(&rootfs).with_context(|| format!("removing {}", rootfs.display()))?;
+    if !tarred.success() || !imported.success() {
+        bail!("importing the Debian base failed (tar {tarred}, docker import {imported})");
+    }
+    Ok(())
+}
+
+/// target/airlock-image: the docker/ files plus agent-browser's checked tarball.
+fn prepare_context(root: &Path, pins: &Pins) -> anyhow::Result<PathBuf> {
+    eprintln!("[2/3] build context with agent-browser {}", pins.version);
+    let context = root.join("target/airlock-image");
+    fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
+    for file in ["Dockerfile", "entrypoint.sh", "chromium-policy.json"] {
+        fs::copy(root.join("docker").join(file), context.join(file))
+            .with_context(|| format!("copying docker/{file}"))?;
+    }
+    let cache = root.join("target/airlock-cache");
+    fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    let tarball = cache.join(format!("agent-browser-{}.tgz", pins.version));
+    if !tarball.exists() || sha256_of(&tarball)? != pins.sha256 {
+        run_loud(
+            Command::new("npm")
+                .args([
+                    "pack",
+                    &format!("agent-browser@{}", pins.version),
+                    "--pack-destination",
+                ])
+                .arg(&cache),
+        )?;
+    }
+    let actual = sha256_of(&tarball)?;
+    if actual != pins.sha256 {
+        bail!(
+            "{} has sha256 {actual}, but docker/Dockerfile pins {}: refusing to build with an unchecked agent-browser",
+            tarball.display(),
+            pins.sha256
+        );
+    }
+    fs::copy(&tarball, context.join("agent-browser.tgz"))
+        .context("copying the agent-browser tarball")?;
+    Ok(context)
+}
+
+fn sha256_of(path: &Path) -> anyhow::Result<String> {
+    let mut file = fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0_u8; 64 * 1024];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    let mut hex = String::with_capacity(64);
+    for byte in hasher.finalize() {
+        use std::fmt::Write;
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    Ok(hex)
+}

@@ -1,0 +1,67 @@
+//! Small helpers shared by tasks: the workspace root and running commands loudly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Print a command, run it with inherited output, and fail with its exit status.
+pub fn run_loud(command: &mut Command) -> anyhow::Result<()> {
+    eprintln!("$ {}", display(command));
+    let status = command
+        .status()
+        .with_context(|| format!("could not start {}", display(command)))?;
+    if !status.success() {
+        bail!("{} failed ({status})", display(command));
+    }
+    Ok(())
+}
+
+/// Run a command quietly and report whether it succeeded.
+pub fn succeeds(command: &mut Command) -> bool {
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Run a command and return its stdout.
+pub fn output(command: &mut Command) -> anyhow::Result<String> {
+    let out = command
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not start {}", display(command)))?;
+    if !out.status.success() {
+        bail!("{} failed ({})", display(command), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A command as a shell line, for logs.
+pub fn display(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|part| {
+            let part = part.to_string_lossy();
+            if part.contains([' ', '<', '>', '*']) {
+                format!("'{part}'")
+            } else {
+                part.into_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_ok_and(|uid| uid.trim() == "0")
+}
