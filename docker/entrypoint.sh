@@ -19,5 +19,17 @@ chmod 0700 "$HOME" "$AGENT_BROWSER_SOCKET_DIR"
 
 socat -lf /dev/null TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:"$socket" &
 
+# Mark the relay ready once it listens (127.0.0.1:3128 is 0100007F:0C38 in state 0A, LISTEN), so
+# the driver never starts the browser before its one way out exists.
+tries=0
+until grep -q '0100007F:0C38 00000000:0000 0A' /proc/net/tcp; do
+  tries=$((tries + 1))
+  if [ "$tries" -gt 250 ]; then
+    echo "airlock-entrypoint: the relay did not start listening on 127.0.0.1:3128" >&2
+    exit 1
+  fi
+  sleep 0.02
+done
+touch /tmp/.airlock-relay-ready
 echo "airlock-entrypoint: relay ready; lifetime ${lifetime}s"
 exec sleep "$lifetime"

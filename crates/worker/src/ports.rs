@@ -207,11 +207,13 @@ impl TaskContext {
         lock(&self.refusals).push(refusal);
     }
 
-    pub(crate) fn kept_screenshots(&self) -> Vec<Image> {
+    /// The screenshots kept so far.
+    pub fn kept_screenshots(&self) -> Vec<Image> {
         lock(&self.screenshots).clone()
     }
 
-    pub(crate) fn refusals(&self) -> Vec<EgressRefusal> {
+    /// The refusals recorded so far.
+    pub fn refusals(&self) -> Vec<EgressRefusal> {
         lock(&self.refusals).clone()
     }
 }

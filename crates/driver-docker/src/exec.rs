@@ -1,0 +1,122 @@
+//! Running one command in a task container: never through a shell, with stdin, a byte cap on the
+//! output, and a time-out enforced inside the container too (a timed-out exec keeps running
+//! otherwise).
+
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+/// What a command printed and how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Its exit code (`124` when the in-container time-out killed it).
+    pub exit_code: i64,
+    /// Standard output, up to the cap.
+    pub stdout: Vec<u8>,
+    /// Standard error, up to the cap.
+    pub stderr: Vec<u8>,
+    /// Bytes dropped past the cap.
+    pub dropped: usize,
+}
+
+/// Why a command could not be run or finished.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// Docker refused or failed the exec.
+    #[error("docker exec failed: {0}")]
+    Docker(#[from] bollard::errors::Error),
+    /// Feeding stdin failed.
+    #[error("writing the command's input failed: {0}")]
+    Stdin(std::io::Error),
+    /// The command outlived its time-out even on the host side.
+    #[error("the command did not finish within {0:?}")]
+    TimedOut(Duration),
+}
+
+/// Exit code `timeout(1)` reports when it stopped the command.
+pub const TIMED_OUT_EXIT: i64 = 124;
+
+/// Run `command` in `container`, bounded by `timeout` inside (via `timeout(1)`) and outside.
+pub async fn run(
+    docker: &Docker,
+    container: &str,
+    command: &[String],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+    max_output: usize,
+) -> Result<ExecOutput, ExecError> {
+    let seconds = timeout.as_secs().max(1).to_string();
+    // timeout(1) sends TERM at the limit and KILL two seconds later, inside the container.
+    let mut cmd = vec!["timeout".to_owned(), "--kill-after=2".to_owned(), seconds];
+    cmd.extend(command.iter().cloned());
+    let config = ExecConfig {
+        attach_stdin: Some(stdin.is_some()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        cmd: Some(cmd),
+        ..ExecConfig::default()
+    };
+    // The host waits a little longer than the container, so the in-container limit fires first.
+    let host_limit = timeout + Duration::from_secs(5);
+    match tokio::time::timeout(
+        host_limit,
+        execute(docker, container, config, stdin, max_output),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(ExecError::TimedOut(timeout)),
+    }
+}
+
+async fn execute(
+    docker: &Docker,
+    container: &str,
+    config: ExecConfig,
+    stdin: Option<&[u8]>,
+    max_output: usize,
+) -> Result<ExecOutput, ExecError> {
+    let exec = docker.create_exec(container, config).await?;
+    let options = StartExecOptions {
+        detach: false,
+        tty: false,
+        output_capacity: Some(64 * 1024),
+    };
+    let StartExecResults::Attached {
+        mut output,
+        mut input,
+    } = docker.start_exec(&exec.id, Some(options)).await?
+    else {
+        // We asked for an attached exec; Docker answered detached, so there is no output to read.
+        return Ok(ExecOutput::default());
+    };
+    if let Some(stdin) = stdin {
+        input.write_all(stdin).await.map_err(ExecError::Stdin)?;
+        input.shutdown().await.map_err(ExecError::Stdin)?;
+    }
+    drop(input);
+
+    let mut result = ExecOutput::default();
+    while let Some(chunk) = output.next().await {
+        let room = max_output.saturating_sub(result.stdout.len() + result.stderr.len());
+        let (target, bytes) = match chunk? {
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                (&mut result.stdout, message)
+            }
+            LogOutput::StdErr { message } => (&mut result.stderr, message),
+            LogOutput::StdIn { .. } => continue,
+        };
+        let kept = room.min(bytes.len());
+        target.extend_from_slice(&bytes[..kept]);
+        result.dropped += bytes.len() - kept;
+    }
+    let inspect = docker.inspect_exec(&exec.id).await?;
+    result.exit_code = inspect.exit_code.unwrap_or(-1);
+    Ok(result)
+}

@@ -1,0 +1,488 @@
+//! Airlock's Docker driver: one sealed container per browser task.
+//!
+//! For each task the driver makes a private socket directory, starts the task's egress proxy in
+//! it, and starts a container with no network whose only way out is that socket (bind-mounted
+//! read-only at `/egress`). The worker gets one tool, `agent_browser`, which runs agent-browser in
+//! the container by exec (never through a shell) after the command policy allowed it. Disposing the
+//! session removes the container, stops the proxy and removes the directory; containers whose
+//! owner died are removed the next time a driver starts, or by `airlock cleanup`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), airlock_worker::DriverError> {
+//! use airlock_driver_docker::{DockerDriver, DriverConfig};
+//! use airlock_worker::BrowserDriver;
+//!
+//! let driver = DockerDriver::connect(DriverConfig::default()).await?;
+//! driver.check().await?; // names the fix when Docker, the image or the user is wrong
+//! # Ok(()) }
+//! ```
+
+mod exec;
+pub mod owner;
+mod spec;
+mod tool;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_policy::EgressPolicy;
+use airlock_proxy::{EgressProxy, ProxyConfig};
+use airlock_worker::{
+    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, TaskContext, Tool,
+};
+use bollard::Docker;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+
+pub use exec::{ExecOutput, TIMED_OUT_EXIT};
+pub use spec::{
+    ContainerOptions, EGRESS_MOUNT, LABEL_OWNER, LABEL_TASK, LABEL_VERSION, Resources,
+    container_spec,
+};
+pub use tool::{AgentBrowserInput, TOOL_NAME};
+
+/// The image tag this version of Airlock expects.
+pub fn default_image() -> String {
+    format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// How the driver runs tasks.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// The browser image.
+    pub image: String,
+    /// Where the browser may go.
+    pub egress: EgressPolicy,
+    /// The proxy's limits.
+    pub proxy_limits: airlock_proxy::Limits,
+    /// Nameservers for the proxy; empty means the system's.
+    pub nameservers: Vec<SocketAddr>,
+    /// Container limits.
+    pub resources: Resources,
+    /// The longest one agent-browser command may run.
+    pub command_timeout: Duration,
+    /// The most output bytes kept from one command.
+    pub max_command_output_bytes: usize,
+    /// The uid:gid containers run as; `None` uses this process's.
+    pub user: Option<(u32, u32)>,
+    /// How long a container outlives its task's time limit before it exits by itself.
+    pub lifetime_grace: Duration,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self {
+            image: default_image(),
+            egress: EgressPolicy::default(),
+            proxy_limits: airlock_proxy::Limits::default(),
+            nameservers: Vec::new(),
+            resources: Resources::default(),
+            command_timeout: Duration::from_secs(30),
+            max_command_output_bytes: 256 * 1024,
+            user: None,
+            lifetime_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The command that builds the image, quoted when it is missing.
+pub const BUILD_COMMAND: &str = "cargo xtask image";
+
+/// Runs each task in its own sealed container.
+pub struct DockerDriver {
+    docker: Docker,
+    config: DriverConfig,
+    owner: String,
+    user: (u32, u32),
+    /// Containers whose removal failed, retried at [`DockerDriver::shutdown`].
+    failed_removals: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for DockerDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerDriver")
+            .field("image", &self.config.image)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+static TASK_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl DockerDriver {
+    /// Connect to the local daemon (`DOCKER_HOST` if it is a unix socket, else the default) and
+    /// agree on an API version. Remote daemons are refused: the proxy socket must be on the host
+    /// that runs the container. Orphaned task containers are removed.
+    pub async fn connect(config: DriverConfig) -> Result<Self, DriverError> {
+        if let Ok(host) = std::env::var("DOCKER_HOST")
+            && !host.is_empty()
+            && !host.starts_with("unix://")
+        {
+            return Err(DriverError::new(format!(
+                "DOCKER_HOST is {host}: Airlock needs the local Docker daemon (a unix:// socket), because the \
+                 browser's proxy socket must be on the machine that runs the container. Unset DOCKER_HOST or point it at unix:///var/run/docker.sock"
+            )));
+        }
+        let docker = Docker::connect_with_unix_defaults()
+            .map_err(|e| DriverError::new(format!("cannot reach the Docker daemon: {e}. Install Docker (Debian: apt-get install docker.io) and start dockerd")))?
+            .negotiate_version()
+            .await
+            .map_err(|e| DriverError::new(format!("the Docker daemon does not answer: {e}. Start dockerd (or check that this user is in the docker group)")))?;
+        let user = config.user.unwrap_or_else(current_user);
+        let driver = Self {
+            docker,
+            config,
+            owner: owner::this_process(),
+            user,
+            failed_removals: Arc::default(),
+        };
+        match driver.cleanup_orphans().await {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(?removed, "removed task containers whose owner is gone");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "could not look for orphaned task containers"),
+        }
+        Ok(driver)
+    }
+
+    /// The Docker client, for callers that inspect what the driver made.
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DriverConfig {
+        &self.config
+    }
+
+    /// Remove task containers whose owning process is gone. Returns their names.
+    pub async fn cleanup_orphans(&self) -> Result<Vec<String>, DriverError> {
+        let filters =
+            std::collections::HashMap::from([("label".to_owned(), vec![LABEL_TASK.to_owned()])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| DriverError::new(format!("listing containers failed: {e}")))?;
+        let mut removed = Vec::new();
+        for container in containers {
+            let labels = container.labels.unwrap_or_default();
+            let owner = labels.get(LABEL_OWNER).map_or("", String::as_str);
+            if !owner::is_gone(owner) {
+                continue;
+            }
+            let Some(id) = container.id else { continue };
+            let name = container
+                .names
+                .and_then(|names| names.first().cloned())
+                .unwrap_or_else(|| id.clone());
+            if remove_container(&self.docker, &id).await {
+                removed.push(name.trim_start_matches('/').to_owned());
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Retry removals that failed during dispose. Call before the program exits.
+    pub async fn shutdown(&self) {
+        let pending: Vec<String> = std::mem::take(
+            &mut *self
+                .failed_removals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for name in pending {
+            if !remove_container(&self.docker, &name).await {
+                tracing::warn!(container = %name, "could not remove a task container; `airlock cleanup` will retry");
+            }
+        }
+    }
+
+    async fn start_session(&self, context: TaskContext) -> Result<BrowserSession, DriverError> {
+        let task_id = task_id();
+        let pending: tool::PendingRefusals = Arc::default();
+        let sink = Arc::clone(&pending);
+        let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
+            .with_limits(self.config.proxy_limits)
+            .with_events(Arc::new(move |event| {
+                if event.is_refusal() {
+                    sink.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(event);
+                }
+            }));
+        if !self.config.nameservers.is_empty() {
+            proxy_config = proxy_config
+                .with_nameservers(&self.config.nameservers)
+                .map_err(|e| DriverError::new(format!("the egress proxy's resolver: {e}")))?;
+        }
+        let proxy = EgressProxy::start(proxy_config)
+            .map_err(|e| DriverError::new(format!("the egress proxy could not start: {e}")))?;
+
+        let options = ContainerOptions {
+            image: self.config.image.clone(),
+            task_id: task_id.clone(),
+            owner: self.owner.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            user: self.user,
+            socket_dir: proxy.socket_dir().to_owned(),
+            lifetime_secs: (context.limits.timeout + self.config.lifetime_grace).as_secs(),
+            resources: self.config.resources,
+        };
+        let name = options.name();
+        // From here on, everything made is undone by the guard unless the session takes it over.
+        let mut made = Made {
+            docker: self.docker.clone(),
+            container: None,
+            proxy: Some(proxy),
+            failed_removals: Arc::clone(&self.failed_removals),
+        };
+        let create = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.docker
+            .create_container(Some(create), container_spec(&options))
+            .await
+            .map_err(|e| DriverError::new(format!("creating the task container failed: {e}")))?;
+        made.container = Some(name.clone());
+        self.docker
+            .start_container(&name, None)
+            .await
+            .map_err(|e| DriverError::new(format!("starting the task container failed: {e}")))?;
+
+        self.wait_for_relay(&name).await?;
+        let guide = self.guide(&name).await?;
+        let tool = tool::AgentBrowserTool {
+            docker: self.docker.clone(),
+            container: name.clone(),
+            context,
+            pending,
+            command_timeout: self.config.command_timeout,
+            max_output_bytes: self.config.max_command_output_bytes,
+            screenshots_taken: AtomicU64::new(0),
+        };
+        Ok(BrowserSession {
+            tools: vec![Arc::new(tool) as Arc<dyn Tool>],
+            guide,
+            prompt: DRIVER_PROMPT.to_owned(),
+            dispose: Box::new(made),
+        })
+    }
+
+    /// The entrypoint marks the relay ready once socat listens; wait for that, bounded.
+    async fn wait_for_relay(&self, container: &str) -> Result<(), DriverError> {
+        let wait = [
+            "sh",
+            "-c",
+            "while [ ! -e /tmp/.airlock-relay-ready ]; do sleep 0.05; done",
+        ]
+        .map(str::to_owned);
+        let result = exec::run(
+            &self.docker,
+            container,
+            &wait,
+            None,
+            Duration::from_secs(15),
+            4096,
+        )
+        .await
+        .map_err(|e| {
+            DriverError::new(format!(
+                "waiting for the container's proxy relay failed: {e}"
+            ))
+        })?;
+        if result.exit_code != 0 {
+            return Err(DriverError::new(format!(
+                "the container's proxy relay did not start (exit {}); see `docker logs` of the task container",
+                result.exit_code
+            )));
+        }
+        Ok(())
+    }
+
+    /// agent-browser's own guide, from the binary in the container, so it always matches it.
+    async fn guide(&self, container: &str) -> Result<String, DriverError> {
+        let command = ["agent-browser", "skills", "get", "core"].map(str::to_owned);
+        let result = exec::run(
+            &self.docker,
+            container,
+            &command,
+            None,
+            Duration::from_secs(20),
+            512 * 1024,
+        )
+        .await
+        .map_err(|e| DriverError::new(format!("reading agent-browser's guide failed: {e}")))?;
+        if result.exit_code != 0 {
+            return Err(DriverError::new(format!(
+                "`agent-browser skills get core` failed in the container: {}",
+                String::from_utf8_lossy(&result.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&result.stdout).into_owned())
+    }
+}
+
+/// What the driver adds to agent-browser's guide.
+pub const DRIVER_PROMPT: &str = "\
+How to run the commands in the guide: call the `agent_browser` tool with the words after \
+`agent-browser` as a list in `args`, one command per call. There is no shell: no quoting, no \
+pipes, no `&&`, no redirection, no environment variables. For example, the guide's \
+`agent-browser fill @e2 \"hello world\"` is {\"args\": [\"fill\", \"@e2\", \"hello world\"]}, and \
+`cat script.js | agent-browser eval --stdin` is {\"args\": [\"eval\", \"--stdin\"], \"stdin\": \"<the script>\"}. \
+Screenshots are shown to you and saved by the tool wherever it likes (any path you give is ignored); \
+set `keep` to true to return one with your report. The browser is already set up: commands that \
+change how it is launched, its proxy, its profile or files on disk are refused, and so are \
+destinations that are not public. When a request is refused, the tool result says so.";
+
+impl BrowserDriver for DockerDriver {
+    fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
+        Box::pin(async move {
+            if current_user().0 == 0 {
+                return Err(DriverError::new(
+                    "Airlock does not run as root: run it as an ordinary user in the docker group (usermod -aG docker USER)",
+                ));
+            }
+            if self.user.0 == 0 {
+                return Err(DriverError::new(
+                    "the configured container user is uid 0: give a non-root uid:gid (the default is your own)",
+                ));
+            }
+            self.docker.ping().await.map_err(|e| {
+                DriverError::new(format!(
+                    "the Docker daemon does not answer: {e}. Start dockerd"
+                ))
+            })?;
+            if self.docker.inspect_image(&self.config.image).await.is_err() {
+                return Err(DriverError::new(format!(
+                    "the image {} is missing: build it with `{BUILD_COMMAND}` from an Airlock checkout",
+                    self.config.image
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
+        Box::pin(self.start_session(context))
+    }
+}
+
+/// What a session made: removed on dispose, or by drop if the start never finished.
+struct Made {
+    docker: Docker,
+    container: Option<String>,
+    proxy: Option<EgressProxy>,
+    failed_removals: Arc<Mutex<Vec<String>>>,
+}
+
+impl Made {
+    async fn undo(&mut self) {
+        undo(
+            self.docker.clone(),
+            self.container.take(),
+            self.proxy.take(),
+            Arc::clone(&self.failed_removals),
+        )
+        .await;
+    }
+}
+
+/// Remove the container (remembering a failure for retry) and stop the proxy.
+async fn undo(
+    docker: Docker,
+    container: Option<String>,
+    proxy: Option<EgressProxy>,
+    failed_removals: Arc<Mutex<Vec<String>>>,
+) {
+    if let Some(name) = container
+        && !remove_container(&docker, &name).await
+    {
+        tracing::warn!(container = %name, "could not remove a task container; will retry at shutdown");
+        failed_removals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(name);
+    }
+    if let Some(proxy) = proxy {
+        proxy.stop().await;
+    }
+}
+
+impl Dispose for Made {
+    fn dispose(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.undo().await })
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        // A start that failed or was cancelled half-way: finish the undo on the runtime. If the
+        // runtime is going away, the proxy's own drop still removes its directory, and the
+        // container exits at the end of its lifetime (or `airlock cleanup` removes it).
+        if (self.container.is_some() || self.proxy.is_some())
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(undo(
+                self.docker.clone(),
+                self.container.take(),
+                self.proxy.take(),
+                Arc::clone(&self.failed_removals),
+            ));
+        }
+    }
+}
+
+/// Force-remove a container; a container that is already gone counts as removed.
+async fn remove_container(docker: &Docker, name: &str) -> bool {
+    let options = RemoveContainerOptionsBuilder::default().force(true).build();
+    match docker.remove_container(name, Some(options)).await {
+        // Gone already counts as removed, and so does a removal auto-remove already started.
+        Ok(())
+        | Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => true,
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409,
+            message,
+        }) if message.contains("already in progress") => true,
+        Err(error) => {
+            tracing::warn!(%error, container = %name, "removing a task container failed");
+            false
+        }
+    }
+}
+
+/// A task id unique on this host: time, pid and a counter.
+fn task_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let count = TASK_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{:x}{:x}{count:x}",
+        nanos & 0xffff_ffff_ffff,
+        std::process::id()
+    )
+}
+
+/// This process's real uid and gid, from `/proc/self/status`.
+pub fn current_user() -> (u32, u32) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|id| id.parse().ok())
+            // Unknown means we cannot prove we are not root; treat it as root.
+            .unwrap_or(0)
+    };
+    (field("Uid:"), field("Gid:"))
+}

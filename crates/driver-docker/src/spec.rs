@@ -1,0 +1,129 @@
+//! The container a task runs in, as a pure function of its options (snapshot-tested).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
+
+/// Labels every task container carries.
+pub const LABEL_TASK: &str = "airlock.task";
+/// The process that owns the container (see [`crate::owner`]).
+pub const LABEL_OWNER: &str = "airlock.owner";
+/// The Airlock version that made it.
+pub const LABEL_VERSION: &str = "airlock.version";
+
+/// Where the egress proxy's directory is mounted inside the container.
+pub const EGRESS_MOUNT: &str = "/egress";
+
+/// CPU, memory and process limits of one task container.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resources {
+    /// Memory limit; swap is set equal, so there is no swap.
+    pub memory_mib: u32,
+    /// CPUs (fractions allowed).
+    pub cpus: f64,
+    /// Most processes and threads.
+    pub pids: u32,
+    /// Most open files.
+    pub nofile: u32,
+    /// Size of the `/tmp` tmpfs, the only writable place.
+    pub tmp_mib: u32,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Self {
+            memory_mib: 1024,
+            cpus: 1.5,
+            pids: 512,
+            nofile: 4096,
+            tmp_mib: 512,
+        }
+    }
+}
+
+/// Everything the container spec depends on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerOptions {
+    /// The image tag.
+    pub image: String,
+    /// The task's id (also in the container's name).
+    pub task_id: String,
+    /// The owner label's value.
+    pub owner: String,
+    /// Airlock's version.
+    pub version: String,
+    /// The uid and gid the container runs as (the host user's, so it can reach the socket).
+    pub user: (u32, u32),
+    /// The egress proxy's private directory on the host.
+    pub socket_dir: PathBuf,
+    /// How long the container lives if nobody removes it.
+    pub lifetime_secs: u64,
+    /// Limits.
+    pub resources: Resources,
+}
+
+impl ContainerOptions {
+    /// The container's name.
+    pub fn name(&self) -> String {
+        format!("airlock-task-{}", self.task_id)
+    }
+}
+
+/// The locked-down container: no network, read-only root, small noexec-free `/tmp` tmpfs, the
+/// host user's uid, no capabilities, no new privileges, memory/CPU/pids/nofile limits, the proxy
+/// socket directory read-only at `/egress`, an init process, and a lifetime after which it exits
+/// (and is removed) by itself.
+pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
+    let resources = options.resources;
+    let memory = i64::from(resources.memory_mib) * 1024 * 1024;
+    // Docker counts CPU in billionths; the value is small and positive, so the cast is exact enough.
+    #[allow(clippy::cast_possible_truncation)]
+    let nano_cpus = (resources.cpus * 1e9).round() as i64;
+    let labels = HashMap::from([
+        (LABEL_TASK.to_owned(), options.task_id.clone()),
+        (LABEL_OWNER.to_owned(), options.owner.clone()),
+        (LABEL_VERSION.to_owned(), options.version.clone()),
+    ]);
+    let tmpfs = HashMap::from([(
+        "/tmp".to_owned(),
+        // Chromium maps executable memory from files it keeps in /tmp (with --disable-dev-shm-usage),
+        // so /tmp cannot be noexec; nosuid and nodev still apply.
+        format!("rw,nosuid,nodev,size={}m,mode=1777", resources.tmp_mib),
+    )]);
+    ContainerCreateBody {
+        image: Some(options.image.clone()),
+        user: Some(format!("{}:{}", options.user.0, options.user.1)),
+        env: Some(vec![format!(
+            "BROWSER_LIFETIME_SECONDS={}",
+            options.lifetime_secs
+        )]),
+        labels: Some(labels),
+        network_disabled: Some(true),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".into()),
+            readonly_rootfs: Some(true),
+            tmpfs: Some(tmpfs),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            memory: Some(memory),
+            memory_swap: Some(memory),
+            nano_cpus: Some(nano_cpus),
+            pids_limit: Some(i64::from(resources.pids)),
+            ulimits: Some(vec![ResourcesUlimits {
+                name: Some("nofile".into()),
+                soft: Some(i64::from(resources.nofile)),
+                hard: Some(i64::from(resources.nofile)),
+            }]),
+            binds: Some(vec![format!(
+                "{}:{EGRESS_MOUNT}:ro",
+                options.socket_dir.display()
+            )]),
+            ipc_mode: Some("private".into()),
+            init: Some(true),
+            auto_remove: Some(true),
+            ..HostConfig::default()
+        }),
+        ..ContainerCreateBody::default()
+    }
+}

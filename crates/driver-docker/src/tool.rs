@@ -1,0 +1,228 @@
+//! The worker's one tool: `agent_browser { args, stdin?, keep? }`, run in the task container.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_policy::check_command;
+use airlock_proxy::{Outcome, ProxyEvent};
+use airlock_worker::{
+    BoxFuture, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+};
+use base64::Engine;
+use bollard::Docker;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::exec::{self, TIMED_OUT_EXIT};
+
+/// The tool's input, as the model writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentBrowserInput {
+    /// agent-browser's arguments as a list, one word per item, without `agent-browser` itself:
+    /// `["open", "https://example.com"]`, `["click", "@e3"]`, `["fill", "@e2", "hello world"]`.
+    pub args: Vec<String>,
+    /// Text fed to the command's standard input; only for `["eval", "--stdin"]`.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// With `screenshot`: keep the image for the task's result (a limited number may be kept).
+    #[serde(default)]
+    pub keep: bool,
+}
+
+/// The tool's name.
+pub const TOOL_NAME: &str = "agent_browser";
+
+const DESCRIPTION: &str = "Run one agent-browser command in your sealed browser. Pass the words after \
+`agent-browser` as a list (no shell, no quoting): [\"open\", \"https://example.com\"], [\"snapshot\", \"-i\"], \
+[\"click\", \"@e3\"]. A screenshot is shown to you; set keep to true to return it with your report.";
+
+/// Refusals the proxy reported and the worker has not been told about yet.
+pub(crate) type PendingRefusals = Arc<Mutex<Vec<ProxyEvent>>>;
+
+pub(crate) struct AgentBrowserTool {
+    pub(crate) docker: Docker,
+    pub(crate) container: String,
+    pub(crate) context: TaskContext,
+    pub(crate) pending: PendingRefusals,
+    pub(crate) command_timeout: Duration,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) screenshots_taken: AtomicU64,
+}
+
+impl Tool for AgentBrowserTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::for_input::<AgentBrowserInput>(TOOL_NAME, DESCRIPTION)
+    }
+
+    fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async move {
+            let input: AgentBrowserInput = match serde_json::from_value(input) {
+                Ok(input) => input,
+                Err(error) => {
+                    return Ok(ToolOutput::error(format!(
+                        "The input is not valid ({error}). Pass {{\"args\": [\"open\", \"https://example.com\"]}}."
+                    )));
+                }
+            };
+            let mut output = self.run(input).await?;
+            self.append_refusals(&mut output);
+            Ok(output)
+        })
+    }
+}
+
+impl AgentBrowserTool {
+    async fn run(&self, input: AgentBrowserInput) -> Result<ToolOutput, ToolFailure> {
+        let allowed = match check_command(&input.args) {
+            Ok(allowed) => allowed,
+            Err(refusal) => return Ok(ToolOutput::error(format!("Refused: {refusal}"))),
+        };
+        let wants_stdin = allowed.command == "eval" && input.args.iter().any(|a| a == "--stdin");
+        if input.stdin.is_some() && !wants_stdin {
+            return Ok(ToolOutput::error(
+                "stdin is only read by [\"eval\", \"--stdin\"]; put other text in args.",
+            ));
+        }
+        let screenshot_path = (allowed.command == "screenshot").then(|| {
+            let number = self.screenshots_taken.fetch_add(1, Ordering::Relaxed) + 1;
+            format!("/tmp/airlock-shot-{number}.png")
+        });
+        let mut command = vec!["agent-browser".to_owned()];
+        match &screenshot_path {
+            // The driver picks where the file goes; a path the worker gave is dropped.
+            Some(path) => {
+                command.extend(
+                    input
+                        .args
+                        .iter()
+                        .filter(|arg| !looks_like_path(arg))
+                        .cloned(),
+                );
+                command.push(path.clone());
+            }
+            None => command.extend(input.args.iter().cloned()),
+        }
+        let result = exec::run(
+            &self.docker,
+            &self.container,
+            &command,
+            input.stdin.as_deref().map(str::as_bytes),
+            self.command_timeout,
+            self.max_output_bytes,
+        )
+        .await
+        .map_err(ToolFailure::new)?;
+
+        let mut text = String::from_utf8_lossy(&result.stdout)
+            .trim_end()
+            .to_owned();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        if !stderr.trim().is_empty() {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(stderr.trim_end());
+        }
+        if result.dropped > 0 {
+            text.push_str(&format!(
+                "\n[… {} more bytes of output were dropped]",
+                result.dropped
+            ));
+        }
+        if result.exit_code == TIMED_OUT_EXIT {
+            return Ok(ToolOutput::error(format!(
+                "{text}\nThe command was stopped after {} seconds.",
+                self.command_timeout.as_secs()
+            )));
+        }
+        if result.exit_code != 0 {
+            if text.is_empty() {
+                text = format!("agent-browser exited with status {}", result.exit_code);
+            }
+            return Ok(ToolOutput::error(text));
+        }
+        let mut output = ToolOutput::text(if text.is_empty() {
+            "Done.".to_owned()
+        } else {
+            text
+        });
+        if let Some(path) = screenshot_path {
+            let image = self.read_screenshot(&path).await?;
+            if input.keep {
+                match self.context.keep_screenshot(image.clone()) {
+                    Ok(()) => output.text.push_str("\nKept for your report."),
+                    Err(refusal) => output.text.push_str(&format!("\n{refusal}")),
+                }
+            }
+            output.images.push(image);
+        }
+        Ok(output)
+    }
+
+    /// tmpfs files cannot be fetched with Docker's archive API, so read them through exec.
+    async fn read_screenshot(&self, path: &str) -> Result<Image, ToolFailure> {
+        // base64 keeps the bytes intact through Docker's stream framing; 4/3 overhead plus slack.
+        let cap = self.context.limits.max_screenshot_bytes * 4 / 3 + 1024;
+        let read = exec::run(
+            &self.docker,
+            &self.container,
+            &["base64".to_owned(), "-w0".to_owned(), path.to_owned()],
+            None,
+            Duration::from_secs(10),
+            cap.max(16 * 1024 * 1024),
+        )
+        .await
+        .map_err(ToolFailure::new)?;
+        // The file is ours alone; leaving it would only fill the tmpfs.
+        let _ = exec::run(
+            &self.docker,
+            &self.container,
+            &["rm".to_owned(), "-f".to_owned(), path.to_owned()],
+            None,
+            Duration::from_secs(5),
+            1024,
+        )
+        .await;
+        if read.exit_code != 0 {
+            return Err(ToolFailure::new(format!(
+                "reading the screenshot failed: {}",
+                String::from_utf8_lossy(&read.stderr)
+            )));
+        }
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(read.stdout.trim_ascii())
+            .map_err(ToolFailure::new)?;
+        Ok(Image::png(data))
+    }
+
+    /// Tell the worker which requests the proxy refused since the previous command.
+    fn append_refusals(&self, output: &mut ToolOutput) {
+        let events: Vec<ProxyEvent> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        for event in events {
+            if let Outcome::Refused { reason, .. } = &event.outcome {
+                output.text.push_str(&format!(
+                    "\nThe egress proxy refused {}: {reason}",
+                    event.target
+                ));
+                self.context
+                    .record_refusal(EgressRefusal::now(&event.target, reason));
+            }
+        }
+    }
+}
+
+/// A screenshot argument that names a file rather than a selector.
+fn looks_like_path(arg: &str) -> bool {
+    let lower = arg.to_ascii_lowercase();
+    !arg.starts_with('-')
+        && (arg.starts_with('/')
+            || arg.starts_with("./")
+            || arg.starts_with("../")
+            || [".png", ".jpg", ".jpeg", ".webp"]
+                .iter()
+                .any(|ext| lower.ends_with(ext)))
+}

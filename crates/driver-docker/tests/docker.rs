@@ -1,0 +1,500 @@
+//! The Docker driver against a real dockerd and the real image, as a non-root user.
+//!
+//! These tests need Docker, the `airlock-browser` image and a non-root user in the docker group.
+//! Without them they say so and pass, unless `AIRLOCK_REQUIRE_DOCKER=1` (set by
+//! `cargo xtask integration`, which CI runs), where a missing prerequisite fails the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_driver_docker::{DockerDriver, DriverConfig, LABEL_TASK, current_user, default_image};
+use airlock_policy::{EgressPolicy, Profile};
+use airlock_worker::{
+    BrowserDriver, BrowserSession, CancellationToken, Limits, TaskContext, ToolOutput,
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+fn image() -> String {
+    std::env::var("AIRLOCK_IMAGE").unwrap_or_else(|_| default_image())
+}
+
+/// Whether the prerequisites are here; fails instead of skipping when they are required.
+fn docker_ready() -> bool {
+    let required = std::env::var("AIRLOCK_REQUIRE_DOCKER").is_ok_and(|v| v == "1");
+    let missing = if current_user().0 == 0 {
+        Some("these tests run as a non-root user (Airlock refuses root); `cargo xtask integration` runs them as one".to_owned())
+    } else if !Command::new("docker")
+        .args(["image", "inspect", &image()])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        Some(format!(
+            "Docker with the image {} is needed: run `cargo xtask image`",
+            image()
+        ))
+    } else {
+        None
+    };
+    match missing {
+        None => true,
+        Some(why) if required => panic!("{why}"),
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+/// A site on this machine: `/` links to `/second`; `/traps` aims at forbidden places.
+async fn serve_site() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0_u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head);
+                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let (status, extra, body) = match path.as_str() {
+                    "/" => ("200 OK", "", "<html><head><title>Airlock home</title></head><body><h1>Welcome</h1><a href=\"/second\">Second page</a></body></html>".to_owned()),
+                    "/second" => ("200 OK", "", "<html><head><title>Second</title></head><body><p id=\"fact\">The answer is 42.</p></body></html>".to_owned()),
+                    "/redirect" => ("302 Found", "location: http://169.254.169.254/latest/meta-data/\r\n", String::new()),
+                    "/traps" => ("200 OK", "", "<html><body><h1>Traps</h1><iframe src=\"http://127.0.0.1:8081/frame\"></iframe><script>fetch('http://10.0.0.1/secret').catch(() => {});</script></body></html>".to_owned()),
+                    _ => ("404 Not Found", "", String::new()),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, Limits) {
+    let policy = EgressPolicy::new(
+        Profile::Public,
+        None,
+        [format!("127.0.0.1:{site}").parse().unwrap()],
+    )
+    .unwrap();
+    let config = DriverConfig {
+        image: image(),
+        egress: policy,
+        lifetime_grace: Duration::ZERO,
+        ..DriverConfig::default()
+    };
+    let driver = DockerDriver::connect(config).await.unwrap();
+    driver.check().await.unwrap();
+    let limits = Limits {
+        timeout: limits_timeout,
+        ..Limits::default()
+    };
+    (driver, limits)
+}
+
+async fn call(session: &BrowserSession, input: serde_json::Value) -> ToolOutput {
+    session.tools[0].execute(input).await.unwrap()
+}
+
+fn task_containers() -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={LABEL_TASK}"),
+            "--format",
+            "{{.Names}}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn inspect(name: &str) -> serde_json::Value {
+    let out = Command::new("docker")
+        .args(["inspect", name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker inspect {name}");
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+}
+
+/// The container matches the locked-down spec; returns the host's socket directory.
+fn assert_sealed(name: &str) -> String {
+    let info = inspect(name);
+    let host = &info["HostConfig"];
+    let (uid, gid) = current_user();
+    assert_eq!(info["Config"]["User"], format!("{uid}:{gid}"));
+    assert_eq!(host["NetworkMode"], "none");
+    assert_eq!(host["ReadonlyRootfs"], true);
+    assert_eq!(host["CapDrop"], json!(["ALL"]));
+    assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
+    assert_eq!(host["Memory"], 1024 * 1024 * 1024);
+    assert_eq!(host["MemorySwap"], 1024 * 1024 * 1024);
+    assert_eq!(host["NanoCpus"], 1_500_000_000_i64);
+    assert_eq!(host["PidsLimit"], 512);
+    assert!(
+        host["Tmpfs"]["/tmp"]
+            .as_str()
+            .unwrap()
+            .contains("size=512m")
+    );
+    let bind = host["Binds"][0].as_str().unwrap();
+    assert!(bind.ends_with(":/egress:ro"), "{bind}");
+    let socket_dir = bind.trim_end_matches(":/egress:ro").to_owned();
+    assert!(
+        std::path::Path::new(&socket_dir)
+            .join("proxy.sock")
+            .exists()
+    );
+    let labels = &info["Config"]["Labels"];
+    assert!(
+        labels["airlock.owner"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid={}", std::process::id()))
+    );
+    assert_eq!(labels["airlock.version"], env!("CARGO_PKG_VERSION"));
+
+    socket_dir
+}
+
+/// TCP to host loopback, private, metadata and public addresses, and DNS, all fail from inside.
+fn assert_no_direct_way_out(name: &str) {
+    // Direct ways out fail: TCP to host loopback, private, metadata and public addresses, and DNS.
+    for target in [
+        "127.0.0.1:3129",
+        "10.0.0.1:80",
+        "169.254.169.254:80",
+        "1.1.1.1:443",
+    ] {
+        let out = Command::new("docker")
+            .args([
+                "exec",
+                name,
+                "socat",
+                "-u",
+                &format!("TCP:{target},connect-timeout=2"),
+                "-",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "{target} was reachable from inside the container"
+        );
+    }
+    let dns = Command::new("docker")
+        .args(["exec", name, "getent", "hosts", "example.com"])
+        .output()
+        .unwrap();
+    assert!(!dns.status.success(), "DNS worked inside the container");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let (driver, limits) = driver(site, Duration::from_secs(120)).await;
+    let before = task_containers();
+    let context = TaskContext::new(CancellationToken::new(), limits);
+    let session = driver.start(context.clone()).await.unwrap();
+    assert!(
+        session.guide.contains("agent-browser"),
+        "the guide comes from the container"
+    );
+    assert_eq!(session.tools[0].definition().name, "agent_browser");
+
+    let created: Vec<String> = task_containers()
+        .into_iter()
+        .filter(|c| !before.contains(c))
+        .collect();
+    assert_eq!(created.len(), 1, "{created:?}");
+    let name = created[0].clone();
+    let socket_dir = assert_sealed(&name);
+    assert_no_direct_way_out(&name);
+
+    // Through the proxy, the allowed site works: open, click through, read.
+    let opened = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
+    )
+    .await;
+    assert!(!opened.is_error, "{}", opened.text);
+    assert!(opened.text.contains("Airlock home"), "{}", opened.text);
+    let clicked = call(
+        &session,
+        json!({"args": ["find", "text", "Second page", "click"]}),
+    )
+    .await;
+    assert!(!clicked.is_error, "{}", clicked.text);
+    let fact = call(&session, json!({"args": ["get", "text", "#fact"]})).await;
+    assert!(fact.text.contains("The answer is 42."), "{}", fact.text);
+    let shot = call(
+        &session,
+        json!({"args": ["screenshot", "/etc/evil.png"], "keep": true}),
+    )
+    .await;
+    assert!(!shot.is_error, "{}", shot.text);
+    assert!(
+        shot.images[0].data.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "not a PNG"
+    );
+    assert!(shot.text.contains("Kept"), "{}", shot.text);
+
+    // Refused commands never reach the container.
+    for args in [
+        json!(["download", "@e1", "/tmp/x"]),
+        json!(["open", "file:///etc/passwd"]),
+        json!(["goto", "chrome://settings"]),
+        json!(["open", "--proxy=http://evil:1", "http://example.com"]),
+    ] {
+        let refused = call(&session, json!({"args": args})).await;
+        assert!(
+            refused.is_error && refused.text.starts_with("Refused:"),
+            "{args}: {}",
+            refused.text
+        );
+    }
+
+    session.dispose.dispose().await;
+    assert!(
+        !task_containers().contains(&name),
+        "the container was left behind"
+    );
+    assert!(
+        !std::path::Path::new(&socket_dir).exists(),
+        "the socket directory was left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_requests_from_a_page_are_refused_and_reported_to_the_worker() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let (driver, limits) = driver(site, Duration::from_secs(120)).await;
+    let context = TaskContext::new(CancellationToken::new(), limits);
+    let session = driver.start(context.clone()).await.unwrap();
+    let traps = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/traps")]}),
+    )
+    .await;
+    let waited = call(&session, json!({"args": ["wait", "500"]})).await;
+    let redirect = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/redirect")]}),
+    )
+    .await;
+    let after = call(&session, json!({"args": ["get", "url"]})).await;
+    let told = [traps.text, waited.text, redirect.text, after.text].join("\n");
+    for refused in [
+        "http://127.0.0.1:8081/frame",
+        "http://10.0.0.1/secret",
+        "http://169.254.169.254/latest/meta-data/",
+    ] {
+        assert!(
+            told.contains(&format!("The egress proxy refused {refused}")),
+            "{refused} not reported:\n{told}"
+        );
+    }
+    let recorded: Vec<String> = context.refusals().into_iter().map(|r| r.target).collect();
+    assert!(
+        recorded.iter().any(|t| t.contains("169.254.169.254")),
+        "{recorded:?}"
+    );
+    session.dispose.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_left_alone_exits_by_itself_after_its_lifetime() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let (driver, limits) = driver(site, Duration::from_secs(5)).await;
+    let session = driver
+        .start(TaskContext::new(CancellationToken::new(), limits))
+        .await
+        .unwrap();
+    let name = task_containers()
+        .into_iter()
+        .find(|n| {
+            inspect(n)["Config"]["Labels"]["airlock.owner"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("pid={}", std::process::id()))
+        })
+        .unwrap();
+    // `docker wait` returns when the container exits; its lifetime is 5 s here.
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("docker")
+            .args(["wait", &name])
+            .output(),
+    )
+    .await
+    .expect("the container exited within 60 s")
+    .unwrap();
+    let _ = waited;
+    let gone = tokio::process::Command::new("docker")
+        .args(["inspect", &name])
+        .output()
+        .await
+        .unwrap();
+    // Auto-remove may take a moment after exit; either it is gone or it is no longer running.
+    if gone.status.success() {
+        let state: serde_json::Value = serde_json::from_slice(&gone.stdout).unwrap();
+        assert_ne!(state[0]["State"]["Running"], true);
+    }
+    session.dispose.dispose().await;
+    assert!(!task_containers().contains(&name));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_start_half_way_or_cancelling_leaves_nothing_behind() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let (driver, limits) = driver(site, Duration::from_secs(120)).await;
+    let mine = || {
+        task_containers()
+            .into_iter()
+            .filter(|n| {
+                inspect(n)["Config"]["Labels"]["airlock.owner"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(&format!("pid={}", std::process::id()))
+            })
+            .count()
+    };
+    let runner = airlock_worker::TaskRunner::new(
+        Arc::new(driver),
+        Arc::new(airlock_worker::ScriptedModel::new(airlock_worker::Script {
+            turns: vec![airlock_worker::ScriptedTurn {
+                tool_calls: vec![airlock_worker::ScriptedCall {
+                    name: "agent_browser".into(),
+                    input: json!({"args": ["wait", "60000"]}),
+                }],
+                ..Default::default()
+            }],
+        })),
+        limits,
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    let progress_cancel = cancel.clone();
+    let runner = runner.with_progress(Arc::new(move |_| progress_cancel.cancel()));
+    let result = runner
+        .run(
+            airlock_worker::TaskRequest {
+                task: "wait".into(),
+                url: None,
+            },
+            cancel,
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.ended, airlock_worker::Ended::Cancelled);
+    assert_eq!(mine(), 0, "a cancelled task left its container");
+}
+
+/// Run as a child process by the next test: start a session, print its container, then wait to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helper_host_process_that_gets_killed() {
+    let Ok(site) = std::env::var("AIRLOCK_HELPER_SITE") else {
+        return; // Only meaningful when started by the test below.
+    };
+    let (driver, limits) = driver(site.parse().unwrap(), Duration::from_secs(300)).await;
+    let _session = driver
+        .start(TaskContext::new(CancellationToken::new(), limits))
+        .await
+        .unwrap();
+    let mine = task_containers()
+        .into_iter()
+        .find(|n| {
+            inspect(n)["Config"]["Labels"]["airlock.owner"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("pid={}", std::process::id()))
+        })
+        .unwrap();
+    println!("CONTAINER={mine}");
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_host_process_that_gets_killed",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("AIRLOCK_HELPER_SITE", site.to_string())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let name = loop {
+        let mut line = String::new();
+        let read = tokio::time::timeout(
+            Duration::from_secs(60),
+            tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut line),
+        )
+        .await
+        .expect("the helper started a session within 60 s")
+        .unwrap();
+        assert!(read > 0, "the helper ended without starting a session");
+        // libtest prints "test name ... " before the helper's own line.
+        if let Some(found) = line.trim().split("CONTAINER=").nth(1) {
+            break found.to_owned();
+        }
+    };
+    child.start_kill().unwrap(); // SIGKILL: no destructor, no dispose.
+    child.wait().await.unwrap();
+    assert!(
+        task_containers().contains(&name),
+        "the container should outlive its killed owner"
+    );
+
+    let (_driver, _) = driver(site, Duration::from_secs(60)).await; // connecting cleans up orphans
+    assert!(
+        !task_containers().contains(&name),
+        "the orphan {name} was not removed"
+    );
+}
