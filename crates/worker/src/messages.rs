@@ -102,6 +102,10 @@ pub struct AssistantTurn {
     /// Tools to call, in order.
     #[serde(default)]
     pub tool_calls: Vec<ToolCall>,
+    /// Backend-specific blocks the backend must be sent back unchanged with this turn (for
+    /// example a model's signed thinking); other backends ignore them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opaque: Vec<Value>,
 }
 
 /// The result of one call, as the model sees it.

@@ -158,6 +158,7 @@ impl Model for ScriptedModel {
                         input: call.input,
                     })
                     .collect(),
+                opaque: Vec::new(),
             });
         Box::pin(async move { result })
     }

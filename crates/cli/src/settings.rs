@@ -1,0 +1,240 @@
+//! Settings for commands that run browser tasks: from flags, then `AIRLOCK_*` environment
+//! variables, then `airlock.toml` in the XDG config directory, then defaults. Every value keeps
+//! where it came from, so `airlock doctor` can show it, and every bad value names itself.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_driver_docker::{DriverConfig, default_image};
+use airlock_policy::{AllowEntry, EgressPolicy, Profile};
+use airlock_worker::Limits;
+use anyhow::{Context, bail};
+use clap::{ArgMatches, Args};
+use serde::Deserialize;
+
+/// Flags shared by `task`, `browse`, `mcp` and `doctor`. Each may also come from the environment
+/// (named after the flag) or from the config file.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SettingFlags {
+    /// The worker's model: `anthropic/<model>`, `openai/<model>`, or `script:<file.json>`.
+    #[arg(long, env = "AIRLOCK_MODEL", value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+    /// Thinking budget for models that think: off, low, medium, high, or a token count.
+    #[arg(long, env = "AIRLOCK_THINKING", value_name = "LEVEL")]
+    pub thinking: Option<String>,
+    /// Base URL of an OpenAI-compatible API (Ollama, vLLM, llama.cpp, OpenRouter).
+    #[arg(long, env = "AIRLOCK_BASE_URL", value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The browser image.
+    #[arg(long, env = "AIRLOCK_IMAGE", value_name = "TAG")]
+    pub image: Option<String>,
+    /// Time limit of a task, in seconds (5–3600; default 300).
+    #[arg(long, env = "AIRLOCK_TIMEOUT", value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Tool calls a worker may make (1–500; default 40).
+    #[arg(long, env = "AIRLOCK_MAX_STEPS", value_name = "N")]
+    pub max_steps: Option<usize>,
+    /// Screenshots a worker may keep (0–20; default 4).
+    #[arg(long, env = "AIRLOCK_MAX_SCREENSHOTS", value_name = "N")]
+    pub max_screenshots: Option<usize>,
+    /// Largest screenshot kept or shown, in bytes (1024–10485760; default 4 MiB).
+    #[arg(long, env = "AIRLOCK_MAX_SCREENSHOT_BYTES", value_name = "BYTES")]
+    pub max_screenshot_bytes: Option<usize>,
+    /// Longest tool output shown to the worker, in characters (1000–200000; default 24000).
+    #[arg(long, env = "AIRLOCK_MAX_OUTPUT_CHARS", value_name = "N")]
+    pub max_output_chars: Option<usize>,
+    /// Tasks run at once by `airlock mcp` (1–16; default 2).
+    #[arg(long, env = "AIRLOCK_MAX_CONCURRENT_TASKS", value_name = "N")]
+    pub max_concurrent_tasks: Option<usize>,
+    /// `public` (default): public unicast only. `local`: also loopback and private space.
+    #[arg(long, env = "AIRLOCK_PROFILE", value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Open one exact destination: `host:port`, `ip:port`, `[ipv6]:port` or `cidr:port`.
+    /// Repeatable (comma-separated in AIRLOCK_ALLOW). Cloud metadata addresses never open.
+    #[arg(long = "allow", env = "AIRLOCK_ALLOW", value_name = "ENTRY", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// Ports open to every allowed destination (default 80, 443). Repeatable.
+    #[arg(long = "port", env = "AIRLOCK_PORTS", value_name = "N", value_delimiter = ',')]
+    pub ports: Vec<u16>,
+    /// Resolve names with this nameserver (`ip:port`) instead of the system's. Repeatable.
+    #[arg(long = "nameserver", env = "AIRLOCK_NAMESERVERS", value_name = "ADDR", value_delimiter = ',')]
+    pub nameservers: Vec<SocketAddr>,
+}
+
+/// `airlock.toml`: the same settings, all optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    model: Option<String>,
+    thinking: Option<String>,
+    base_url: Option<String>,
+    image: Option<String>,
+    timeout: Option<u64>,
+    max_steps: Option<usize>,
+    max_screenshots: Option<usize>,
+    max_screenshot_bytes: Option<usize>,
+    max_output_chars: Option<usize>,
+    max_concurrent_tasks: Option<usize>,
+    profile: Option<String>,
+    allow: Option<Vec<String>>,
+    ports: Option<Vec<u16>>,
+    nameservers: Option<Vec<SocketAddr>>,
+}
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A command-line flag.
+    Flag,
+    /// An `AIRLOCK_*` variable.
+    Env(&'static str),
+    /// The config file.
+    File(PathBuf),
+    /// Built in.
+    Default,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Flag => f.write_str("flag"),
+            Self::Env(name) => write!(f, "env {name}"),
+            Self::File(path) => write!(f, "file {}", path.display()),
+            Self::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// One effective setting, for display.
+#[derive(Debug, Clone)]
+pub struct Shown {
+    /// The setting's name.
+    pub name: &'static str,
+    /// Its value, as text.
+    pub value: String,
+    /// Where it came from.
+    pub source: Source,
+}
+
+/// The effective settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The model spec, if any.
+    pub model: Option<String>,
+    /// The thinking level, if any.
+    pub thinking: Option<String>,
+    /// A base URL for OpenAI-compatible endpoints.
+    pub base_url: Option<String>,
+    /// The driver's configuration (image, egress, nameservers).
+    pub driver: DriverConfig,
+    /// The task limits.
+    pub limits: Limits,
+    /// Every value with its source.
+    pub shown: Vec<Shown>,
+}
+
+/// The config file's path: `AIRLOCK_CONFIG`, else `$XDG_CONFIG_HOME/airlock/airlock.toml`, else
+/// `~/.config/airlock/airlock.toml`.
+pub fn config_path() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("AIRLOCK_CONFIG") {
+        return Some(PathBuf::from(path));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".config")))?;
+    Some(base.join("airlock").join("airlock.toml"))
+}
+
+fn read_file(path: Option<&Path>) -> anyhow::Result<FileSettings> {
+    let Some(path) = path else { return Ok(FileSettings::default()) };
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).with_context(|| format!("{} is not a valid airlock.toml", path.display())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(FileSettings::default()),
+        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Resolves one value from its three places, recording where it came from.
+struct Resolver<'a> {
+    matches: Option<&'a ArgMatches>,
+    file_path: Option<PathBuf>,
+    shown: Vec<Shown>,
+}
+
+impl Resolver<'_> {
+    fn source(&self, id: &str, env: &'static str) -> Source {
+        match self.matches.and_then(|m| m.value_source(id)) {
+            Some(clap::parser::ValueSource::EnvVariable) => Source::Env(env),
+            _ => Source::Flag,
+        }
+    }
+
+    fn pick<T: Clone + std::fmt::Debug>(
+        &mut self,
+        name: &'static str,
+        env: &'static str,
+        flag: Option<T>,
+        file: Option<T>,
+        default: T,
+        show: impl Fn(&T) -> String,
+    ) -> T {
+        let (value, source) = match (flag, file) {
+            (Some(value), _) => (value, self.source(name, env)),
+            (None, Some(value)) => (value, Source::File(self.file_path.clone().unwrap_or_default())),
+            (None, None) => (default, Source::Default),
+        };
+        self.shown.push(Shown { name, value: show(&value), source });
+        value
+    }
+}
+
+impl Settings {
+    /// Resolve the effective settings. `matches` are the parsed command line, used to tell flags
+    /// from environment variables.
+    pub fn resolve(flags: &SettingFlags, matches: Option<&ArgMatches>) -> anyhow::Result<Self> {
+        let file_path = config_path();
+        let file = read_file(file_path.as_deref())?;
+        let mut r = Resolver { matches, file_path, shown: Vec::new() };
+        let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+        let model = r.pick("model", "AIRLOCK_MODEL", flags.model.clone().map(Some), file.model.map(Some), None, text);
+        let thinking = r.pick("thinking", "AIRLOCK_THINKING", flags.thinking.clone().map(Some), file.thinking.map(Some), None, text);
+        let base_url = r.pick("base_url", "AIRLOCK_BASE_URL", flags.base_url.clone().map(Some), file.base_url.map(Some), None, text);
+        let image = r.pick("image", "AIRLOCK_IMAGE", flags.image.clone(), file.image, default_image(), Clone::clone);
+        let defaults = Limits::default();
+        let number = |v: &usize| v.to_string();
+        let limits = Limits {
+            timeout: Duration::from_secs(r.pick("timeout", "AIRLOCK_TIMEOUT", flags.timeout, file.timeout, defaults.timeout.as_secs(), |v| format!("{v} s"))),
+            max_steps: r.pick("max_steps", "AIRLOCK_MAX_STEPS", flags.max_steps, file.max_steps, defaults.max_steps, number),
+            max_screenshots: r.pick("max_screenshots", "AIRLOCK_MAX_SCREENSHOTS", flags.max_screenshots, file.max_screenshots, defaults.max_screenshots, number),
+            max_screenshot_bytes: r.pick("max_screenshot_bytes", "AIRLOCK_MAX_SCREENSHOT_BYTES", flags.max_screenshot_bytes, file.max_screenshot_bytes, defaults.max_screenshot_bytes, number),
+            max_output_chars: r.pick("max_output_chars", "AIRLOCK_MAX_OUTPUT_CHARS", flags.max_output_chars, file.max_output_chars, defaults.max_output_chars, number),
+            max_concurrent_tasks: r.pick("max_concurrent_tasks", "AIRLOCK_MAX_CONCURRENT_TASKS", flags.max_concurrent_tasks, file.max_concurrent_tasks, defaults.max_concurrent_tasks, number),
+        };
+        limits.validate().map_err(|e| anyhow::anyhow!("{e} (set it with --{} or AIRLOCK_{})", e.option.replace('_', "-"), e.option.to_ascii_uppercase()))?;
+
+        let profile_text = r.pick("profile", "AIRLOCK_PROFILE", flags.profile.clone(), file.profile, "public".into(), Clone::clone);
+        let profile: Profile = profile_text.parse().map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
+        let non_empty = |v: Vec<String>| (!v.is_empty()).then_some(v);
+        let allow_text = r.pick("allow", "AIRLOCK_ALLOW", non_empty(flags.allow.clone()), file.allow, Vec::new(), |v| v.join(", "));
+        let allow = allow_text
+            .iter()
+            .map(|entry| entry.parse::<AllowEntry>().map_err(|e| anyhow::anyhow!("--allow: {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let ports = r.pick("ports", "AIRLOCK_PORTS", (!flags.ports.is_empty()).then(|| flags.ports.clone()), file.ports, Vec::new(), |v| {
+            if v.is_empty() { "80, 443".into() } else { v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ") }
+        });
+        let egress = EgressPolicy::new(profile, (!ports.is_empty()).then_some(ports), allow).map_err(|e| anyhow::anyhow!("--port: {e}"))?;
+        let nameservers = r.pick("nameservers", "AIRLOCK_NAMESERVERS", (!flags.nameservers.is_empty()).then(|| flags.nameservers.clone()), file.nameservers, Vec::new(), |v| {
+            if v.is_empty() { "(system)".into() } else { v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
+        });
+        if let Some(url) = &base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("--base-url `{url}` must start with http:// or https://");
+        }
+        let driver = DriverConfig { image, egress, nameservers, ..DriverConfig::default() };
+        Ok(Self { model, thinking, base_url, driver, limits, shown: r.shown })
+    }
+}

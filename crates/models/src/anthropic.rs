@@ -1,0 +1,165 @@
+//! The Anthropic Messages API.
+
+use airlock_worker::{
+    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall,
+};
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::http::post_json;
+use crate::{BackendOptions, ModelSetupError};
+
+const DEFAULT_BASE: &str = "https://api.anthropic.com";
+const API_VERSION: &str = "2023-06-01";
+
+/// A Claude model through the Messages API.
+pub struct AnthropicModel {
+    client: reqwest::Client,
+    model: String,
+    headers: HeaderMap,
+    url: String,
+    options: BackendOptions,
+}
+
+impl std::fmt::Debug for AnthropicModel {
+    /// Never shows the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicModel")
+            .field("model", &self.model)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicModel {
+    /// A model that sends `key` as `x-api-key`.
+    pub fn new(model: &str, key: &str, options: BackendOptions) -> Result<Self, ModelSetupError> {
+        let mut headers = HeaderMap::new();
+        let mut key = HeaderValue::from_str(key).map_err(|_| {
+            ModelSetupError::Client("ANTHROPIC_API_KEY holds characters a header cannot".into())
+        })?;
+        key.set_sensitive(true);
+        headers.insert("x-api-key", key);
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        let client = reqwest::Client::builder()
+            .timeout(options.request_timeout)
+            .build()
+            .map_err(|e| ModelSetupError::Client(e.to_string()))?;
+        let base = options
+            .base_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_BASE.to_owned());
+        Ok(Self {
+            client,
+            model: model.to_owned(),
+            headers,
+            url: format!("{}/v1/messages", base.trim_end_matches('/')),
+            options,
+        })
+    }
+
+    /// The request body for a model request (public for tests and debugging).
+    pub fn body(&self, request: &ModelRequest) -> Value {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}))
+            .collect();
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": self.options.max_tokens,
+            "system": request.system,
+            "messages": request.messages.iter().map(message).collect::<Vec<_>>(),
+            "tools": tools,
+        });
+        if let Some(budget) = self.options.thinking.budget() {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+            body["max_tokens"] = json!(self.options.max_tokens.max(budget + 1024));
+        }
+        body
+    }
+}
+
+fn content(block: &Content) -> Value {
+    match block {
+        Content::Text { text } => json!({"type": "text", "text": text}),
+        Content::Image { image } => json!({
+            "type": "image",
+            "source": {"type": "base64", "media_type": image.media_type, "data": image.base64()},
+        }),
+    }
+}
+
+fn message(message: &Message) -> Value {
+    match message {
+        Message::User { content: blocks } => {
+            json!({"role": "user", "content": blocks.iter().map(content).collect::<Vec<_>>()})
+        }
+        Message::Assistant { turn } => {
+            let mut blocks: Vec<Value> = turn.opaque.clone();
+            if !turn.text.is_empty() {
+                blocks.push(json!({"type": "text", "text": turn.text}));
+            }
+            blocks.extend(
+                turn.tool_calls
+                    .iter()
+                    .map(|call| json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input})),
+            );
+            json!({"role": "assistant", "content": blocks})
+        }
+        Message::ToolResults { results } => json!({
+            "role": "user",
+            "content": results.iter().map(|result| json!({
+                "type": "tool_result",
+                "tool_use_id": result.call_id,
+                "content": result.content.iter().map(content).collect::<Vec<_>>(),
+                "is_error": result.is_error,
+            })).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// Read an answer into a turn; thinking blocks are kept to be sent back with the turn.
+pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
+    let blocks = answer["content"]
+        .as_array()
+        .ok_or_else(|| ModelError::new("anthropic sent an answer without content"))?;
+    let mut turn = AssistantTurn::default();
+    for block in blocks {
+        match block["type"].as_str() {
+            Some("text") => {
+                if !turn.text.is_empty() {
+                    turn.text.push('\n');
+                }
+                turn.text
+                    .push_str(block["text"].as_str().unwrap_or_default());
+            }
+            Some("tool_use") => turn.tool_calls.push(ToolCall {
+                id: block["id"].as_str().unwrap_or_default().to_owned(),
+                name: block["name"].as_str().unwrap_or_default().to_owned(),
+                input: block["input"].clone(),
+            }),
+            Some("thinking" | "redacted_thinking") => turn.opaque.push(block.clone()),
+            _ => {}
+        }
+    }
+    Ok(turn)
+}
+
+impl Model for AnthropicModel {
+    fn next_turn(&self, request: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>> {
+        Box::pin(async move {
+            let body = self.body(&request);
+            let answer = post_json(
+                &self.client,
+                &self.url,
+                self.headers.clone(),
+                &body,
+                self.options.retry,
+                "anthropic",
+            )
+            .await?;
+            turn_from(&answer)
+        })
+    }
+}
