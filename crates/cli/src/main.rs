@@ -1,13 +1,18 @@
 //! `airlock`: the command-line face of Airlock.
 
+mod browse_cmd;
+mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
+mod output;
 mod proxy_cmd;
+mod settings;
 mod signals;
+mod task_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// A real browser for AI agents, sealed so it cannot be turned against the machine it runs on.
 #[derive(Debug, Parser)]
@@ -19,6 +24,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run one browser task with a worker model; prints the report (stdout), progress (stderr).
+    Task(task_cmd::TaskArgs),
+    /// Open a page in a sealed browser without any model: title, URL, snapshot and a screenshot.
+    Browse(browse_cmd::BrowseArgs),
+    /// Check Docker, the image, the user and the model settings, each with its fix.
+    Doctor(doctor_cmd::DoctorArgs),
+    /// Remove task containers whose owning process is gone.
+    Cleanup,
+    /// The browser image.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Ask the egress policy about destinations.
     #[command(subcommand)]
     Egress(EgressCommand),
@@ -34,23 +50,74 @@ enum EgressCommand {
     Check(egress_check::CheckArgs),
 }
 
+#[derive(Debug, Subcommand)]
+enum ImageCommand {
+    /// Print the command that builds the image this version expects.
+    BuildCommand,
+}
+
 /// Exit code for bad arguments, as clap uses for its own usage errors.
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     init_logging();
+    let sub = |name: &str| {
+        matches
+            .subcommand_matches(name)
+            .cloned()
+            .unwrap_or_default()
+    };
     let result = match &cli.command {
-        Command::Egress(EgressCommand::Check(args)) => egress_check::run(args),
-        Command::Proxy(args) => runtime().and_then(|rt| rt.block_on(proxy_cmd::run(args))),
+        Command::Egress(EgressCommand::Check(args)) => egress_check::run(args).map(|()| 0),
+        Command::Proxy(args) => block_on(proxy_cmd::run(args)).map(|()| 0),
+        Command::Task(args) => block_on(task_cmd::run(args, &sub("task"))),
+        Command::Browse(args) => block_on(browse_cmd::run(args, &sub("browse"))),
+        Command::Doctor(args) => block_on(doctor_cmd::run(args, &sub("doctor"))),
+        Command::Cleanup => block_on(cleanup()),
+        Command::Image(ImageCommand::BuildCommand) => {
+            print_build_command();
+            Ok(0)
+        }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(USAGE_ERROR)
         }
     }
+}
+
+async fn cleanup() -> anyhow::Result<u8> {
+    let driver = airlock_driver_docker::DockerDriver::connect(
+        airlock_driver_docker::DriverConfig::default(),
+    )
+    .await?;
+    let removed = driver.removed_orphans();
+    if removed.is_empty() {
+        println!("no orphaned task containers");
+    }
+    for name in removed {
+        println!("removed {name}");
+    }
+    Ok(0)
+}
+
+fn print_build_command() {
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map_or_else(|| ".".into(), |p| p.display().to_string());
+    println!("cd {checkout} && cargo xtask image");
+    println!(
+        "# or, after `cargo xtask image` has prepared the build context:\ndocker build --build-arg BASE_IMAGE=debian:bookworm-slim --tag {} {checkout}/target/airlock-image",
+        airlock_driver_docker::default_image()
+    );
 }
 
 /// Logs go to stderr (stdout is for data); `RUST_LOG` sets the level, `warn` by default.
@@ -63,8 +130,9 @@ fn init_logging() {
         .init();
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
+fn block_on<T>(future: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?)
+        .build()?
+        .block_on(future)
 }

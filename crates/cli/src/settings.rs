@@ -52,13 +52,28 @@ pub struct SettingFlags {
     pub profile: Option<String>,
     /// Open one exact destination: `host:port`, `ip:port`, `[ipv6]:port` or `cidr:port`.
     /// Repeatable (comma-separated in AIRLOCK_ALLOW). Cloud metadata addresses never open.
-    #[arg(long = "allow", env = "AIRLOCK_ALLOW", value_name = "ENTRY", value_delimiter = ',')]
+    #[arg(
+        long = "allow",
+        env = "AIRLOCK_ALLOW",
+        value_name = "ENTRY",
+        value_delimiter = ','
+    )]
     pub allow: Vec<String>,
     /// Ports open to every allowed destination (default 80, 443). Repeatable.
-    #[arg(long = "port", env = "AIRLOCK_PORTS", value_name = "N", value_delimiter = ',')]
+    #[arg(
+        long = "port",
+        env = "AIRLOCK_PORTS",
+        value_name = "N",
+        value_delimiter = ','
+    )]
     pub ports: Vec<u16>,
     /// Resolve names with this nameserver (`ip:port`) instead of the system's. Repeatable.
-    #[arg(long = "nameserver", env = "AIRLOCK_NAMESERVERS", value_name = "ADDR", value_delimiter = ',')]
+    #[arg(
+        long = "nameserver",
+        env = "AIRLOCK_NAMESERVERS",
+        value_name = "ADDR",
+        value_delimiter = ','
+    )]
     pub nameservers: Vec<SocketAddr>,
 }
 
@@ -148,9 +163,12 @@ pub fn config_path() -> Option<PathBuf> {
 }
 
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileSettings> {
-    let Some(path) = path else { return Ok(FileSettings::default()) };
+    let Some(path) = path else {
+        return Ok(FileSettings::default());
+    };
     match std::fs::read_to_string(path) {
-        Ok(text) => toml::from_str(&text).with_context(|| format!("{} is not a valid airlock.toml", path.display())),
+        Ok(text) => toml::from_str(&text)
+            .with_context(|| format!("{} is not a valid airlock.toml", path.display())),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(FileSettings::default()),
         Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
     }
@@ -182,10 +200,17 @@ impl Resolver<'_> {
     ) -> T {
         let (value, source) = match (flag, file) {
             (Some(value), _) => (value, self.source(name, env)),
-            (None, Some(value)) => (value, Source::File(self.file_path.clone().unwrap_or_default())),
+            (None, Some(value)) => (
+                value,
+                Source::File(self.file_path.clone().unwrap_or_default()),
+            ),
             (None, None) => (default, Source::Default),
         };
-        self.shown.push(Shown { name, value: show(&value), source });
+        self.shown.push(Shown {
+            name,
+            value: show(&value),
+            source,
+        });
         value
     }
 }
@@ -196,45 +221,198 @@ impl Settings {
     pub fn resolve(flags: &SettingFlags, matches: Option<&ArgMatches>) -> anyhow::Result<Self> {
         let file_path = config_path();
         let file = read_file(file_path.as_deref())?;
-        let mut r = Resolver { matches, file_path, shown: Vec::new() };
-        let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
-        let model = r.pick("model", "AIRLOCK_MODEL", flags.model.clone().map(Some), file.model.map(Some), None, text);
-        let thinking = r.pick("thinking", "AIRLOCK_THINKING", flags.thinking.clone().map(Some), file.thinking.map(Some), None, text);
-        let base_url = r.pick("base_url", "AIRLOCK_BASE_URL", flags.base_url.clone().map(Some), file.base_url.map(Some), None, text);
-        let image = r.pick("image", "AIRLOCK_IMAGE", flags.image.clone(), file.image, default_image(), Clone::clone);
-        let defaults = Limits::default();
-        let number = |v: &usize| v.to_string();
-        let limits = Limits {
-            timeout: Duration::from_secs(r.pick("timeout", "AIRLOCK_TIMEOUT", flags.timeout, file.timeout, defaults.timeout.as_secs(), |v| format!("{v} s"))),
-            max_steps: r.pick("max_steps", "AIRLOCK_MAX_STEPS", flags.max_steps, file.max_steps, defaults.max_steps, number),
-            max_screenshots: r.pick("max_screenshots", "AIRLOCK_MAX_SCREENSHOTS", flags.max_screenshots, file.max_screenshots, defaults.max_screenshots, number),
-            max_screenshot_bytes: r.pick("max_screenshot_bytes", "AIRLOCK_MAX_SCREENSHOT_BYTES", flags.max_screenshot_bytes, file.max_screenshot_bytes, defaults.max_screenshot_bytes, number),
-            max_output_chars: r.pick("max_output_chars", "AIRLOCK_MAX_OUTPUT_CHARS", flags.max_output_chars, file.max_output_chars, defaults.max_output_chars, number),
-            max_concurrent_tasks: r.pick("max_concurrent_tasks", "AIRLOCK_MAX_CONCURRENT_TASKS", flags.max_concurrent_tasks, file.max_concurrent_tasks, defaults.max_concurrent_tasks, number),
+        let mut r = Resolver {
+            matches,
+            file_path,
+            shown: Vec::new(),
         };
-        limits.validate().map_err(|e| anyhow::anyhow!("{e} (set it with --{} or AIRLOCK_{})", e.option.replace('_', "-"), e.option.to_ascii_uppercase()))?;
-
-        let profile_text = r.pick("profile", "AIRLOCK_PROFILE", flags.profile.clone(), file.profile, "public".into(), Clone::clone);
-        let profile: Profile = profile_text.parse().map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
-        let non_empty = |v: Vec<String>| (!v.is_empty()).then_some(v);
-        let allow_text = r.pick("allow", "AIRLOCK_ALLOW", non_empty(flags.allow.clone()), file.allow, Vec::new(), |v| v.join(", "));
-        let allow = allow_text
-            .iter()
-            .map(|entry| entry.parse::<AllowEntry>().map_err(|e| anyhow::anyhow!("--allow: {e}")))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let ports = r.pick("ports", "AIRLOCK_PORTS", (!flags.ports.is_empty()).then(|| flags.ports.clone()), file.ports, Vec::new(), |v| {
-            if v.is_empty() { "80, 443".into() } else { v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ") }
-        });
-        let egress = EgressPolicy::new(profile, (!ports.is_empty()).then_some(ports), allow).map_err(|e| anyhow::anyhow!("--port: {e}"))?;
-        let nameservers = r.pick("nameservers", "AIRLOCK_NAMESERVERS", (!flags.nameservers.is_empty()).then(|| flags.nameservers.clone()), file.nameservers, Vec::new(), |v| {
-            if v.is_empty() { "(system)".into() } else { v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
-        });
+        let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+        let model = r.pick(
+            "model",
+            "AIRLOCK_MODEL",
+            flags.model.clone().map(Some),
+            file.model.clone().map(Some),
+            None,
+            text,
+        );
+        let thinking = r.pick(
+            "thinking",
+            "AIRLOCK_THINKING",
+            flags.thinking.clone().map(Some),
+            file.thinking.clone().map(Some),
+            None,
+            text,
+        );
+        let base_url = r.pick(
+            "base_url",
+            "AIRLOCK_BASE_URL",
+            flags.base_url.clone().map(Some),
+            file.base_url.clone().map(Some),
+            None,
+            text,
+        );
         if let Some(url) = &base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             bail!("--base-url `{url}` must start with http:// or https://");
         }
-        let driver = DriverConfig { image, egress, nameservers, ..DriverConfig::default() };
-        Ok(Self { model, thinking, base_url, driver, limits, shown: r.shown })
+        let image = r.pick(
+            "image",
+            "AIRLOCK_IMAGE",
+            flags.image.clone(),
+            file.image.clone(),
+            default_image(),
+            Clone::clone,
+        );
+        let limits = r.limits(flags, &file)?;
+        let (egress, nameservers) = r.egress(flags, file)?;
+        let driver = DriverConfig {
+            image,
+            egress,
+            nameservers,
+            ..DriverConfig::default()
+        };
+        Ok(Self {
+            model,
+            thinking,
+            base_url,
+            driver,
+            limits,
+            shown: r.shown,
+        })
+    }
+}
+
+impl Resolver<'_> {
+    fn limits(&mut self, flags: &SettingFlags, file: &FileSettings) -> anyhow::Result<Limits> {
+        let defaults = Limits::default();
+        let number = |v: &usize| v.to_string();
+        let limits = Limits {
+            timeout: Duration::from_secs(self.pick(
+                "timeout",
+                "AIRLOCK_TIMEOUT",
+                flags.timeout,
+                file.timeout,
+                defaults.timeout.as_secs(),
+                |v| format!("{v} s"),
+            )),
+            max_steps: self.pick(
+                "max_steps",
+                "AIRLOCK_MAX_STEPS",
+                flags.max_steps,
+                file.max_steps,
+                defaults.max_steps,
+                number,
+            ),
+            max_screenshots: self.pick(
+                "max_screenshots",
+                "AIRLOCK_MAX_SCREENSHOTS",
+                flags.max_screenshots,
+                file.max_screenshots,
+                defaults.max_screenshots,
+                number,
+            ),
+            max_screenshot_bytes: self.pick(
+                "max_screenshot_bytes",
+                "AIRLOCK_MAX_SCREENSHOT_BYTES",
+                flags.max_screenshot_bytes,
+                file.max_screenshot_bytes,
+                defaults.max_screenshot_bytes,
+                number,
+            ),
+            max_output_chars: self.pick(
+                "max_output_chars",
+                "AIRLOCK_MAX_OUTPUT_CHARS",
+                flags.max_output_chars,
+                file.max_output_chars,
+                defaults.max_output_chars,
+                number,
+            ),
+            max_concurrent_tasks: self.pick(
+                "max_concurrent_tasks",
+                "AIRLOCK_MAX_CONCURRENT_TASKS",
+                flags.max_concurrent_tasks,
+                file.max_concurrent_tasks,
+                defaults.max_concurrent_tasks,
+                number,
+            ),
+        };
+        limits.validate().map_err(|e| {
+            anyhow::anyhow!(
+                "{e} (set it with --{} or AIRLOCK_{})",
+                e.option.replace('_', "-"),
+                e.option.to_ascii_uppercase()
+            )
+        })?;
+        Ok(limits)
+    }
+
+    fn egress(
+        &mut self,
+        flags: &SettingFlags,
+        file: FileSettings,
+    ) -> anyhow::Result<(EgressPolicy, Vec<SocketAddr>)> {
+        let profile_text = self.pick(
+            "profile",
+            "AIRLOCK_PROFILE",
+            flags.profile.clone(),
+            file.profile,
+            "public".into(),
+            Clone::clone,
+        );
+        let profile: Profile = profile_text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
+        let non_empty = |v: Vec<String>| (!v.is_empty()).then_some(v);
+        let allow_text = self.pick(
+            "allow",
+            "AIRLOCK_ALLOW",
+            non_empty(flags.allow.clone()),
+            file.allow,
+            Vec::new(),
+            |v| v.join(", "),
+        );
+        let allow = allow_text
+            .iter()
+            .map(|entry| {
+                entry
+                    .parse::<AllowEntry>()
+                    .map_err(|e| anyhow::anyhow!("--allow: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let ports = self.pick(
+            "ports",
+            "AIRLOCK_PORTS",
+            (!flags.ports.is_empty()).then(|| flags.ports.clone()),
+            file.ports,
+            Vec::new(),
+            |v| {
+                if v.is_empty() {
+                    "80, 443".into()
+                } else {
+                    v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+                }
+            },
+        );
+        let egress = EgressPolicy::new(profile, (!ports.is_empty()).then_some(ports), allow)
+            .map_err(|e| anyhow::anyhow!("--port: {e}"))?;
+        let nameservers = self.pick(
+            "nameservers",
+            "AIRLOCK_NAMESERVERS",
+            (!flags.nameservers.is_empty()).then(|| flags.nameservers.clone()),
+            file.nameservers,
+            Vec::new(),
+            |v| {
+                if v.is_empty() {
+                    "(system)".into()
+                } else {
+                    v.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            },
+        );
+        Ok((egress, nameservers))
     }
 }

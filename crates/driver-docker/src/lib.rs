@@ -99,6 +99,8 @@ pub struct DockerDriver {
     user: (u32, u32),
     /// Containers whose removal failed, retried at [`DockerDriver::shutdown`].
     failed_removals: Arc<Mutex<Vec<String>>>,
+    /// Orphans removed when the driver connected.
+    removed_orphans: Vec<String>,
 }
 
 impl std::fmt::Debug for DockerDriver {
@@ -132,18 +134,21 @@ impl DockerDriver {
             .await
             .map_err(|e| DriverError::new(format!("the Docker daemon does not answer: {e}. Start dockerd (or check that this user is in the docker group)")))?;
         let user = config.user.unwrap_or_else(current_user);
-        let driver = Self {
+        let mut driver = Self {
             docker,
             config,
             owner: owner::this_process(),
             user,
             failed_removals: Arc::default(),
+            removed_orphans: Vec::new(),
         };
         match driver.cleanup_orphans().await {
-            Ok(removed) if !removed.is_empty() => {
-                tracing::info!(?removed, "removed task containers whose owner is gone");
+            Ok(removed) => {
+                if !removed.is_empty() {
+                    tracing::info!(?removed, "removed task containers whose owner is gone");
+                }
+                driver.removed_orphans = removed;
             }
-            Ok(_) => {}
             Err(error) => tracing::warn!(%error, "could not look for orphaned task containers"),
         }
         Ok(driver)
@@ -152,6 +157,11 @@ impl DockerDriver {
     /// The Docker client, for callers that inspect what the driver made.
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// The orphaned task containers removed when this driver connected.
+    pub fn removed_orphans(&self) -> &[String] {
+        &self.removed_orphans
     }
 
     /// The configuration.

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use airlock_models::{AnthropicModel, BackendOptions, OpenAiModel, RetryPolicy, Thinking};
 use airlock_worker::{
-    AssistantTurn, Content, Image, Message, Model, ModelRequest, ToolCall, ToolDefinition, ToolResult,
+    AssistantTurn, Content, Image, Message, Model, ModelRequest, ToolCall, ToolDefinition,
+    ToolResult,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,7 +41,11 @@ async fn server(answers: Vec<(u16, &'static str, Value)>) -> (String, Arc<Mutex<
                     let head = String::from_utf8_lossy(&data[..end]).to_string();
                     let length: usize = head
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
                         .unwrap_or(0);
                     data.drain(..end + 4);
                     break (head, length);
@@ -72,7 +77,11 @@ fn options(base: &str) -> BackendOptions {
         thinking: Thinking::Off,
         max_tokens: 1000,
         request_timeout: Duration::from_secs(10),
-        retry: RetryPolicy { attempts: 3, first_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(50) },
+        retry: RetryPolicy {
+            attempts: 3,
+            first_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(50),
+        },
     }
 }
 
@@ -81,18 +90,29 @@ fn request() -> ModelRequest {
     ModelRequest {
         system: "You are a browser worker.".into(),
         messages: vec![
-            Message::User { content: vec![Content::text("Task: read the page")] },
+            Message::User {
+                content: vec![Content::text("Task: read the page")],
+            },
             Message::Assistant {
                 turn: AssistantTurn {
                     text: "Opening.".into(),
-                    tool_calls: vec![ToolCall { id: "call-1".into(), name: "agent_browser".into(), input: json!({"args": ["screenshot"]}) }],
+                    tool_calls: vec![ToolCall {
+                        id: "call-1".into(),
+                        name: "agent_browser".into(),
+                        input: json!({"args": ["screenshot"]}),
+                    }],
                     opaque: Vec::new(),
                 },
             },
             Message::ToolResults {
                 results: vec![ToolResult {
                     call_id: "call-1".into(),
-                    content: vec![Content::text("Done."), Content::Image { image: Image::png(vec![137, 80, 78, 71]) }],
+                    content: vec![
+                        Content::text("Done."),
+                        Content::Image {
+                            image: Image::png(vec![137, 80, 78, 71]),
+                        },
+                    ],
                     is_error: false,
                 }],
             },
@@ -113,11 +133,23 @@ async fn anthropic_request_shape_tool_calls_and_a_retried_429() {
         {"type": "tool_use", "id": "toolu_1", "name": "agent_browser", "input": {"args": ["click", "@e1"]}},
     ]});
     let (base, seen) = server(vec![
-        (429, "retry-after: 0\r\n", json!({"error": {"message": "rate limited"}})),
+        (
+            429,
+            "retry-after: 0\r\n",
+            json!({"error": {"message": "rate limited"}}),
+        ),
         (200, "", answer),
     ])
     .await;
-    let model = AnthropicModel::new("claude-test", KEY, BackendOptions { thinking: Thinking::Low, ..options(&base) }).unwrap();
+    let model = AnthropicModel::new(
+        "claude-test",
+        KEY,
+        BackendOptions {
+            thinking: Thinking::Low,
+            ..options(&base)
+        },
+    )
+    .unwrap();
     let turn = model.next_turn(request()).await.unwrap();
     assert_eq!(turn.text, "Clicking.");
     assert_eq!(turn.tool_calls[0].id, "toolu_1");
@@ -135,49 +167,102 @@ async fn openai_request_shape_tool_calls_and_images_after_tool_messages() {
     let answer = json!({"choices": [{"message": {"content": null, "tool_calls": [
         {"id": "call_9", "type": "function", "function": {"name": "agent_browser", "arguments": "{\"args\":[\"snapshot\"]}"}}
     ]}}]});
-    let (base, seen) = server(vec![(503, "", json!({"error": {"message": "overloaded"}})), (200, "", answer)]).await;
-    let model = OpenAiModel::new("gpt-test", Some(KEY), BackendOptions { thinking: Thinking::High, ..options(&base) }).unwrap();
+    let (base, seen) = server(vec![
+        (503, "", json!({"error": {"message": "overloaded"}})),
+        (200, "", answer),
+    ])
+    .await;
+    let model = OpenAiModel::new(
+        "gpt-test",
+        Some(KEY),
+        BackendOptions {
+            thinking: Thinking::High,
+            ..options(&base)
+        },
+    )
+    .unwrap();
     let turn = model.next_turn(request()).await.unwrap();
     assert_eq!(turn.tool_calls[0].name, "agent_browser");
     assert_eq!(turn.tool_calls[0].input, json!({"args": ["snapshot"]}));
     let seen = seen.lock().unwrap();
     assert_eq!(seen.bodies.len(), 2, "the 503 was retried");
-    assert!(seen.headers[1].contains(&format!("authorization: bearer {}", KEY.to_ascii_lowercase())));
+    assert!(seen.headers[1].contains(&format!(
+        "authorization: bearer {}",
+        KEY.to_ascii_lowercase()
+    )));
     insta::assert_json_snapshot!(seen.bodies[1]);
 }
 
 #[tokio::test]
 async fn errors_say_what_the_api_said_and_never_the_key() {
-    let (base, _) = server(vec![(400, "", json!({"error": {"message": "max_tokens is too large"}}))]).await;
+    let (base, _) = server(vec![(
+        400,
+        "",
+        json!({"error": {"message": "max_tokens is too large"}}),
+    )])
+    .await;
     let model = AnthropicModel::new("claude-test", KEY, options(&base)).unwrap();
     let error = model.next_turn(request()).await.unwrap_err().to_string();
-    assert!(error.contains("400") && error.contains("max_tokens is too large"), "{error}");
+    assert!(
+        error.contains("400") && error.contains("max_tokens is too large"),
+        "{error}"
+    );
     assert!(!error.contains(KEY));
     assert!(!format!("{model:?}").contains(KEY));
 
     let (base, seen) = server(vec![
-        (429, "retry-after: 0\r\n", json!({"error": {"message": "slow down"}})),
-        (429, "retry-after: 0\r\n", json!({"error": {"message": "slow down"}})),
-        (429, "retry-after: 0\r\n", json!({"error": {"message": "slow down"}})),
+        (
+            429,
+            "retry-after: 0\r\n",
+            json!({"error": {"message": "slow down"}}),
+        ),
+        (
+            429,
+            "retry-after: 0\r\n",
+            json!({"error": {"message": "slow down"}}),
+        ),
+        (
+            429,
+            "retry-after: 0\r\n",
+            json!({"error": {"message": "slow down"}}),
+        ),
     ])
     .await;
     let model = OpenAiModel::new("gpt-test", Some(KEY), options(&base)).unwrap();
     let error = model.next_turn(request()).await.unwrap_err().to_string();
-    assert!(error.contains("429") && error.contains("slow down"), "{error}");
+    assert!(
+        error.contains("429") && error.contains("slow down"),
+        "{error}"
+    );
     assert!(!error.contains(KEY));
-    assert_eq!(seen.lock().unwrap().bodies.len(), 3, "three attempts, then the error");
+    assert_eq!(
+        seen.lock().unwrap().bodies.len(),
+        3,
+        "three attempts, then the error"
+    );
     assert!(!format!("{model:?}").contains(KEY));
 }
 
 #[test]
 fn specs_and_thinking_levels_are_validated() {
     use airlock_models::ModelSpec;
-    assert_eq!(ModelSpec::parse("openai/gpt-4o").unwrap(), ModelSpec::OpenAi("gpt-4o".into()));
-    assert_eq!(ModelSpec::parse("script:run.json").unwrap().provider(), "script");
+    assert_eq!(
+        ModelSpec::parse("openai/gpt-4o").unwrap(),
+        ModelSpec::OpenAi("gpt-4o".into())
+    );
+    assert_eq!(
+        ModelSpec::parse("script:run.json").unwrap().provider(),
+        "script"
+    );
     for bad in ["", "gpt-4o", "anthropic/", "mistral/large", "script:"] {
         let error = ModelSpec::parse(bad).unwrap_err().to_string();
         assert!(error.contains("anthropic/<model>"), "{bad}: {error}");
     }
     assert_eq!(Thinking::parse("high").unwrap().budget(), Some(24_576));
-    assert!(Thinking::parse("100").unwrap_err().to_string().contains("--thinking"));
+    assert!(
+        Thinking::parse("100")
+            .unwrap_err()
+            .to_string()
+            .contains("--thinking")
+    );
 }

@@ -1,0 +1,102 @@
+//! `airlock doctor`: can tasks run here? Each check with its fix, then the effective settings.
+
+use airlock_driver_docker::{BUILD_COMMAND, DockerDriver, current_user};
+use airlock_models::ModelSpec;
+use airlock_worker::BrowserDriver;
+use clap::{ArgMatches, Args};
+
+use crate::settings::{SettingFlags, Settings, config_path};
+
+/// Arguments of `airlock doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    settings: SettingFlags,
+}
+
+/// Print every check; exit 0 only when tasks can run.
+pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+    let mut ok = true;
+    let mut report = |passed: bool, what: &str, detail: String| {
+        ok &= passed;
+        println!("{} {what}: {detail}", if passed { "ok  " } else { "FAIL" });
+    };
+    let settings = match Settings::resolve(&args.settings, Some(matches)) {
+        Ok(settings) => settings,
+        Err(error) => {
+            report(false, "settings", format!("{error:#}"));
+            return Ok(1);
+        }
+    };
+    let (uid, gid) = current_user();
+    report(
+        uid != 0,
+        "user",
+        if uid == 0 {
+            "running as root: run Airlock as an ordinary user in the docker group".into()
+        } else {
+            format!("uid {uid}, gid {gid}")
+        },
+    );
+    match DockerDriver::connect(settings.driver.clone()).await {
+        Ok(driver) => {
+            report(true, "docker daemon", "answers".into());
+            match driver.check().await {
+                Ok(()) => report(
+                    true,
+                    "image",
+                    format!("{} is present", settings.driver.image),
+                ),
+                Err(error) if error.message.contains("image") => {
+                    report(false, "image", format!("{error} (`{BUILD_COMMAND}`)"));
+                }
+                Err(error) => report(false, "driver", error.to_string()),
+            }
+        }
+        Err(error) => report(false, "docker daemon", error.to_string()),
+    }
+    match settings.model.as_deref().map(ModelSpec::parse) {
+        None => report(
+            true,
+            "model",
+            "none set: `airlock task` needs --model (browse and mcp --direct do not)".into(),
+        ),
+        Some(Err(error)) => report(false, "model", error.to_string()),
+        Some(Ok(spec)) => {
+            let key = match &spec {
+                ModelSpec::Anthropic(_) => Some("ANTHROPIC_API_KEY"),
+                ModelSpec::OpenAi(_) if settings.base_url.is_none() => Some("OPENAI_API_KEY"),
+                _ => None,
+            };
+            match key {
+                Some(variable) if std::env::var(variable).map_or(true, |k| k.trim().is_empty()) => {
+                    report(
+                        false,
+                        "model",
+                        format!("{variable} is not set: export your API key"),
+                    );
+                }
+                _ => report(
+                    true,
+                    "model",
+                    format!(
+                        "{} ({})",
+                        settings.model.clone().unwrap_or_default(),
+                        spec.provider()
+                    ),
+                ),
+            }
+        }
+    }
+    println!(
+        "\nsettings (flag > env > {} > default):",
+        config_path().map_or_else(|| "config file".into(), |p| p.display().to_string())
+    );
+    for shown in &settings.shown {
+        println!(
+            "  {:<22} {:<30} [{}]",
+            shown.name, shown.value, shown.source
+        );
+    }
+    Ok(u8::from(!ok))
+}

@@ -1,0 +1,66 @@
+//! Writing kept screenshots: a private directory, private files, never overwriting, no symlinks.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use airlock_worker::Image;
+use anyhow::{Context, bail};
+
+/// Make `dir` (mode 0700) if missing; refuse a symlink or a non-directory.
+pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            bail!(
+                "--out {} is a symlink: give a real directory",
+                dir.display()
+            )
+        }
+        Ok(meta) if !meta.is_dir() => bail!("--out {} is not a directory", dir.display()),
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating --out {}", dir.display())),
+        Err(error) => Err(error).with_context(|| format!("checking --out {}", dir.display())),
+    }
+}
+
+/// Write each image as `<stem>-<n>.<ext>` (mode 0600), skipping names that exist.
+pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<Vec<PathBuf>> {
+    prepare_dir(dir)?;
+    let mut saved = Vec::with_capacity(images.len());
+    let mut number = 1;
+    for image in images {
+        let ext = if image.media_type == "image/jpeg" {
+            "jpg"
+        } else {
+            "png"
+        };
+        loop {
+            let path = dir.join(format!("{stem}-{number}.{ext}"));
+            number += 1;
+            // create_new refuses existing files and symlinks alike: nothing is overwritten.
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    file.write_all(&image.data)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    saved.push(path);
+                    break;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => {
+                    return Err(error).with_context(|| format!("creating {}", path.display()));
+                }
+            }
+        }
+    }
+    Ok(saved)
+}

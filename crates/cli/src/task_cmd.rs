@@ -1,0 +1,128 @@
+//! `airlock task`: run one browser task with a worker model and print its report.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use airlock_driver_docker::DockerDriver;
+use airlock_models::{BackendOptions, ModelSpec, Thinking};
+use airlock_worker::{BrowserDriver, CancellationToken, Ended, Model, TaskRequest, TaskRunner};
+use anyhow::Context;
+use clap::{ArgMatches, Args};
+use serde_json::json;
+
+use crate::settings::{SettingFlags, Settings};
+
+/// Arguments of `airlock task`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// What the browser worker should do.
+    #[arg(value_name = "TASK")]
+    task: String,
+    /// Where to start.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Write kept screenshots here (created 0700 if missing; files 0600; nothing is overwritten).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the whole result as JSON instead of the report.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    settings: SettingFlags,
+}
+
+/// Build the worker model from the settings.
+pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
+    let spec = settings
+        .model
+        .as_deref()
+        .context("no model: pass --model anthropic/<model>, openai/<model> or script:<file.json> (or set AIRLOCK_MODEL)")?;
+    let spec = ModelSpec::parse(spec)?;
+    let thinking = settings
+        .thinking
+        .as_deref()
+        .map(Thinking::parse)
+        .transpose()?
+        .unwrap_or(Thinking::Off);
+    let options = BackendOptions {
+        base_url: settings.base_url.clone(),
+        thinking,
+        ..BackendOptions::default()
+    };
+    Ok(airlock_models::build(&spec, options)?)
+}
+
+/// Connect the driver and make sure tasks can run.
+pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDriver>> {
+    let driver = DockerDriver::connect(settings.driver.clone()).await?;
+    driver.check().await?;
+    Ok(Arc::new(driver))
+}
+
+/// Run the task; the exit code says how it ended (0 completed or step limit, 1 otherwise).
+pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+    let settings = Settings::resolve(&args.settings, Some(matches))?;
+    if let Some(out) = &args.out {
+        crate::output::prepare_dir(out)?;
+    }
+    let model = model(&settings)?;
+    let driver = ready_driver(&settings).await?;
+    let runner = TaskRunner::new(
+        Arc::clone(&driver) as Arc<dyn BrowserDriver>,
+        model,
+        settings.limits,
+    )?
+    .with_progress(Arc::new(|progress| {
+        eprintln!(
+            "step {}/{}: {}",
+            progress.step, progress.max_steps, progress.summary
+        );
+    }));
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        crate::signals::terminated().await;
+        eprintln!("cancelling: removing the task's container…");
+        on_signal.cancel();
+    });
+    let request = TaskRequest {
+        task: args.task.clone(),
+        url: args.url.clone(),
+    };
+    let result = runner.run(request, cancel).await?;
+    driver.shutdown().await;
+
+    let saved = match &args.out {
+        Some(out) => crate::output::save_images(out, "screenshot", &result.screenshots)?,
+        None => Vec::new(),
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&result)?;
+        // The images are in the files; the JSON says where (and how big) instead of repeating them.
+        value["screenshots"] = result
+            .screenshots
+            .iter()
+            .enumerate()
+            .map(|(i, image)| json!({"media_type": image.media_type, "bytes": image.data.len(), "path": saved.get(i)}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{}", result.report);
+        for refusal in &result.egress_refusals {
+            eprintln!("egress refused {}: {}", refusal.target, refusal.reason);
+        }
+        for path in &saved {
+            eprintln!("saved {}", path.display());
+        }
+        if !result.screenshots.is_empty() && args.out.is_none() {
+            eprintln!(
+                "{} screenshot(s) kept; pass --out DIR to save them",
+                result.screenshots.len()
+            );
+        }
+    }
+    Ok(match result.ended {
+        Ended::Completed | Ended::StepLimit => 0,
+        Ended::TimedOut | Ended::Cancelled | Ended::Failed => 1,
+    })
+}

@@ -1,0 +1,167 @@
+//! The `airlock` binary's help, argument errors and settings precedence.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+
+fn airlock() -> Command {
+    let mut command = Command::cargo_bin("airlock").unwrap();
+    // Keep the user's own environment out of these tests.
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("AIRLOCK_")) {
+        command.env_remove(key);
+    }
+    command
+}
+
+#[test]
+fn every_command_has_help() {
+    for command in [
+        &["--help"][..],
+        &["task", "--help"],
+        &["browse", "--help"],
+        &["doctor", "--help"],
+        &["cleanup", "--help"],
+        &["image", "build-command", "--help"],
+        &["proxy", "--help"],
+        &["egress", "check", "--help"],
+    ] {
+        let output = airlock().args(command).output().unwrap();
+        assert!(output.status.success(), "{command:?}");
+        assert!(!output.stdout.is_empty());
+    }
+    let help = String::from_utf8(airlock().arg("--help").output().unwrap().stdout).unwrap();
+    for name in [
+        "task", "browse", "doctor", "cleanup", "image", "egress", "proxy",
+    ] {
+        assert!(help.contains(name), "{name} missing from --help");
+    }
+}
+
+#[test]
+fn image_build_command_names_xtask_and_docker_build() {
+    let out = String::from_utf8(
+        airlock()
+            .args(["image", "build-command"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(out.contains("cargo xtask image"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "--tag airlock-browser:{}",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{out}"
+    );
+}
+
+/// `airlock doctor`'s settings table as (name, value, source) rows.
+fn settings_table(command: &mut Command) -> Vec<(String, String, String)> {
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("settings"))
+        .skip(1)
+        .map(|line| {
+            let (rest, source) = line.trim().rsplit_once(" [").unwrap();
+            let (name, value) = rest.split_once(' ').unwrap();
+            (
+                name.to_owned(),
+                value.trim().to_owned(),
+                source.trim_end_matches(']').to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn row<'a>(table: &'a [(String, String, String)], name: &str) -> (&'a str, &'a str) {
+    let (_, value, source) = table.iter().find(|(n, _, _)| n == name).unwrap();
+    (value, source)
+}
+
+#[test]
+fn settings_come_from_flags_then_env_then_file_then_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        "max_steps = 7\ntimeout = 120\nmax_screenshots = 3\nallow = [\"127.0.0.1:8080\"]\n",
+    )
+    .unwrap();
+    let table = settings_table(
+        airlock()
+            .env("AIRLOCK_CONFIG", &config)
+            .env("AIRLOCK_TIMEOUT", "90")
+            .env("AIRLOCK_MAX_SCREENSHOTS", "2")
+            .args(["doctor", "--max-screenshots", "1"]),
+    );
+    assert!(!table.is_empty(), "doctor printed no settings");
+    assert_eq!(row(&table, "max_screenshots"), ("1", "flag"));
+    assert_eq!(row(&table, "timeout"), ("90 s", "env AIRLOCK_TIMEOUT"));
+    assert_eq!(row(&table, "max_steps").0, "7");
+    assert!(row(&table, "max_steps").1.starts_with("file "));
+    assert_eq!(row(&table, "allow").0, "127.0.0.1:8080");
+    assert_eq!(row(&table, "max_output_chars"), ("24000", "default"));
+}
+
+#[test]
+fn bad_values_name_the_setting_and_the_fix() {
+    for (args, env, needle) in [
+        (
+            vec!["task", "x", "--max-steps", "0"],
+            None,
+            "`max_steps` is 0: use a value from 1 to 500",
+        ),
+        (vec!["task", "x", "--timeout", "1"], None, "--timeout"),
+        (vec!["task", "x", "--allow", "nope"], None, "--allow"),
+        (vec!["task", "x", "--profile", "lan"], None, "--profile"),
+        (
+            vec!["task", "x"],
+            Some(("AIRLOCK_MAX_STEPS", "many")),
+            "--max-steps",
+        ),
+        (
+            vec!["task", "x", "--model", "gpt-4o"],
+            None,
+            "anthropic/<model>",
+        ),
+        (
+            vec!["task", "x", "--base-url", "ftp://x"],
+            None,
+            "--base-url",
+        ),
+    ] {
+        let mut command = airlock();
+        command
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .args(&args);
+        if let Some((key, value)) = env {
+            command.env(key, value);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_config_file_with_an_unknown_key_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(&config, "max_stepz = 7\n").unwrap();
+    let output = airlock()
+        .env("AIRLOCK_CONFIG", &config)
+        .args(["task", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("airlock.toml") && stderr.contains("max_stepz"),
+        "{stderr}"
+    );
+}
