@@ -22,7 +22,7 @@ pub struct IntegrationArgs {
 }
 
 /// Test binaries (package, test target) that need Docker.
-const DOCKER_TESTS: &[(&str, &str)] = &[("airlock-driver-docker", "docker")];
+const DOCKER_TESTS: &[(&str, &str)] = &[("airlock-driver-docker", "docker"), ("airlock", "mcp")];
 
 pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {

@@ -4,6 +4,7 @@ mod browse_cmd;
 mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
+mod mcp_cmd;
 mod output;
 mod proxy_cmd;
 mod settings;
@@ -28,6 +29,8 @@ enum Command {
     Task(task_cmd::TaskArgs),
     /// Open a page in a sealed browser without any model: title, URL, snapshot and a screenshot.
     Browse(browse_cmd::BrowseArgs),
+    /// Serve `browser_task` (or, with --direct, `agent_browser`) over MCP on stdio.
+    Mcp(mcp_cmd::McpArgs),
     /// Check Docker, the image, the user and the model settings, each with its fix.
     Doctor(doctor_cmd::DoctorArgs),
     /// Remove task containers whose owning process is gone.
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => block_on(proxy_cmd::run(args)).map(|()| 0),
         Command::Task(args) => block_on(task_cmd::run(args, &sub("task"))),
         Command::Browse(args) => block_on(browse_cmd::run(args, &sub("browse"))),
+        Command::Mcp(args) => block_on(mcp_cmd::run(args, &sub("mcp"))),
         Command::Doctor(args) => block_on(doctor_cmd::run(args, &sub("doctor"))),
         Command::Cleanup => block_on(cleanup()),
         Command::Image(ImageCommand::BuildCommand) => {

@@ -166,6 +166,17 @@ impl TaskRunner {
         request: TaskRequest,
         cancel: CancellationToken,
     ) -> Result<TaskResult, RunError> {
+        self.run_with_progress(request, cancel, self.progress.clone())
+            .await
+    }
+
+    /// [`TaskRunner::run`], reporting this task's steps to `progress` instead of the runner's sink.
+    pub async fn run_with_progress(
+        &self,
+        request: TaskRequest,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<TaskResult, RunError> {
         if request.task.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
@@ -182,6 +193,7 @@ impl TaskRunner {
 
         let mut run = Run {
             runner: self,
+            progress,
             context: context.clone(),
             cancel: &cancel,
             deadline,
@@ -230,6 +242,7 @@ impl TaskRunner {
 /// One task in progress.
 struct Run<'a> {
     runner: &'a TaskRunner,
+    progress: Option<ProgressSink>,
     context: TaskContext,
     cancel: &'a CancellationToken,
     deadline: Deadline,
@@ -403,7 +416,7 @@ impl Run<'_> {
     }
 
     fn report_progress(&self, call: &ToolCall) {
-        if let Some(sink) = &self.runner.progress {
+        if let Some(sink) = &self.progress {
             sink(Progress {
                 step: self.steps,
                 max_steps: self.runner.limits.max_steps,

@@ -1,0 +1,340 @@
+//! `airlock mcp`: an MCP server on stdio.
+//!
+//! By default it offers `browser_task({ task, url? })`: a worker with its own sealed browser does
+//! the task and returns its report (text) and the screenshots it kept (images), with progress
+//! notifications while it runs. With `--direct` it offers `agent_browser` instead: one sealed
+//! browser per MCP session, driven by the calling agent itself, under the same command policy and
+//! limits. Tasks are cancelled and their containers removed when the client cancels, when stdin
+//! closes, or on SIGTERM; the server exits only after that cleanup.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use airlock_driver_docker::{AgentBrowserInput, DockerDriver};
+use airlock_worker::{
+    BrowserDriver, BrowserSession, CancellationToken, Ended, Progress, TaskContext, TaskRequest,
+    TaskRunner,
+};
+use anyhow::Context;
+use clap::{ArgMatches, Args};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::sync::Mutex;
+use tokio_util::task::TaskTracker;
+
+use crate::settings::{SettingFlags, Settings};
+
+/// Arguments of `airlock mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Offer `agent_browser` (one sealed browser per MCP session, driven by the calling agent)
+    /// instead of `browser_task` (a worker model does the task).
+    #[arg(long)]
+    direct: bool,
+    #[command(flatten)]
+    settings: SettingFlags,
+}
+
+/// The input of `browser_task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BrowserTaskInput {
+    /// What to do in the browser, in plain words. The worker reports what it found and where.
+    task: String,
+    /// Where to start (http or https).
+    #[serde(default)]
+    url: Option<String>,
+}
+
+const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
+and from private networks: a worker browses the public web, then reports what it found, where, and \
+what it could not verify. Screenshots it kept come back as images.";
+
+const DIRECT_DESCRIPTION: &str = "Run one agent-browser command in your own sealed browser (one per \
+session). Pass the words after `agent-browser` as a list: [\"open\", \"https://example.com\"], \
+[\"snapshot\", \"-i\"], [\"click\", \"@e3\"]. No shell. Set keep to true with screenshot to keep it.";
+
+/// The server's state.
+#[derive(Clone)]
+struct Server {
+    mode: Mode,
+    settings: Arc<Settings>,
+    /// Every running task, so shutdown can wait for its cleanup.
+    tracker: TaskTracker,
+    /// Cancelled on shutdown (stdin closed, SIGTERM).
+    shutdown: CancellationToken,
+}
+
+#[derive(Clone)]
+enum Mode {
+    Task(TaskRunner),
+    Direct(Arc<Direct>),
+}
+
+/// `--direct`: one browser for the MCP session, started at the first call.
+struct Direct {
+    driver: Arc<DockerDriver>,
+    session: Mutex<Option<(BrowserSession, TaskContext)>>,
+    steps: AtomicUsize,
+}
+
+fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+            .with_instructions(match self.mode {
+                Mode::Task(_) => "Use browser_task to have a sealed browser worker do web tasks.",
+                Mode::Direct(_) => {
+                    "Use agent_browser to drive your own sealed browser, one command per call."
+                }
+            })
+    }
+
+    fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListToolsResult, McpError>> + Send + '_ {
+        let tool = match self.mode {
+            Mode::Task(_) => Tool::new(
+                "browser_task",
+                TASK_DESCRIPTION,
+                schema::<BrowserTaskInput>(),
+            ),
+            Mode::Direct(_) => Tool::new(
+                "agent_browser",
+                DIRECT_DESCRIPTION,
+                schema::<AgentBrowserInput>(),
+            ),
+        };
+        std::future::ready(Ok(ListToolsResult::with_all_items(vec![tool])))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        {
+            let arguments =
+                serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+            let result = match (&self.mode, request.name.as_ref()) {
+                (Mode::Task(runner), "browser_task") => {
+                    self.browser_task(runner.clone(), arguments, context)
+                        .await?
+                }
+                (Mode::Direct(direct), "agent_browser") => {
+                    self.direct_call(Arc::clone(direct), arguments).await
+                }
+                (_, other) => {
+                    return Err(McpError::invalid_params(
+                        format!("there is no tool named `{other}`"),
+                        None,
+                    ));
+                }
+            };
+            Ok(result.into())
+        }
+    }
+}
+
+impl Server {
+    async fn browser_task(
+        &self,
+        runner: TaskRunner,
+        arguments: serde_json::Value,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
+            McpError::invalid_params(format!("browser_task takes {{task, url?}}: {e}"), None)
+        })?;
+        // The task stops when the client cancels this request or the server shuts down.
+        let cancel = self.shutdown.child_token();
+        let client_cancel = context.ct.clone();
+        let on_cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = client_cancel.cancelled() => on_cancel.cancel(),
+                () = on_cancel.cancelled() => {}
+            }
+        });
+        let progress = context.meta.get_progress_token().map(|token| {
+            let peer = context.peer.clone();
+            let sink: airlock_worker::ProgressSink = Arc::new(move |step: Progress| {
+                let mut param =
+                    ProgressNotificationParam::new(token.clone(), as_progress(step.step));
+                param.total = Some(as_progress(step.max_steps));
+                param.message = Some(step.summary);
+                let peer = peer.clone();
+                tokio::spawn(async move {
+                    // A client that went away needs no progress.
+                    let _ = peer.notify_progress(param).await;
+                });
+            });
+            sink
+        });
+        let request = TaskRequest {
+            task: input.task,
+            url: input.url,
+        };
+        // Run on the tracker, not in this request's future: if the request is dropped, the task
+        // still finishes its cleanup, and shutdown waits for it.
+        let task = self
+            .tracker
+            .spawn(async move { runner.run_with_progress(request, cancel, progress).await });
+        let result = match task.await {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    error.to_string(),
+                )]));
+            }
+            Err(error) => {
+                return Err(McpError::internal_error(
+                    format!("the task stopped: {error}"),
+                    None,
+                ));
+            }
+        };
+        let mut blocks = vec![ContentBlock::text(result.report.clone())];
+        if !result.egress_refusals.is_empty() {
+            let lines: Vec<String> = result
+                .egress_refusals
+                .iter()
+                .map(|r| format!("- {}: {}", r.target, r.reason))
+                .collect();
+            blocks.push(ContentBlock::text(format!(
+                "The egress proxy refused:\n{}",
+                lines.join("\n")
+            )));
+        }
+        for image in &result.screenshots {
+            blocks.push(ContentBlock::image(
+                image.base64(),
+                image.media_type.clone(),
+            ));
+        }
+        Ok(match result.ended {
+            Ended::Completed | Ended::StepLimit => CallToolResult::success(blocks),
+            Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
+        })
+    }
+
+    async fn direct_call(
+        &self,
+        direct: Arc<Direct>,
+        arguments: serde_json::Value,
+    ) -> CallToolResult {
+        let limits = self.settings.limits;
+        let step = direct.steps.fetch_add(1, Ordering::SeqCst) + 1;
+        if step > limits.max_steps {
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "Step limit reached: this session has used all {} commands.",
+                limits.max_steps
+            ))]);
+        }
+        let mut guard = direct.session.lock().await;
+        if guard.is_none() {
+            let context = TaskContext::new(self.shutdown.child_token(), limits);
+            match direct.driver.start(context.clone()).await {
+                Ok(session) => *guard = Some((session, context)),
+                Err(error) => {
+                    return CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+                }
+            }
+        }
+        let Some((session, _)) = guard.as_ref() else {
+            return CallToolResult::error(vec![ContentBlock::text("the browser is not running")]);
+        };
+        match session.tools[0].execute(arguments).await {
+            Ok(output) => {
+                let mut content = vec![ContentBlock::text(output.text)];
+                content.extend(
+                    output
+                        .images
+                        .iter()
+                        .map(|i| ContentBlock::image(i.base64(), i.media_type.clone())),
+                );
+                if output.is_error {
+                    CallToolResult::error(content)
+                } else {
+                    CallToolResult::success(content)
+                }
+            }
+            Err(failure) => {
+                tracing::error!(error = %failure, "agent_browser failed unexpectedly");
+                CallToolResult::error(vec![ContentBlock::text(
+                    "The command failed unexpectedly; see the server's log.",
+                )])
+            }
+        }
+    }
+}
+
+/// Step counts are small; saturating at u32 keeps the conversion exact.
+fn as_progress(count: usize) -> f64 {
+    f64::from(u32::try_from(count).unwrap_or(u32::MAX))
+}
+
+/// Serve until stdin closes or SIGTERM, then cancel running tasks and wait for their cleanup.
+pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+    let settings = Settings::resolve(&args.settings, Some(matches))?;
+    let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let mode = if args.direct {
+        Mode::Direct(Arc::new(Direct {
+            driver: Arc::clone(&driver),
+            session: Mutex::new(None),
+            steps: AtomicUsize::new(0),
+        }))
+    } else {
+        let model = crate::task_cmd::model(&settings)?;
+        Mode::Task(TaskRunner::new(
+            Arc::clone(&driver) as Arc<dyn BrowserDriver>,
+            model,
+            settings.limits,
+        )?)
+    };
+    let server = Server {
+        mode: mode.clone(),
+        settings: Arc::new(settings),
+        tracker: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
+    };
+    let (tracker, shutdown) = (server.tracker.clone(), server.shutdown.clone());
+    let service = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the MCP server on stdio")?;
+    tracing::info!("airlock mcp: serving on stdio");
+    tokio::select! {
+        ended = service.waiting() => {
+            if let Err(error) = ended {
+                tracing::warn!(%error, "the MCP session ended with an error");
+            }
+        }
+        () = crate::signals::terminated() => {}
+    }
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    if let Mode::Direct(direct) = mode
+        && let Some((session, _)) = direct.session.lock().await.take()
+    {
+        session.dispose.dispose().await;
+    }
+    driver.shutdown().await;
+    Ok(0)
+}

@@ -1,0 +1,250 @@
+//! `airlock mcp` as an MCP client uses it: a child process on stdio, with a scripted worker and a
+//! real container. Needs Docker, the image and a non-root user (see the driver's docker tests);
+//! `cargo xtask integration` runs it with those required.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+fn docker_ready() -> bool {
+    let required = std::env::var("AIRLOCK_REQUIRE_DOCKER").is_ok_and(|v| v == "1");
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let image = format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"));
+    let missing = if root {
+        Some(
+            "these tests run as a non-root user; `cargo xtask integration` runs them as one"
+                .to_owned(),
+        )
+    } else if !Command::new("docker")
+        .args(["image", "inspect", &image])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        Some(format!(
+            "Docker with {image} is needed: run `cargo xtask image`"
+        ))
+    } else {
+        None
+    };
+    match missing {
+        None => true,
+        Some(why) if required => panic!("{why}"),
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Client {
+    fn start(script: &Value, site_port: u16, dir: &std::path::Path) -> Self {
+        let path = dir.join("script.json");
+        std::fs::write(&path, script.to_string()).unwrap();
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+            .args([
+                "mcp",
+                "--model",
+                &format!("script:{}", path.display()),
+                "--allow",
+                &format!("127.0.0.1:{site_port}"),
+            ])
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server answered within 60 s")
+    }
+
+    /// Read until the response with this id, returning it and the notifications before it.
+    fn response(&self, id: u64) -> (Value, Vec<Value>) {
+        let mut notes = Vec::new();
+        loop {
+            let message = self.next();
+            if message["id"] == id {
+                return (message, notes);
+            }
+            notes.push(message);
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
+        let (init, _) = self.response(1);
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        init
+    }
+
+    /// Close stdin and wait for the server to exit.
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+/// Task containers owned by a process id.
+fn containers_of(pid: u32) -> usize {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=airlock.task",
+            "--format",
+            "{{.Label \"airlock.owner\"}}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|owner| owner.contains(&format!("pid={pid};")))
+        .count()
+}
+
+fn site() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = "<html><head><title>MCP page</title></head><body><h1>Hello from the lab</h1></body></html>";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn initialize_list_and_call_browser_task_with_progress_and_an_image() {
+    if !docker_ready() {
+        return;
+    }
+    let port = site();
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"expect": {"shown_contains": ["MCP page"]}, "tool_calls": [{"name": "agent_browser", "input": {"args": ["screenshot"], "keep": true}}]},
+        {"text": "The page greets the lab."}
+    ]});
+    let mut client = Client::start(&script, port, dir.path());
+    let init = client.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "airlock");
+    assert!(init["result"]["capabilities"]["tools"].is_object());
+
+    client.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let (list, _) = client.response(2);
+    let tool = &list["result"]["tools"][0];
+    assert_eq!(tool["name"], "browser_task");
+    assert_eq!(tool["inputSchema"]["required"], json!(["task"]));
+    assert!(tool["inputSchema"]["properties"]["url"].is_object());
+
+    client.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "Read the page"}, "_meta": {"progressToken": "t1"}}}));
+    let (call, notes) = client.response(3);
+    let content = call["result"]["content"].as_array().unwrap();
+    assert_eq!(content[0]["text"], "The page greets the lab.");
+    let image = content
+        .iter()
+        .find(|c| c["type"] == "image")
+        .expect("an image came back");
+    assert_eq!(image["mimeType"], "image/png");
+    assert!(
+        image["data"].as_str().unwrap().starts_with("iVBORw0KGgo"),
+        "not a PNG"
+    );
+    let progress: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 2, "{notes:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "t1");
+    assert_eq!(progress[1]["params"]["progress"], 2.0);
+
+    let pid = client.child.id();
+    assert!(client.finish().success());
+    assert_eq!(containers_of(pid), 0);
+}
+
+#[test]
+fn a_cancelled_call_and_a_closed_stdin_leave_no_container() {
+    if !docker_ready() {
+        return;
+    }
+    let port = site();
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}
+    ]});
+    let mut client = Client::start(&script, port, dir.path());
+    client.initialize();
+    let pid = client.child.id();
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "wait"}, "_meta": {"progressToken": 9}}}),
+    );
+    // The first progress notification means the container is up and the command is running.
+    let started = client.next();
+    assert_eq!(started["method"], "notifications/progress", "{started}");
+    assert_eq!(containers_of(pid), 1);
+    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "test"}}));
+    // Closing stdin ends the server, which first waits for the cancelled task's cleanup.
+    assert!(client.finish().success());
+    assert_eq!(
+        containers_of(pid),
+        0,
+        "the cancelled task's container is still there"
+    );
+}
