@@ -62,15 +62,16 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
             "Docker is not answering: install Debian's docker.io and start dockerd (or fix DOCKER_HOST)"
         );
     }
-    if !args.force && image_exists(&args.tag) {
+    let root = workspace_root();
+    let fingerprint = context_fingerprint(&root)?;
+    if !args.force && built_fingerprint(&args.tag).as_deref() == Some(fingerprint.as_str()) {
         eprintln!(
-            "image {} is already built (use --force to rebuild)",
+            "image {} is up to date with docker/ (use --force to rebuild)",
             args.tag
         );
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let root = workspace_root();
     let pins = Pins::read(&root.join("docker/Dockerfile"))?;
     let base = resolve_base(args, &root)?;
     let context = prepare_context(&root, &pins)?;
@@ -79,6 +80,7 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     build
         .args(["build", "--build-arg"])
         .arg(format!("BASE_IMAGE={base}"))
+        .args(["--label", &format!("{FINGERPRINT_LABEL}={fingerprint}")])
         .args(["--tag", &args.tag])
         .arg(&context);
     eprintln!("[3/3] building {} on {base}", args.tag);
@@ -98,6 +100,47 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
         display(&build)
     );
     Ok(())
+}
+
+/// The label that records which docker/ files an image was built from.
+const FINGERPRINT_LABEL: &str = "airlock.context";
+
+/// sha256 over the files in docker/, so a changed Dockerfile, entrypoint or policy rebuilds.
+fn context_fingerprint(root: &Path) -> anyhow::Result<String> {
+    let mut names: Vec<PathBuf> = fs::read_dir(root.join("docker"))
+        .context("reading docker/")?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    names.sort();
+    let mut hasher = Sha256::new();
+    for path in names {
+        hasher.update(
+            path.file_name()
+                .map(std::ffi::OsStr::as_encoded_bytes)
+                .unwrap_or_default(),
+        );
+        hasher.update(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// The fingerprint label of an existing image, if there is one.
+fn built_fingerprint(tag: &str) -> Option<String> {
+    let format = format!("{{{{ index .Config.Labels \"{FINGERPRINT_LABEL}\" }}}}");
+    output(Command::new("docker").args(["image", "inspect", "--format", &format, tag]))
+        .ok()
+        .map(|label| label.trim().to_owned())
+        .filter(|label| !label.is_empty() && label != "<no value>")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        use std::fmt::Write;
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
 
 fn image_exists(tag: &str) -> bool {
@@ -241,11 +284,5 @@ fn sha256_of(path: &Path) -> anyhow::Result<String> {
         }
         hasher.update(&buffer[..read]);
     }
-    let mut hex = String::with_capacity(64);
-    for byte in hasher.finalize() {
-        use std::fmt::Write;
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    Ok(hex)
+    Ok(hex(&hasher.finalize()))
 }

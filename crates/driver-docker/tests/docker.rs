@@ -498,3 +498,164 @@ async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
         "the orphan {name} was not removed"
     );
 }
+
+/// Removes a container started by hand, even when the test panics.
+struct RemoveOnDrop(String);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+fn exec_in(name: &str, args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .arg("exec")
+        .arg(name)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The image itself, run by hand with the lockdown flags and a proxy socket: pinned tools, the
+/// guide, the managed policy, a page through the socket, and no traffic the page did not cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let events: Arc<std::sync::Mutex<Vec<airlock_proxy::ProxyEvent>>> = Arc::default();
+    let sink = Arc::clone(&events);
+    let policy = EgressPolicy::new(
+        Profile::Public,
+        None,
+        [format!("127.0.0.1:{site}").parse().unwrap()],
+    )
+    .unwrap();
+    let proxy = airlock_proxy::EgressProxy::start(
+        airlock_proxy::ProxyConfig::new(policy)
+            .with_events(Arc::new(move |e| sink.lock().unwrap().push(e))),
+    )
+    .unwrap();
+    let (uid, gid) = current_user();
+    let out = Command::new("docker")
+        .args([
+            "run",
+            "-d",
+            "--network",
+            "none",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--cap-drop",
+            "ALL",
+        ])
+        .args([
+            "--security-opt",
+            "no-new-privileges",
+            "--init",
+            "--user",
+            &format!("{uid}:{gid}"),
+        ])
+        .args([
+            "-v",
+            &format!("{}:/egress:ro", proxy.socket_dir().display()),
+        ])
+        .args([
+            "--label",
+            "airlock.task=image-test",
+            "--label",
+            "airlock.owner=test",
+        ])
+        .arg(image())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let _remove = RemoveOnDrop(name.clone());
+    exec_in(
+        &name,
+        &[
+            "sh",
+            "-c",
+            "timeout 15 sh -c 'until [ -e /tmp/.airlock-relay-ready ]; do sleep 0.05; done'",
+        ],
+    );
+
+    assert_eq!(
+        exec_in(&name, &["agent-browser", "--version"]).trim(),
+        "agent-browser 0.41.2"
+    );
+    assert!(exec_in(&name, &["chromium", "--version"]).contains("Chromium"));
+    assert!(exec_in(&name, &["agent-browser", "skills", "get", "core"]).contains("name: core"));
+    let policy: serde_json::Value = serde_json::from_str(&exec_in(
+        &name,
+        &["cat", "/etc/chromium/policies/managed/airlock.json"],
+    ))
+    .unwrap();
+    assert_eq!(policy["WebRtcIPHandling"], "disable_non_proxied_udp");
+    assert_eq!(policy["DownloadRestrictions"], 3);
+    for scheme in [
+        "file://*",
+        "chrome://*",
+        "view-source:*",
+        "devtools://*",
+        "ftp://*",
+    ] {
+        assert!(
+            policy["URLBlocklist"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(scheme)),
+            "{scheme}"
+        );
+    }
+    assert_eq!(exec_in(&name, &["id", "-u"]).trim(), uid.to_string());
+
+    let opened = exec_in(
+        &name,
+        &[
+            "agent-browser",
+            "open",
+            &format!("http://127.0.0.1:{site}/"),
+        ],
+    );
+    assert!(opened.contains("Airlock home"), "{opened}");
+    assert!(exec_in(&name, &["agent-browser", "snapshot"]).contains("heading \"Welcome\""));
+    // Give Chromium two seconds of its own time in which background traffic would show up.
+    exec_in(&name, &["agent-browser", "wait", "2000"]);
+    let seen: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.target.clone())
+        .collect();
+    assert!(!seen.is_empty());
+    let site_prefix = format!("http://127.0.0.1:{site}/");
+    let foreign: Vec<&String> = seen
+        .iter()
+        .filter(|t| !t.starts_with(&site_prefix))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "the proxy saw requests the page did not cause: {foreign:#?}"
+    );
+    for target in &seen {
+        assert!(
+            target.starts_with(&site_prefix),
+            "the proxy saw a request the page did not cause: {target}"
+        );
+    }
+    proxy.stop().await;
+}
