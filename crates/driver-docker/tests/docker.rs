@@ -4,7 +4,8 @@
 //! Without them they say so and pass, unless `AIRLOCK_REQUIRE_DOCKER=1` (set by
 //! `cargo xtask integration`, which CI runs), where a missing prerequisite fails the test.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Scenario tests read top to bottom; splitting them would hide the story.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::process::Command;
 use std::sync::Arc;
@@ -651,11 +652,5 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
         foreign.is_empty(),
         "the proxy saw requests the page did not cause: {foreign:#?}"
     );
-    for target in &seen {
-        assert!(
-            target.starts_with(&site_prefix),
-            "the proxy saw a request the page did not cause: {target}"
-        );
-    }
     proxy.stop().await;
 }
