@@ -22,7 +22,11 @@ pub struct IntegrationArgs {
 }
 
 /// Test binaries (package, test target) that need Docker.
-const DOCKER_TESTS: &[(&str, &str)] = &[("airlock-driver-docker", "docker"), ("airlock", "mcp")];
+const DOCKER_TESTS: &[(&str, &str)] = &[
+    ("airlock-driver-docker", "docker"),
+    ("airlock", "mcp"),
+    ("airlock", "task"),
+];
 
 pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {

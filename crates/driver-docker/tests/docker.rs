@@ -654,3 +654,99 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
     );
     proxy.stop().await;
 }
+
+/// Task containers owned by this test process.
+fn my_containers() -> Vec<String> {
+    task_containers()
+        .into_iter()
+        .filter(|n| {
+            inspect(n)["Config"]["Labels"]["airlock.owner"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("pid={};", std::process::id()))
+        })
+        .collect()
+}
+
+fn waiting_runner(driver: DockerDriver, limits: Limits) -> airlock_worker::TaskRunner {
+    let script = airlock_worker::Script {
+        turns: vec![airlock_worker::ScriptedTurn {
+            tool_calls: vec![airlock_worker::ScriptedCall {
+                name: "agent_browser".into(),
+                input: json!({"args": ["wait", "60000"]}),
+            }],
+            ..Default::default()
+        }],
+    };
+    airlock_worker::TaskRunner::new(
+        Arc::new(driver),
+        Arc::new(airlock_worker::ScriptedModel::new(script)),
+        limits,
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_task_leaves_nothing_behind() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let (driver, limits) = driver(site, Duration::from_secs(5)).await;
+    let result = waiting_runner(driver, limits)
+        .run(
+            airlock_worker::TaskRequest {
+                task: "wait".into(),
+                url: None,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.ended, airlock_worker::Ended::TimedOut);
+    assert!(
+        my_containers().is_empty(),
+        "a timed-out task left its container"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_task_future_still_removes_its_container() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site().await;
+    let (driver, limits) = driver(site, Duration::from_secs(120)).await;
+    let docker = driver.docker().clone();
+    let (started, mut running) = tokio::sync::mpsc::unbounded_channel();
+    let runner = waiting_runner(driver, limits).with_progress(Arc::new(move |_| {
+        let _ = started.send(());
+    }));
+    let task = tokio::spawn(async move {
+        runner
+            .run(
+                airlock_worker::TaskRequest {
+                    task: "wait".into(),
+                    url: None,
+                },
+                CancellationToken::new(),
+            )
+            .await
+    });
+    running.recv().await.unwrap();
+    let name = my_containers().pop().expect("the task's container runs");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    // Dropping the task spawned its dispose; wait for Docker to report the container removed.
+    let options = bollard::query_parameters::WaitContainerOptionsBuilder::new()
+        .condition("removed")
+        .build();
+    let mut removal = docker.wait_container(&name, Some(options));
+    let _ = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures_util::StreamExt::next(&mut removal),
+    )
+    .await
+    .expect("the container was removed within 30 s");
+    assert!(!task_containers().contains(&name));
+}
