@@ -4,6 +4,7 @@
 //! as root, then runs them as a non-root user in the docker group (created if missing).
 
 use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -21,11 +22,91 @@ pub struct IntegrationArgs {
     image: bool,
 }
 
-/// Test binaries (package, test target) that need Docker.
-const DOCKER_TESTS: &[(&str, &str)] = &[
-    ("airlock-driver-docker", "docker"),
-    ("airlock", "mcp"),
-    ("airlock", "task"),
+/// One row of the summary: a label, the test binary (package, test target), and the test to run
+/// in it (`None` runs the whole binary).
+struct Row {
+    label: &'static str,
+    package: &'static str,
+    target: &'static str,
+    test: Option<&'static str>,
+}
+
+const fn row(
+    label: &'static str,
+    package: &'static str,
+    target: &'static str,
+    test: Option<&'static str>,
+) -> Row {
+    Row {
+        label,
+        package,
+        target,
+        test,
+    }
+}
+
+/// Everything that needs Docker: the driver and CLI suites, then the numbered scenarios.
+const ROWS: &[Row] = &[
+    row(
+        "driver: sealed containers, image, cleanup",
+        "airlock-driver-docker",
+        "docker",
+        None,
+    ),
+    row(
+        "cli: airlock task (JSON, files, Ctrl-C)",
+        "airlock",
+        "task",
+        None,
+    ),
+    row(
+        "1. open, click through, read, keep a screenshot",
+        "airlock",
+        "scenarios",
+        Some("scenario_1_open_click_read_and_keep_a_screenshot"),
+    ),
+    row(
+        "2. without --allow the site is refused",
+        "airlock",
+        "scenarios",
+        Some("scenario_2_without_the_allow_entry_the_site_is_refused_as_loopback"),
+    ),
+    row(
+        "3. redirect/iframe/fetch/ws/numeric/DNS traps",
+        "airlock",
+        "scenarios",
+        Some("scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads"),
+    ),
+    row(
+        "4. refused commands and flags",
+        "airlock",
+        "scenarios",
+        Some("scenario_4_refused_commands_and_flags_get_reasons"),
+    ),
+    row(
+        "5. step limit, time-out, cancellation",
+        "airlock",
+        "scenarios",
+        Some("scenario_5_step_limit_time_out_and_cancellation_leave_no_container"),
+    ),
+    row(
+        "6. SIGKILLed host, then airlock cleanup",
+        "airlock",
+        "scenarios",
+        Some("scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup"),
+    ),
+    row(
+        "7. airlock mcp over stdio",
+        "airlock",
+        "mcp",
+        Some("initialize_list_and_call_browser_task_with_progress_and_an_image"),
+    ),
+    row(
+        "7b. MCP cancellation and stdin close clean up",
+        "airlock",
+        "mcp",
+        Some("a_cancelled_call_and_a_closed_stdin_leave_no_container"),
+    ),
 ];
 
 pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
@@ -38,57 +119,87 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         crate::image::run(&crate::image::ImageArgs::for_integration())?;
     }
     let root = workspace_root();
-    let binaries = build_test_binaries()?;
+    let mut binaries = std::collections::HashMap::new();
+    for row in ROWS {
+        if let std::collections::hash_map::Entry::Vacant(slot) =
+            binaries.entry((row.package, row.target))
+        {
+            slot.insert(build_test_binary(row.package, row.target)?);
+        }
+    }
     let as_root = is_root();
     if as_root {
         ensure_test_user()?;
     }
-    for binary in binaries {
+    let mut results = Vec::new();
+    for row in ROWS {
+        let binary = &binaries[&(row.package, row.target)];
         let mut test = if as_root {
             let mut command = Command::new("runuser");
-            command.args(["-u", TEST_USER, "--"]).arg(&binary);
+            command.args(["-u", TEST_USER, "--"]).arg(binary);
             command
         } else {
-            Command::new(&binary)
+            Command::new(binary)
         };
         test.current_dir(&root)
             .env("AIRLOCK_REQUIRE_DOCKER", "1")
             .env("AIRLOCK_IMAGE", crate::image::default_tag())
             .args(["--test-threads", "1"]);
-        run_loud(&mut test)?;
+        if let Some(name) = row.test {
+            // A renamed test would otherwise "pass" by running nothing.
+            let listed =
+                crate::util::output(Command::new(binary).args(["--list", "--exact", name]))?;
+            if !listed.lines().any(|line| line == format!("{name}: test")) {
+                bail!(
+                    "{} has no test named {name}: update ROWS in xtask/src/integration.rs",
+                    row.target
+                );
+            }
+            test.args(["--exact", name]);
+        }
+        eprintln!("== {}", row.label);
+        let started = Instant::now();
+        let passed = run_loud(&mut test).is_ok();
+        results.push((row.label, passed, started.elapsed()));
+    }
+    println!("\n| scenario | result | seconds |\n|---|---|---|");
+    for (label, passed, took) in &results {
+        println!(
+            "| {label} | {} | {:.1} |",
+            if *passed { "pass" } else { "FAIL" },
+            took.as_secs_f64()
+        );
+    }
+    let failed = results.iter().filter(|(_, passed, _)| !passed).count();
+    if failed > 0 {
+        bail!("{failed} of {} integration rows failed", results.len());
     }
     Ok(())
 }
 
-/// `cargo test --no-run` for each docker test target, returning the executables.
-fn build_test_binaries() -> anyhow::Result<Vec<String>> {
-    let mut binaries = Vec::new();
-    for (package, target) in DOCKER_TESTS {
-        let out = crate::util::output(Command::new(env!("CARGO")).args([
-            "test",
-            "--no-run",
-            "--message-format=json",
-            "--package",
-            package,
-            "--test",
-            target,
-        ]))?;
-        let executable = out
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .find_map(|message| {
-                let is_target =
-                    message["target"]["name"] == *target && message["profile"]["test"] == true;
-                is_target
-                    .then(|| message["executable"].as_str().map(str::to_owned))
-                    .flatten()
-            })
-            .with_context(|| {
-                format!("cargo did not report the executable of {package} --test {target}")
-            })?;
-        binaries.push(executable);
-    }
-    Ok(binaries)
+/// `cargo test --no-run` for one test target, returning its executable.
+fn build_test_binary(package: &str, target: &str) -> anyhow::Result<String> {
+    let out = crate::util::output(Command::new(env!("CARGO")).args([
+        "test",
+        "--no-run",
+        "--message-format=json",
+        "--package",
+        package,
+        "--test",
+        target,
+    ]))?;
+    out.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find_map(|message| {
+            let is_target =
+                message["target"]["name"] == target && message["profile"]["test"] == true;
+            is_target
+                .then(|| message["executable"].as_str().map(str::to_owned))
+                .flatten()
+        })
+        .with_context(|| {
+            format!("cargo did not report the executable of {package} --test {target}")
+        })
 }
 
 /// Create (or reuse) a non-root user in the docker group.

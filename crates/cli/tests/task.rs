@@ -4,44 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{containers_of, docker_ready};
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-
-fn docker_ready() -> bool {
-    let required = std::env::var("AIRLOCK_REQUIRE_DOCKER").is_ok_and(|v| v == "1");
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
-    let image = format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"));
-    let missing = if root {
-        Some(
-            "these tests run as a non-root user; `cargo xtask integration` runs them as one"
-                .to_owned(),
-        )
-    } else if !Command::new("docker")
-        .args(["image", "inspect", &image])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        Some(format!(
-            "Docker with {image} is needed: run `cargo xtask image`"
-        ))
-    } else {
-        None
-    };
-    match missing {
-        None => true,
-        Some(why) if required => panic!("{why}"),
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            false
-        }
-    }
-}
 
 fn site() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -86,24 +57,6 @@ fn task_command(dir: &std::path::Path, script: &Value, port: u16) -> Command {
         ])
         .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml");
     command
-}
-
-fn containers_of(pid: u32) -> usize {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            "label=airlock.task",
-            "--format",
-            "{{.Label \"airlock.owner\"}}",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|o| o.contains(&format!("pid={pid};")))
-        .count()
 }
 
 #[test]

@@ -402,11 +402,10 @@ impl EgressPolicy {
                 Err(refusal) => Decision::Refuse(refusal),
             },
             Host::Domain(name) => {
-                let named = self
-                    .allow
-                    .iter()
-                    .any(|entry| entry.matches(Some(name), None, port));
-                if !named && !self.ports.contains(&port) {
+                // Before resolution a name may use a port that the policy opens or that some
+                // allow entry names; every answer is then held to the exact rules.
+                let port_in_entry = self.allow.iter().any(|entry| entry.port() == port);
+                if !port_in_entry && !self.ports.contains(&port) {
                     return Decision::Refuse(self.port_refusal(port));
                 }
                 Decision::Resolve {

@@ -1,0 +1,438 @@
+//! The end-to-end scenarios `cargo xtask integration` runs and tabulates: the real `airlock`
+//! binary, the real image, Chromium and agent-browser, the real proxy, a scripted worker, a site on
+//! this machine reached only through an exact `--allow` entry, and a DNS responder on loopback for
+//! lab names (the proxy's `--nameserver`).
+
+// Scenario tests read top to bottom; splitting them would hide the story.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use support::{Page, containers_of, dns, docker_ready, site};
+
+fn page(body: &str) -> Page {
+    (
+        "200 OK",
+        String::new(),
+        format!("<!doctype html><html><head><title>Lab</title></head><body>{body}</body></html>"),
+    )
+}
+
+fn lab_site() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    site(|_| {
+        HashMap::from([
+            (
+                "/",
+                page("<h1>Lab home</h1><a href=\"/second\">Second page</a>"),
+            ),
+            (
+                "/second",
+                page("<h1>Second</h1><p id=\"fact\">The reactor was commissioned in 1957.</p>"),
+            ),
+            (
+                "/redirect",
+                (
+                    "302 Found",
+                    "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(),
+                    String::new(),
+                ),
+            ),
+        ])
+    })
+}
+
+/// `airlock task … --json` with a script; returns the parsed result and the process output.
+fn task(dir: &Path, script: &Value, args: &[&str]) -> (Value, Output) {
+    let path = dir.join(format!("script-{}.json", std::process::id()));
+    std::fs::write(&path, script.to_string()).unwrap();
+    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "task",
+            "Do the lab task",
+            "--json",
+            "--model",
+            &format!("script:{}", path.display()),
+        ])
+        .args(args)
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    let result = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON result ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (result, output)
+}
+
+fn call(args: &Value) -> Value {
+    json!({"name": "agent_browser", "input": {"args": args}})
+}
+
+fn refused_targets(result: &Value) -> Vec<String> {
+    result["egress_refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["target"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn no_task_containers_left() {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=airlock.task"])
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "task containers were left behind");
+}
+
+#[test]
+fn scenario_1_open_click_read_and_keep_a_screenshot() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, _) = lab_site();
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("http://127.0.0.1:{port}/")]))]},
+        {"expect": {"shown_contains": [format!("http://127.0.0.1:{port}/")]}, "tool_calls": [call(&json!(["find", "text", "Second page", "click"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#fact"]))]},
+        {"expect": {"shown_contains": ["commissioned in 1957"]},
+         "tool_calls": [{"name": "agent_browser", "input": {"args": ["screenshot"], "keep": true}}]},
+        {"expect": {"shown_images": 1}, "text": "Commissioned in 1957 (per the second page)."}
+    ]});
+    let out = dir.path().join("shots");
+    let (result, output) = task(
+        dir.path(),
+        &script,
+        &[
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(result["ended"], "completed", "{result}");
+    assert_eq!(
+        result["report"],
+        "Commissioned in 1957 (per the second page)."
+    );
+    let png = std::fs::read(result["screenshots"][0]["path"].as_str().unwrap()).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1000,
+        "not a valid PNG"
+    );
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_2_without_the_allow_entry_the_site_is_refused_as_loopback() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, seen) = lab_site();
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("http://127.0.0.1:{port}/")]))]},
+        {"expect": {"shown_contains": ["The egress proxy refused", "loopback address 127.0.0.1"]}, "text": "The site is unreachable."}
+    ]});
+    let (result, _) = task(dir.path(), &script, &[]);
+    assert_eq!(result["ended"], "completed", "{result}");
+    let reasons: Vec<&str> = result["egress_refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("loopback address 127.0.0.1")),
+        "{reasons:?}"
+    );
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the site was reached without an allow entry"
+    );
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads() {
+    if !docker_ready() {
+        return;
+    }
+    // A second loopback server the iframe aims at; it must never be reached.
+    let (other, other_seen) = site(|_| HashMap::from([("/frame", page("<p>must not load</p>"))]));
+    let (port, seen) = site(|port| {
+        let traps = format!(
+            "<h1>Traps</h1><p id=\"ok\">allowed content</p>\
+             <iframe src=\"http://127.0.0.1:{other}/frame\"></iframe>\
+             <img src=\"http://2130706433/pixel.png\"><img src=\"/redirect\">\
+             <img src=\"http://private.lab:{port}/x.png\">\
+             <img src=\"http://alt.lab:{port}/a.png\"><img src=\"http://alt.lab:{port}/b.png\">\
+             <script>fetch('http://10.0.0.3/secret').catch(() => {{}}); \
+             try {{ new WebSocket('ws://10.0.0.4/socket'); }} catch (e) {{}}</script>"
+        );
+        HashMap::from([
+            ("/", page(&traps)),
+            (
+                "/redirect",
+                (
+                    "302 Found",
+                    "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(),
+                    String::new(),
+                ),
+            ),
+        ])
+    });
+    let resolver = dns(HashMap::from([
+        ("private.lab", vec![Ipv4Addr::new(10, 0, 0, 1)]),
+        (
+            "alt.lab",
+            vec![Ipv4Addr::LOCALHOST, Ipv4Addr::new(10, 0, 0, 2)],
+        ),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("http://127.0.0.1:{port}/")]))]},
+        {"tool_calls": [call(&json!(["wait", "2000"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#ok"]))]},
+        {"expect": {"shown_contains": ["allowed content"]}, "text": "The page loaded; its traps were refused."}
+    ]});
+    let (result, output) = task(
+        dir.path(),
+        &script,
+        &[
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--nameserver",
+            &format!("127.0.0.1:{resolver}"),
+        ],
+    );
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let refused = refused_targets(&result);
+    let reasons: Vec<String> = result["egress_refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap().to_owned())
+        .collect();
+    let expect = |target: &str| {
+        assert!(
+            refused.iter().any(|t| t == target),
+            "{target} was not refused: {refused:#?}"
+        );
+    };
+    expect("http://169.254.169.254/latest/meta-data/");
+    expect(&format!("http://127.0.0.1:{other}/frame"));
+    expect("http://10.0.0.3/secret");
+    expect("10.0.0.4:80");
+    expect("http://127.0.0.1/pixel.png");
+    expect(&format!("http://private.lab:{port}/x.png"));
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("`private.lab` resolves to private address 10.0.0.1")),
+        "{reasons:#?}"
+    );
+    // alt.lab answers 127.0.0.1 then 10.0.0.2: one of its two images is served, the other refused.
+    let alt_refused = refused
+        .iter()
+        .filter(|t| t.starts_with(&format!("http://alt.lab:{port}/")))
+        .count();
+    assert_eq!(alt_refused, 1, "{refused:#?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("`alt.lab` resolves to private address 10.0.0.2")),
+        "{reasons:#?}"
+    );
+    let served = seen.lock().unwrap().clone();
+    assert!(
+        served.iter().any(|p| p == "/a.png" || p == "/b.png"),
+        "the allowed alt.lab answer was not served: {served:?}"
+    );
+    assert!(
+        other_seen.lock().unwrap().is_empty(),
+        "the iframe's loopback server was reached"
+    );
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_4_refused_commands_and_flags_get_reasons() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [
+            call(&json!(["download", "@e1", "/tmp/x"])),
+            call(&json!(["open", "file:///etc/passwd"])),
+            call(&json!(["goto", "chrome://settings"])),
+            call(&json!(["open", "--proxy=http://evil.example:8080", "https://example.com"]))
+        ]},
+        {"expect": {"shown_contains": [
+            "Refused: `download` is not available",
+            "scheme `file:` is refused",
+            "scheme `chrome:` is refused",
+            "flag `--proxy` is refused"
+        ]}, "text": "Each was refused."}
+    ]});
+    let (result, _) = task(dir.path(), &script, &[]);
+    assert_eq!(result["ended"], "completed", "{result}");
+    assert_eq!(result["steps_used"], 4);
+    assert!(
+        result["egress_refusals"].as_array().unwrap().is_empty(),
+        "a refused command caused traffic"
+    );
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_5_step_limit_time_out_and_cancellation_leave_no_container() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, _) = lab_site();
+    let allow = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+
+    let steps = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("http://{allow}/")]))]},
+        {"tool_calls": [call(&json!(["snapshot"])), call(&json!(["snapshot"]))]},
+        {"expect": {"shown_contains": ["Step limit reached"]}, "text": "Out of steps; the page is the lab home."}
+    ]});
+    let (result, _) = task(dir.path(), &steps, &["--allow", &allow, "--max-steps", "2"]);
+    assert_eq!(result["ended"], "step_limit", "{result}");
+    assert_eq!(result["steps_used"], 2);
+    no_task_containers_left();
+
+    let slow = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("http://{allow}/")]))]},
+        {"text": "Keeping one, then waiting.", "tool_calls": [{"name": "agent_browser", "input": {"args": ["screenshot"], "keep": true}}]},
+        {"tool_calls": [call(&json!(["wait", "60000"]))]}
+    ]});
+    let (result, output) = task(dir.path(), &slow, &["--allow", &allow, "--timeout", "8"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(result["ended"], "timed_out", "{result}");
+    assert!(
+        result["report"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 8 seconds")
+    );
+    assert_eq!(
+        result["screenshots"].as_array().unwrap().len(),
+        1,
+        "kept screenshots come back after a time-out"
+    );
+    no_task_containers_left();
+
+    let path = dir.path().join("wait.json");
+    std::fs::write(
+        &path,
+        json!({"turns": [{"tool_calls": [call(&json!(["wait", "60000"]))]}]}).to_string(),
+    )
+    .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "task",
+            "wait",
+            "--model",
+            &format!("script:{}", path.display()),
+        ])
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("step 1/") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "airlock ended before its first step"
+        );
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wait.json");
+    std::fs::write(
+        &path,
+        json!({"turns": [{"tool_calls": [call(&json!(["wait", "60000"]))]}]}).to_string(),
+    )
+    .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "task",
+            "wait",
+            "--model",
+            &format!("script:{}", path.display()),
+        ])
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("step 1/") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "airlock ended before its first step"
+        );
+    }
+    child.kill().unwrap(); // SIGKILL: no handler, no cleanup.
+    child.wait().unwrap();
+    assert_eq!(
+        containers_of(pid),
+        1,
+        "the container outlives its killed owner"
+    );
+    let cleanup = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .arg("cleanup")
+        .output()
+        .unwrap();
+    assert!(cleanup.status.success());
+    let said = String::from_utf8_lossy(&cleanup.stdout);
+    assert!(said.contains("removed airlock-task-"), "{said}");
+    assert_eq!(containers_of(pid), 0, "airlock cleanup left the orphan");
+}
