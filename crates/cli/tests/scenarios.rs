@@ -183,7 +183,7 @@ fn scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads(
              <iframe src=\"http://127.0.0.1:{other}/frame\"></iframe>\
              <img src=\"http://2130706433/pixel.png\"><img src=\"/redirect\">\
              <img src=\"http://private.lab:{port}/x.png\">\
-             <img src=\"http://alt.lab:{port}/a.png\"><img src=\"http://alt.lab:{port}/b.png\">\
+             <img src=\"http://alt.lab:{port}/a.png\">\
              <script>fetch('http://10.0.0.3/secret').catch(() => {{}}); \
              try {{ new WebSocket('ws://10.0.0.4/socket'); }} catch (e) {{}}</script>"
         );
@@ -211,7 +211,11 @@ fn scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads(
         {"tool_calls": [call(&json!(["open", format!("http://127.0.0.1:{port}/")]))]},
         {"tool_calls": [call(&json!(["wait", "2000"]))]},
         {"tool_calls": [call(&json!(["get", "text", "#ok"]))]},
-        {"expect": {"shown_contains": ["allowed content"]}, "text": "The page loaded; its traps were refused."}
+        // Later, separate lookups of alt.lab get its other answers (concurrent ones may share one).
+        {"expect": {"shown_contains": ["allowed content"]},
+         "tool_calls": [call(&json!(["open", format!("http://alt.lab:{port}/b.png")]))]},
+        {"tool_calls": [call(&json!(["open", format!("http://alt.lab:{port}/c.png")]))]},
+        {"text": "The page loaded; its traps were refused."}
     ]});
     let (result, output) = task(
         dir.path(),
@@ -254,12 +258,12 @@ fn scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads(
             .any(|r| r.contains("`private.lab` resolves to private address 10.0.0.1")),
         "{reasons:#?}"
     );
-    // alt.lab answers 127.0.0.1 then 10.0.0.2: one of its two images is served, the other refused.
-    let alt_refused = refused
-        .iter()
-        .filter(|t| t.starts_with(&format!("http://alt.lab:{port}/")))
-        .count();
-    assert_eq!(alt_refused, 1, "{refused:#?}");
+    // alt.lab answers 127.0.0.1 and 10.0.0.2 in turn: some of its requests are served, others refused.
+    let alt = format!("http://alt.lab:{port}/");
+    assert!(
+        refused.iter().any(|t| t.starts_with(&alt)),
+        "no alt.lab request was refused: {refused:#?}"
+    );
     assert!(
         reasons
             .iter()
@@ -268,8 +272,10 @@ fn scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads(
     );
     let served = seen.lock().unwrap().clone();
     assert!(
-        served.iter().any(|p| p == "/a.png" || p == "/b.png"),
-        "the allowed alt.lab answer was not served: {served:?}"
+        served
+            .iter()
+            .any(|p| ["/a.png", "/b.png", "/c.png", "/favicon.ico"].contains(&p.as_str())),
+        "no alt.lab request was served while it answered 127.0.0.1: {served:?}"
     );
     assert!(
         other_seen.lock().unwrap().is_empty(),
