@@ -12,7 +12,7 @@ use clap::Args;
 use crate::util::{is_root, run_loud, succeeds, workspace_root};
 
 /// The user the docker tests run as when xtask is started as root.
-const TEST_USER: &str = "airlock-test";
+pub const TEST_USER: &str = "airlock-test";
 
 /// Arguments of `cargo xtask integration`.
 #[derive(Debug, Args)]
@@ -203,7 +203,7 @@ fn build_test_binary(package: &str, target: &str) -> anyhow::Result<String> {
 }
 
 /// Create (or reuse) a non-root user in the docker group.
-fn ensure_test_user() -> anyhow::Result<()> {
+pub fn ensure_test_user() -> anyhow::Result<()> {
     if !succeeds(Command::new("id").arg(TEST_USER)) {
         run_loud(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
     }

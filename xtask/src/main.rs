@@ -1,6 +1,7 @@
 //! Project automation: `cargo xtask <task>`. Each task is a plain module, so reading this file and
 //! the module it names tells you everything the project automates.
 
+mod bench;
 mod image;
 mod integration;
 mod util;
@@ -23,8 +24,9 @@ enum Task {
     Image(image::ImageArgs),
     /// Run the tests that need a real dockerd and the image, as a non-root user.
     Integration(integration::IntegrationArgs),
-    /// Benchmarks (not built yet: see the bench issue).
-    Bench,
+    /// Benchmarks against bare agent-browser, direct loads, tinyproxy and squid (as root; never
+    /// fails for being slow). `--quick` for a short run; the full run writes target/bench/report.md.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,7 +34,7 @@ fn main() -> ExitCode {
     let result = match xtask.task {
         Task::Image(args) => image::run(&args),
         Task::Integration(args) => integration::run(&args),
-        Task::Bench => Err(anyhow::anyhow!("xtask bench: not implemented yet")),
+        Task::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

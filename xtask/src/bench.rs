@@ -1,0 +1,607 @@
+//! `cargo xtask bench`: how fast Airlock is against what a user would pick instead, measured in
+//! alternation in one run and reported as ratios. Never fails for being slow.
+//!
+//! - Start-up: task requested → first snapshot of a local page through Airlock (container, proxy,
+//!   agent-browser, Chromium), against bare agent-browser with Chromium on the host. Cold and warm.
+//! - Page load: a page with 100 subresources, loaded by headless Chromium directly, through the
+//!   Airlock proxy, through tinyproxy and through squid (Debian packages, installed if missing).
+//! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests).
+//! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
+//!
+//! `--quick` runs a small version; the full run also writes `target/bench/report.md`.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use crate::util::{is_root, output, run_loud, succeeds, workspace_root};
+
+/// Arguments of `cargo xtask bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A small run (a few rounds each), in a few minutes.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// Median, p90, min and max of a sample, in milliseconds.
+struct Summary {
+    median: f64,
+    p90: f64,
+    min: f64,
+    max: f64,
+}
+
+fn summarize(samples: &[f64]) -> Summary {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        // Index of the q-quantile; samples are few, so the nearest rank is exact enough.
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+        sorted.get(index).copied().unwrap_or(f64::NAN)
+    };
+    Summary {
+        median: at(0.5),
+        p90: at(0.9),
+        min: at(0.0),
+        max: at(1.0),
+    }
+}
+
+/// Processes the bench started, ended when it ends (or fails).
+#[derive(Default)]
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Wait (bounded) until something accepts connections on the port.
+fn wait_for_port(port: u16, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            bail!("{what} did not listen on port {port} within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "cargo xtask bench installs packages and runs Airlock as a separate non-root user: run it as root"
+        );
+    }
+    let root = workspace_root();
+    let out_dir = root.join("target/bench");
+    fs::create_dir_all(&out_dir)?;
+    let rounds = if args.quick { 3 } else { 10 };
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "# Airlock benchmarks\n\nMeasured in one run, in alternation; times in ms. Ratios are Airlock / baseline.\n"
+    );
+
+    ensure_packages(&["tinyproxy", "squid", "socat", "chromium"])?;
+    crate::image::run(&crate::image::ImageArgs::for_integration())?;
+    crate::integration::ensure_test_user()?;
+    run_loud(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "-p",
+        "airlock",
+        "-p",
+        "airlock-driver-docker",
+        "--example",
+        "bench",
+    ]))?;
+    run_loud(Command::new(env!("CARGO")).args(["build", "--release", "-p", "airlock"]))?;
+    let agent_browser = host_agent_browser(&root)?;
+
+    let mut children = Children::default();
+    let site_port = free_port()?;
+    let site_dir = out_dir.join("site");
+    write_site(&site_dir, rounds * 4 + 4)?;
+    children.0.push(
+        Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &site_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(&site_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the site server (python3)")?,
+    );
+    wait_for_port(site_port, "the site server")?;
+    // Everyone must be able to read the site and run the binaries.
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&out_dir)
+        .status();
+
+    startup(&root, &agent_browser, site_port, rounds, &mut report)?;
+    page_load(
+        &root,
+        &agent_browser,
+        site_port,
+        rounds,
+        &mut children,
+        &mut report,
+    )?;
+    proxy_micro(args.quick, &mut report)?;
+    concurrency(
+        &root,
+        site_port,
+        if args.quick { 4 } else { 12 },
+        &mut report,
+    )?;
+
+    println!("\n{report}");
+    if !args.quick {
+        let path = out_dir.join("report.md");
+        fs::write(&path, &report)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn ensure_packages(packages: &[&str]) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !succeeds(Command::new("dpkg").args(["-s", p])))
+        .collect();
+    if !missing.is_empty() {
+        run_loud(
+            Command::new("apt-get")
+                .args(["install", "-y", "-qq"])
+                .args(&missing),
+        )?;
+    }
+    // Debian starts these as services; the bench runs its own instances.
+    for service in ["tinyproxy", "squid"] {
+        let _ = Command::new("pkill").args(["-x", service]).status();
+    }
+    Ok(())
+}
+
+/// The agent-browser binary from the same checked tarball the image uses.
+fn host_agent_browser(root: &Path) -> anyhow::Result<PathBuf> {
+    let cache = root.join("target/airlock-cache");
+    let tarball = fs::read_dir(&cache)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tgz"))
+        .context("no agent-browser tarball in target/airlock-cache: run cargo xtask image first")?;
+    let dir = root.join("target/bench/agent-browser");
+    fs::create_dir_all(&dir)?;
+    run_loud(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&dir)
+            .args([
+                "--strip-components=1",
+                "package/bin/agent-browser-linux-x64",
+                "package/skill-data",
+            ]),
+    )?;
+    Ok(dir.join("bin/agent-browser-linux-x64"))
+}
+
+// A 1×1 PNG.
+const PIXEL: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52, 0, 0, 0,
+    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89, 0, 0, 0, 0x0d, 0x49, 0x44, 0x41, 0x54,
+    0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0, 5, 0, 1, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0, 0,
+    0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// Pages `page-N.html`, each with 100 subresources (CSS, JS, images) unique to it.
+fn write_site(dir: &Path, pages: usize) -> anyhow::Result<()> {
+    fs::create_dir_all(dir.join("res"))?;
+    for i in 0..34 {
+        fs::write(
+            dir.join(format!("res/s{i}.css")),
+            format!(".c{i} {{ color: #{i:02x}{i:02x}{i:02x}; padding: {i}px; }}\n").repeat(20),
+        )?;
+        fs::write(
+            dir.join(format!("res/j{i}.js")),
+            format!("window.v{i} = (window.v{i} || 0) + {i};\n").repeat(20),
+        )?;
+        fs::write(dir.join(format!("res/i{i}.png")), PIXEL)?;
+    }
+    for page in 0..pages {
+        let mut html = String::from("<!doctype html><html><head><title>bench</title>");
+        for i in 0..34 {
+            let _ = write!(html, "<link rel=stylesheet href=\"res/s{i}.css?p={page}\">");
+        }
+        for i in 0..33 {
+            let _ = write!(html, "<script src=\"res/j{i}.js?p={page}\"></script>");
+        }
+        html.push_str("</head><body><h1>bench</h1>");
+        for i in 0..33 {
+            let _ = write!(html, "<img src=\"res/i{i}.png?p={page}\">");
+        }
+        html.push_str("</body></html>");
+        fs::write(dir.join(format!("page-{page}.html")), html)?;
+    }
+    Ok(())
+}
+
+/// Flags the image gives Chromium, so the host baseline runs the same browser settings.
+const CHROMIUM_ARGS: &str = "--no-sandbox,--disable-gpu,--disable-dev-shm-usage,--no-first-run,--disable-background-networking,--disable-component-update,--disable-sync,--disable-default-apps";
+
+fn agent_browser_command(binary: &Path, session: &str, proxy: Option<&str>) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .args(["--session", session])
+        .env("AGENT_BROWSER_EXECUTABLE_PATH", "/usr/bin/chromium")
+        .env("AGENT_BROWSER_ARGS", CHROMIUM_ARGS)
+        .env("AGENT_BROWSER_NO_VERSION_CHECK", "1")
+        .env(
+            "AGENT_BROWSER_SKILLS_DIR",
+            binary
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("."))
+                .join("skill-data"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(proxy) = proxy {
+        command
+            .env("AGENT_BROWSER_PROXY", proxy)
+            .env("AGENT_BROWSER_PROXY_BYPASS", "<-loopback>");
+    }
+    command
+}
+
+fn timed(command: &mut Command) -> anyhow::Result<f64> {
+    let began = Instant::now();
+    let status = command.status()?;
+    if !status.success() {
+        bail!("benchmark command failed ({status})");
+    }
+    Ok(began.elapsed().as_secs_f64() * 1000.0)
+}
+
+fn startup(
+    root: &Path,
+    agent_browser: &Path,
+    site: u16,
+    rounds: usize,
+    report: &mut String,
+) -> anyhow::Result<()> {
+    eprintln!("== start-up ({rounds} rounds, alternating)");
+    let url = format!("http://127.0.0.1:{site}/page-0.html");
+    let example = root.join("target/release/examples/bench");
+    let (mut airlock_cold, mut airlock_warm, mut bare_cold, mut bare_warm) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut phases: Vec<serde_json::Value> = Vec::new();
+    for round in 0..rounds {
+        let line = output(
+            Command::new("runuser")
+                .args(["-u", crate::integration::TEST_USER, "--"])
+                .arg(&example)
+                .args(["startup", "1", &url]),
+        )?;
+        let value: serde_json::Value =
+            serde_json::from_str(line.trim()).context("the startup example printed no JSON")?;
+        airlock_cold.push(value["cold_ms"].as_f64().unwrap_or(f64::NAN));
+        airlock_warm.push(value["warm_ms"].as_f64().unwrap_or(f64::NAN));
+        phases.push(value);
+
+        let session = format!("bench-{round}");
+        let cold =
+            timed(agent_browser_command(agent_browser, &session, None).args(["open", &url]))?
+                + timed(agent_browser_command(agent_browser, &session, None).arg("snapshot"))?;
+        let warm =
+            timed(agent_browser_command(agent_browser, &session, None).args(["open", &url]))?
+                + timed(agent_browser_command(agent_browser, &session, None).arg("snapshot"))?;
+        let _ = agent_browser_command(agent_browser, &session, None)
+            .arg("close")
+            .status();
+        bare_cold.push(cold);
+        bare_warm.push(warm);
+    }
+    let _ = writeln!(report, "## Start-up: task requested → first snapshot\n");
+    table_header(report);
+    table_row(report, "bare agent-browser, cold", &bare_cold, None);
+    table_row(report, "Airlock, cold", &airlock_cold, Some(&bare_cold));
+    table_row(report, "bare agent-browser, warm", &bare_warm, None);
+    table_row(report, "Airlock, warm", &airlock_warm, Some(&bare_warm));
+    let _ = writeln!(report, "\nWhere Airlock's cold start goes (medians):\n");
+    let _ = writeln!(report, "| phase | ms |\n|---|---|");
+    for (key, label) in [
+        (
+            "session_start_ms",
+            "session start: proxy, container create + start, relay ready, guide",
+        ),
+        (
+            "first_open_ms",
+            "first open: agent-browser daemon, Chromium launch, navigation",
+        ),
+        ("first_snapshot_ms", "first snapshot"),
+        ("dispose_ms", "dispose (after the measurement)"),
+    ] {
+        let values: Vec<f64> = phases.iter().filter_map(|p| p[key].as_f64()).collect();
+        let _ = writeln!(report, "| {label} | {:.0} |", summarize(&values).median);
+    }
+    let _ = writeln!(report);
+    Ok(())
+}
+
+fn page_load(
+    root: &Path,
+    agent_browser: &Path,
+    site: u16,
+    rounds: usize,
+    children: &mut Children,
+    report: &mut String,
+) -> anyhow::Result<()> {
+    eprintln!("== page load ({rounds} rounds, alternating)");
+    let modes = start_proxies(root, site, children)?;
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut page = 0;
+    // A warm-up load per mode launches its browser; it is not measured.
+    for round in 0..=rounds {
+        for (index, (name, proxy)) in modes.iter().enumerate() {
+            let session = format!("load-{name}");
+            let url = format!("http://127.0.0.1:{site}/page-{page}.html");
+            page += 1;
+            let status = agent_browser_command(agent_browser, &session, proxy.as_deref())
+                .args(["open", &url])
+                .status()?;
+            if !status.success() {
+                bail!("loading through {name} failed");
+            }
+            let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
+            let measured = agent_browser_command(agent_browser, &session, proxy.as_deref())
+                .args(["eval", script])
+                .stdout(Stdio::piped())
+                .output()?;
+            let value: f64 = String::from_utf8_lossy(&measured.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(f64::NAN);
+            if round > 0 {
+                samples[index].push(value);
+            }
+        }
+    }
+    for (name, proxy) in &modes {
+        let _ = agent_browser_command(agent_browser, &format!("load-{name}"), proxy.as_deref())
+            .arg("close")
+            .status();
+    }
+    let _ = writeln!(
+        report,
+        "## Page load: 100 subresources, load event (Chromium's own timing)\n"
+    );
+    table_header(report);
+    table_row(report, "direct", &samples[0], None);
+    table_row(
+        report,
+        "Airlock proxy (+ socat relay)",
+        &samples[1],
+        Some(&samples[0]),
+    );
+    table_row(report, "tinyproxy", &samples[2], Some(&samples[0]));
+    table_row(report, "squid", &samples[3], Some(&samples[0]));
+    let _ = writeln!(report);
+    Ok(())
+}
+
+/// Start the Airlock proxy (behind the same socat relay the container uses), tinyproxy and squid;
+/// return each load mode with its proxy URL.
+fn start_proxies(
+    root: &Path,
+    site: u16,
+    children: &mut Children,
+) -> anyhow::Result<[(&'static str, Option<String>); 4]> {
+    let dir = root.join("target/bench/proxies");
+    fs::create_dir_all(&dir)?;
+    // Airlock's proxy on its socket, with the same TCP relay the container uses.
+    let socket = dir.join("airlock.sock");
+    let _ = fs::remove_file(&socket);
+    children.0.push(
+        Command::new(root.join("target/release/airlock"))
+            .args(["proxy", "--allow", &format!("127.0.0.1:{site}"), "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let airlock_port = free_port()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    children.0.push(
+        Command::new("socat")
+            .arg(format!(
+                "TCP-LISTEN:{airlock_port},bind=127.0.0.1,reuseaddr,fork"
+            ))
+            .arg(format!("UNIX-CONNECT:{}", socket.display()))
+            .spawn()?,
+    );
+    let tinyproxy_port = free_port()?;
+    let tinyproxy_conf = dir.join("tinyproxy.conf");
+    fs::write(
+        &tinyproxy_conf,
+        format!(
+            "Port {tinyproxy_port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 200\nAllow 127.0.0.1\nLogLevel Critical\n"
+        ),
+    )?;
+    children.0.push(
+        Command::new("tinyproxy")
+            .arg("-d")
+            .arg("-c")
+            .arg(&tinyproxy_conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let squid_port = free_port()?;
+    let squid_conf = dir.join("squid.conf");
+    fs::write(
+        &squid_conf,
+        format!(
+            "http_port 127.0.0.1:{squid_port}\nhttp_access allow all\ncache deny all\naccess_log none\ncache_log {}\npid_filename {}\ncoredump_dir {}\n",
+            dir.join("squid-cache.log").display(),
+            dir.join("squid.pid").display(),
+            dir.display()
+        ),
+    )?;
+    children.0.push(
+        Command::new("squid")
+            .arg("-N")
+            .arg("-f")
+            .arg(&squid_conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    for (port, what) in [
+        (airlock_port, "the Airlock proxy relay"),
+        (tinyproxy_port, "tinyproxy"),
+        (squid_port, "squid"),
+    ] {
+        wait_for_port(port, what)?;
+    }
+
+    Ok([
+        ("direct", None),
+        ("airlock", Some(format!("http://127.0.0.1:{airlock_port}"))),
+        (
+            "tinyproxy",
+            Some(format!("http://127.0.0.1:{tinyproxy_port}")),
+        ),
+        ("squid", Some(format!("http://127.0.0.1:{squid_port}"))),
+    ])
+}
+
+fn proxy_micro(quick: bool, report: &mut String) -> anyhow::Result<()> {
+    eprintln!("== proxy micro-benchmark");
+    let mut command = Command::new(env!("CARGO"));
+    command.args(["bench", "-p", "airlock-proxy", "--bench", "throughput"]);
+    if quick {
+        command.args(["--", "--quick"]);
+    }
+    let text = output(&mut command)?;
+    let _ = writeln!(
+        report,
+        "{}",
+        text.trim().replace(
+            "## Proxy micro-benchmark",
+            "## Proxy micro-benchmark (crates/proxy/benches/throughput.rs)"
+        )
+    );
+    let _ = writeln!(report);
+    Ok(())
+}
+
+fn concurrency(root: &Path, site: u16, max: usize, report: &mut String) -> anyhow::Result<()> {
+    eprintln!("== concurrency (up to {max} sessions)");
+    let url = format!("http://127.0.0.1:{site}/page-0.html");
+    let lines = output(
+        Command::new("runuser")
+            .args(["-u", crate::integration::TEST_USER, "--"])
+            .arg(root.join("target/release/examples/bench"))
+            .args(["concurrency", &max.to_string(), &url]),
+    )?;
+    let _ = writeln!(
+        report,
+        "## Concurrency: sessions started at once, each to its first snapshot\n"
+    );
+    let _ = writeln!(
+        report,
+        "| sessions | failures | median ms | max ms | max / single | memory per task (MiB) |\n|---|---|---|---|---|---|"
+    );
+    let mut single = None;
+    for line in lines.lines() {
+        let Ok(level) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let times: Vec<f64> = level["times_ms"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default();
+        let memory: Vec<f64> = level["memory_mib"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default();
+        let summary = summarize(&times);
+        let base = *single.get_or_insert(summary.max);
+        #[allow(clippy::cast_precision_loss)]
+        let per_task = if memory.is_empty() {
+            f64::NAN
+        } else {
+            memory.iter().sum::<f64>() / memory.len() as f64
+        };
+        let _ = writeln!(
+            report,
+            "| {} | {} | {:.0} | {:.0} | {:.2}x | {per_task:.0} |",
+            level["tasks"],
+            level["failures"],
+            summary.median,
+            summary.max,
+            summary.max / base
+        );
+    }
+    let _ = writeln!(
+        report,
+        "\nThe run stops at the first level where a session fails or the slowest takes more than 3× a single session.\n"
+    );
+    Ok(())
+}
+
+fn table_header(report: &mut String) {
+    let _ = writeln!(
+        report,
+        "| run | median | p90 | min | max | ratio (median) |\n|---|---|---|---|---|---|"
+    );
+}
+
+fn table_row(report: &mut String, label: &str, samples: &[f64], baseline: Option<&[f64]>) {
+    let s = summarize(samples);
+    let ratio = baseline.map_or_else(
+        || "baseline".to_owned(),
+        |b| format!("{:.2}x", s.median / summarize(b).median),
+    );
+    let _ = writeln!(
+        report,
+        "| {label} | {:.0} | {:.0} | {:.0} | {:.0} | {ratio} |",
+        s.median, s.p90, s.min, s.max
+    );
+}
