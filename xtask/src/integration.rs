@@ -107,6 +107,12 @@ const ROWS: &[Row] = &[
         "mcp",
         Some("a_cancelled_call_and_a_closed_stdin_leave_no_container"),
     ),
+    row(
+        "7c. airlock mcp --direct",
+        "airlock",
+        "mcp",
+        Some("direct_mode_gives_the_client_its_own_sealed_browser"),
+    ),
 ];
 
 pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {

@@ -25,14 +25,14 @@ impl Client {
     fn start(script: &Value, site_port: u16, dir: &std::path::Path) -> Self {
         let path = dir.join("script.json");
         std::fs::write(&path, script.to_string()).unwrap();
+        let model = format!("script:{}", path.display());
+        let allow = format!("127.0.0.1:{site_port}");
+        Self::spawn(&["mcp", "--model", &model, "--allow", &allow])
+    }
+
+    fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-            .args([
-                "mcp",
-                "--model",
-                &format!("script:{}", path.display()),
-                "--allow",
-                &format!("127.0.0.1:{site_port}"),
-            ])
+            .args(args)
             .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -198,5 +198,72 @@ fn a_cancelled_call_and_a_closed_stdin_leave_no_container() {
         containers_of(pid),
         0,
         "the cancelled task's container is still there"
+    );
+}
+
+#[test]
+fn direct_mode_gives_the_client_its_own_sealed_browser() {
+    if !docker_ready() {
+        return;
+    }
+    let port = site();
+    let mut client = Client::spawn(&[
+        "mcp",
+        "--direct",
+        "--allow",
+        &format!("127.0.0.1:{port}"),
+        "--max-steps",
+        "3",
+    ]);
+    client.initialize();
+    client.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let (list, _) = client.response(2);
+    assert_eq!(list["result"]["tools"][0]["name"], "agent_browser");
+    assert_eq!(
+        list["result"]["tools"][0]["inputSchema"]["required"],
+        json!(["args"])
+    );
+    let pid = client.child.id();
+    let mut id = 10;
+    let mut call = |client: &mut Client, args: Value| {
+        id += 1;
+        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": args}}}));
+        client.response(id).0
+    };
+    let opened = call(
+        &mut client,
+        json!(["open", format!("http://127.0.0.1:{port}/")]),
+    );
+    assert_eq!(opened["result"]["isError"], false, "{opened}");
+    assert!(
+        opened["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("MCP page"),
+        "{opened}"
+    );
+    let refused = call(&mut client, json!(["open", "file:///etc/passwd"]));
+    assert_eq!(refused["result"]["isError"], true);
+    assert!(
+        refused["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("scheme `file:` is refused")
+    );
+    assert_eq!(containers_of(pid), 1, "one browser for the session");
+    call(&mut client, json!(["snapshot"]));
+    let over = call(&mut client, json!(["snapshot"]));
+    assert!(
+        over["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Step limit reached"),
+        "{over}"
+    );
+    assert!(client.finish().success());
+    assert_eq!(
+        containers_of(pid),
+        0,
+        "the session's browser outlived the server"
     );
 }
