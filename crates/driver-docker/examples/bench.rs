@@ -71,8 +71,8 @@ async fn startup_round(driver: &DockerDriver, url: &str) -> serde_json::Value {
     session.dispose.dispose().await;
     json!({
         "session_start_ms": millis(started),
-        "first_open_ms": millis(opened - started),
-        "first_snapshot_ms": millis(cold - opened),
+        "first_open_ms": millis(opened.saturating_sub(started)),
+        "first_snapshot_ms": millis(cold.saturating_sub(opened)),
         "cold_ms": millis(cold),
         "warm_ms": millis(warm),
         "dispose_ms": millis(dispose_began.elapsed()),
@@ -128,8 +128,8 @@ async fn concurrency_level(
                     Limits::default(),
                 ))
                 .await;
-            let outcome = match session {
-                Ok(session) => {
+            if let Ok(session) = session {
+                {
                     let opened = session.tools[0]
                         .execute(json!({"args": ["open", url]}))
                         .await;
@@ -145,12 +145,10 @@ async fn concurrency_level(
                     session.dispose.dispose().await;
                     (ok, took)
                 }
-                Err(_) => {
-                    let _ = snapshotted.send(()).await;
-                    (false, began.elapsed())
-                }
-            };
-            outcome
+            } else {
+                let _ = snapshotted.send(()).await;
+                (false, began.elapsed())
+            }
         }));
     }
     drop(snapshotted);
