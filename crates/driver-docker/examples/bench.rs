@@ -129,22 +129,19 @@ async fn concurrency_level(
                 ))
                 .await;
             if let Ok(session) = session {
-                {
-                    let opened = session.tools[0]
-                        .execute(json!({"args": ["open", url]}))
-                        .await;
-                    let shot = session.tools[0]
-                        .execute(json!({"args": ["snapshot"]}))
-                        .await;
-                    let ok =
-                        matches!((&opened, &shot), (Ok(o), Ok(s)) if !o.is_error && !s.is_error);
-                    let took = began.elapsed();
-                    let _ = snapshotted.send(()).await;
-                    // Hold the session until every task is up, so memory is measured together.
-                    release.cancelled().await;
-                    session.dispose.dispose().await;
-                    (ok, took)
-                }
+                let opened = session.tools[0]
+                    .execute(json!({"args": ["open", url]}))
+                    .await;
+                let shot = session.tools[0]
+                    .execute(json!({"args": ["snapshot"]}))
+                    .await;
+                let ok = matches!((&opened, &shot), (Ok(o), Ok(s)) if !o.is_error && !s.is_error);
+                let took = began.elapsed();
+                let _ = snapshotted.send(()).await;
+                // Hold the session until every task is up, so memory is measured together.
+                release.cancelled().await;
+                session.dispose.dispose().await;
+                (ok, took)
             } else {
                 let _ = snapshotted.send(()).await;
                 (false, began.elapsed())
