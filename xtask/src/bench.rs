@@ -215,7 +215,10 @@ fn host_agent_browser(root: &Path) -> anyhow::Result<PathBuf> {
                 "package/skill-data",
             ]),
     )?;
-    Ok(dir.join("bin/agent-browser-linux-x64"))
+    let binary = dir.join("bin/agent-browser-linux-x64");
+    // npm tarballs do not keep the execute bit.
+    fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    Ok(binary)
 }
 
 // A 1×1 PNG.

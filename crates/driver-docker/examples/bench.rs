@@ -81,15 +81,22 @@ async fn startup_round(driver: &DockerDriver, url: &str) -> serde_json::Value {
 
 /// The memory of every running task container, in MiB, from `docker stats`.
 fn container_memory_mib() -> Vec<f64> {
+    let ids = std::process::Command::new("docker")
+        .args(["ps", "-q", "--filter", "label=airlock.task"])
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return Vec::new();
+    }
     let out = std::process::Command::new("docker")
-        .args([
-            "stats",
-            "--no-stream",
-            "--format",
-            "{{.MemUsage}}",
-            "--filter",
-            "label=airlock.task",
-        ])
+        .args(["stats", "--no-stream", "--format", "{{.MemUsage}}"])
+        .args(&ids)
         .output();
     let Ok(out) = out else { return Vec::new() };
     String::from_utf8_lossy(&out.stdout)
@@ -100,7 +107,7 @@ fn container_memory_mib() -> Vec<f64> {
             let value: f64 = number.trim().parse().ok()?;
             Some(match unit {
                 "GiB" => value * 1024.0,
-                "KiB" => value / 1024.0,
+                "KiB" | "kB" => value / 1024.0,
                 _ => value,
             })
         })
