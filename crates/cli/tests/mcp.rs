@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{containers_of, docker_ready};
+use support::{containers_of, docker_ready, simple_site};
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -95,36 +95,12 @@ impl Client {
     }
 }
 
-fn site() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    line.clear();
-                }
-                let body = "<html><head><title>MCP page</title></head><body><h1>Hello from the lab</h1></body></html>";
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            });
-        }
-    });
-    port
-}
-
 #[test]
 fn initialize_list_and_call_browser_task_with_progress_and_an_image() {
     if !docker_ready() {
         return;
     }
-    let port = site();
+    let port = simple_site("MCP page", "Hello from the lab");
     let dir = tempfile::tempdir().unwrap();
     let script = json!({"turns": [
         {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
@@ -175,7 +151,7 @@ fn a_cancelled_call_and_a_closed_stdin_leave_no_container() {
     if !docker_ready() {
         return;
     }
-    let port = site();
+    let port = simple_site("MCP page", "Hello from the lab");
     let dir = tempfile::tempdir().unwrap();
     let script = json!({"turns": [
         {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}
@@ -206,7 +182,7 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
     if !docker_ready() {
         return;
     }
-    let port = site();
+    let port = simple_site("MCP page", "Hello from the lab");
     let mut client = Client::spawn(&[
         "mcp",
         "--direct",

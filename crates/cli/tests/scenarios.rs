@@ -9,13 +9,12 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::{Page, containers_of, dns, docker_ready, site};
+use support::{Page, containers_of, dns, docker_ready, site, spawn_task_at_first_step};
 
 fn page(body: &str) -> Page {
     (
@@ -360,27 +359,7 @@ fn scenario_5_step_limit_time_out_and_cancellation_leave_no_container() {
         json!({"turns": [{"tool_calls": [call(&json!(["wait", "60000"]))]}]}).to_string(),
     )
     .unwrap();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-        .args([
-            "task",
-            "wait",
-            "--model",
-            &format!("script:{}", path.display()),
-        ])
-        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("step 1/") {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "airlock ended before its first step"
-        );
-    }
+    let mut child = spawn_task_at_first_step(&path, &[]);
     assert!(
         Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -404,28 +383,8 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
         json!({"turns": [{"tool_calls": [call(&json!(["wait", "60000"]))]}]}).to_string(),
     )
     .unwrap();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-        .args([
-            "task",
-            "wait",
-            "--model",
-            &format!("script:{}", path.display()),
-        ])
-        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_task_at_first_step(&path, &[]);
     let pid = child.id();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("step 1/") {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "airlock ended before its first step"
-        );
-    }
     child.kill().unwrap(); // SIGKILL: no handler, no cleanup.
     child.wait().unwrap();
     assert_eq!(

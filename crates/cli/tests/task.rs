@@ -6,37 +6,12 @@
 
 mod support;
 
-use support::{containers_of, docker_ready};
+use support::{containers_of, docker_ready, simple_site, spawn_task_at_first_step};
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
-
-fn site() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    line.clear();
-                }
-                let body = "<html><head><title>Task page</title></head><body><p>Opening hours: 9 to 5.</p></body></html>";
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            });
-        }
-    });
-    port
-}
 
 fn task_command(dir: &std::path::Path, script: &Value, port: u16) -> Command {
     let path = dir.join("script.json");
@@ -64,7 +39,7 @@ fn the_json_result_and_private_screenshot_files() {
     if !docker_ready() {
         return;
     }
-    let port = site();
+    let port = simple_site("Task page", "Opening hours: 9 to 5.");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("shots");
     let script = json!({"turns": [
@@ -127,26 +102,12 @@ fn ctrl_c_cancels_the_task_and_removes_its_container() {
     if !docker_ready() {
         return;
     }
-    let port = site();
     let dir = tempfile::tempdir().unwrap();
-    let script = json!({"turns": [
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}
-    ]});
-    let mut child = task_command(dir.path(), &script, port)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let path = dir.path().join("wait.json");
+    let script = json!({"turns": [{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}]});
+    std::fs::write(&path, script.to_string()).unwrap();
+    let mut child = spawn_task_at_first_step(&path, &[]);
     let pid = child.id();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("step 1/") {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "airlock ended before its first step"
-        );
-    }
     assert_eq!(containers_of(pid), 1);
     assert!(
         Command::new("kill")

@@ -6,54 +6,30 @@ use airlock_worker::{
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::http::post_json;
+use crate::http::{Endpoint, secret_header};
 use crate::{BackendOptions, ModelSetupError};
 
 const DEFAULT_BASE: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
 
 /// A Claude model through the Messages API.
+#[derive(Debug)]
 pub struct AnthropicModel {
-    client: reqwest::Client,
+    endpoint: Endpoint,
     model: String,
-    headers: HeaderMap,
-    url: String,
     options: BackendOptions,
-}
-
-impl std::fmt::Debug for AnthropicModel {
-    /// Never shows the key.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("model", &self.model)
-            .field("url", &self.url)
-            .finish_non_exhaustive()
-    }
 }
 
 impl AnthropicModel {
     /// A model that sends `key` as `x-api-key`.
     pub fn new(model: &str, key: &str, options: BackendOptions) -> Result<Self, ModelSetupError> {
         let mut headers = HeaderMap::new();
-        let mut key = HeaderValue::from_str(key).map_err(|_| {
-            ModelSetupError::Client("ANTHROPIC_API_KEY holds characters a header cannot".into())
-        })?;
-        key.set_sensitive(true);
-        headers.insert("x-api-key", key);
+        headers.insert("x-api-key", secret_header(key, "ANTHROPIC_API_KEY")?);
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-        let client = reqwest::Client::builder()
-            .timeout(options.request_timeout)
-            .build()
-            .map_err(|e| ModelSetupError::Client(e.to_string()))?;
-        let base = options
-            .base_url
-            .clone()
-            .unwrap_or_else(|| DEFAULT_BASE.to_owned());
+        let endpoint = Endpoint::new(&options, DEFAULT_BASE, "/v1/messages", headers)?;
         Ok(Self {
-            client,
+            endpoint,
             model: model.to_owned(),
-            headers,
-            url: format!("{}/v1/messages", base.trim_end_matches('/')),
             options,
         })
     }
@@ -150,15 +126,10 @@ impl Model for AnthropicModel {
     fn next_turn(&self, request: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>> {
         Box::pin(async move {
             let body = self.body(&request);
-            let answer = post_json(
-                &self.client,
-                &self.url,
-                self.headers.clone(),
-                &body,
-                self.options.retry,
-                "anthropic",
-            )
-            .await?;
+            let answer = self
+                .endpoint
+                .post(&body, self.options.retry, "anthropic")
+                .await?;
             turn_from(&answer)
         })
     }

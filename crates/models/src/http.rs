@@ -3,8 +3,74 @@
 use std::time::Duration;
 
 use airlock_worker::{ModelError, scrub};
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
+
+use crate::{BackendOptions, ModelSetupError};
+
+/// Where and how a backend posts: a client with the request time-out, the headers (the key
+/// among them, marked sensitive) and the URL. Its `Debug` shows the URL only.
+pub(crate) struct Endpoint {
+    client: reqwest::Client,
+    headers: HeaderMap,
+    url: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// `options.base_url` (or `default_base`) joined with `path`.
+    pub(crate) fn new(
+        options: &BackendOptions,
+        default_base: &str,
+        path: &str,
+        headers: HeaderMap,
+    ) -> Result<Self, ModelSetupError> {
+        let client = reqwest::Client::builder()
+            .timeout(options.request_timeout)
+            .build()
+            .map_err(|e| ModelSetupError::Client(e.to_string()))?;
+        let base = options.base_url.as_deref().unwrap_or(default_base);
+        Ok(Self {
+            client,
+            headers,
+            url: format!("{}{path}", base.trim_end_matches('/')),
+        })
+    }
+
+    /// POST `body` with retries.
+    pub(crate) async fn post(
+        &self,
+        body: &Value,
+        retry: RetryPolicy,
+        provider: &str,
+    ) -> Result<Value, ModelError> {
+        post_json(
+            &self.client,
+            &self.url,
+            self.headers.clone(),
+            body,
+            retry,
+            provider,
+        )
+        .await
+    }
+}
+
+/// A header value holding a secret: marked sensitive, and an error that names the variable, not the value.
+pub(crate) fn secret_header(value: &str, variable: &str) -> Result<HeaderValue, ModelSetupError> {
+    let mut header = HeaderValue::from_str(value).map_err(|_| {
+        ModelSetupError::Client(format!("{variable} holds characters a header cannot"))
+    })?;
+    header.set_sensitive(true);
+    Ok(header)
+}
 
 /// How often and how long to retry 429 and 5xx answers and failed connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +94,7 @@ impl Default for RetryPolicy {
 }
 
 /// POST `body` to `url`; the headers carry the key, which no error message repeats.
-pub(crate) async fn post_json(
+async fn post_json(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,

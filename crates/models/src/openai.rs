@@ -3,31 +3,20 @@
 use airlock_worker::{
     AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall,
 };
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 
-use crate::http::post_json;
+use crate::http::{Endpoint, secret_header};
 use crate::{BackendOptions, ModelSetupError, Thinking};
 
 const DEFAULT_BASE: &str = "https://api.openai.com/v1";
 
 /// A chat-completions model.
+#[derive(Debug)]
 pub struct OpenAiModel {
-    client: reqwest::Client,
+    endpoint: Endpoint,
     model: String,
-    headers: HeaderMap,
-    url: String,
     options: BackendOptions,
-}
-
-impl std::fmt::Debug for OpenAiModel {
-    /// Never shows the key.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiModel")
-            .field("model", &self.model)
-            .field("url", &self.url)
-            .finish_non_exhaustive()
-    }
 }
 
 impl OpenAiModel {
@@ -39,25 +28,15 @@ impl OpenAiModel {
     ) -> Result<Self, ModelSetupError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelSetupError::Client("OPENAI_API_KEY holds characters a header cannot".into())
-            })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
+            headers.insert(
+                AUTHORIZATION,
+                secret_header(&format!("Bearer {key}"), "OPENAI_API_KEY")?,
+            );
         }
-        let client = reqwest::Client::builder()
-            .timeout(options.request_timeout)
-            .build()
-            .map_err(|e| ModelSetupError::Client(e.to_string()))?;
-        let base = options
-            .base_url
-            .clone()
-            .unwrap_or_else(|| DEFAULT_BASE.to_owned());
+        let endpoint = Endpoint::new(&options, DEFAULT_BASE, "/chat/completions", headers)?;
         Ok(Self {
-            client,
+            endpoint,
             model: model.to_owned(),
-            headers,
-            url: format!("{}/chat/completions", base.trim_end_matches('/')),
             options,
         })
     }
@@ -181,15 +160,10 @@ impl Model for OpenAiModel {
     fn next_turn(&self, request: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>> {
         Box::pin(async move {
             let body = self.body(&request);
-            let answer = post_json(
-                &self.client,
-                &self.url,
-                self.headers.clone(),
-                &body,
-                self.options.retry,
-                "openai",
-            )
-            .await?;
+            let answer = self
+                .endpoint
+                .post(&body, self.options.retry, "openai")
+                .await?;
             turn_from(&answer)
         })
     }

@@ -173,3 +173,52 @@ fn respond(
     }
     Some(answer)
 }
+
+/// A one-page site for tests that only need something to open.
+pub fn simple_site(title: &'static str, text: &'static str) -> u16 {
+    site(move |_| {
+        HashMap::from([(
+            "/",
+            (
+                "200 OK",
+                String::new(),
+                format!(
+                    "<html><head><title>{title}</title></head><body><p>{text}</p></body></html>"
+                ),
+            ),
+        )])
+    })
+    .0
+}
+
+/// Start `airlock task` with a script, and return once its first step has begun.
+pub fn spawn_task_at_first_step(
+    script_path: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Child {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "task",
+            "wait",
+            "--model",
+            &format!("script:{}", script_path.display()),
+        ])
+        .args(extra)
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("step 1/") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "airlock ended before its first step"
+        );
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in stderr.lines() {});
+    child
+}
