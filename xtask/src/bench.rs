@@ -421,6 +421,12 @@ fn page_load(
     );
     table_row(report, "tinyproxy", &samples[2], Some(&samples[0]));
     table_row(report, "squid", &samples[3], Some(&samples[0]));
+    table_row(
+        report,
+        "tinyproxy (+ the same socat relay)",
+        &samples[4],
+        Some(&samples[0]),
+    );
     let _ = writeln!(report);
     Ok(())
 }
@@ -431,7 +437,7 @@ fn start_proxies(
     root: &Path,
     site: u16,
     children: &mut Children,
-) -> anyhow::Result<[(&'static str, Option<String>); 4]> {
+) -> anyhow::Result<[(&'static str, Option<String>); 5]> {
     let dir = root.join("target/bench/proxies");
     fs::create_dir_all(&dir)?;
     // Airlock's proxy on its socket, with the same TCP relay the container uses.
@@ -495,10 +501,21 @@ fn start_proxies(
             .stderr(Stdio::null())
             .spawn()?,
     );
+    // tinyproxy behind the same relay, to tell the relay's cost from the proxy's.
+    let relayed_tinyproxy_port = free_port()?;
+    children.0.push(
+        Command::new("socat")
+            .arg(format!(
+                "TCP-LISTEN:{relayed_tinyproxy_port},bind=127.0.0.1,reuseaddr,fork"
+            ))
+            .arg(format!("TCP:127.0.0.1:{tinyproxy_port}"))
+            .spawn()?,
+    );
     for (port, what) in [
         (airlock_port, "the Airlock proxy relay"),
         (tinyproxy_port, "tinyproxy"),
         (squid_port, "squid"),
+        (relayed_tinyproxy_port, "the tinyproxy relay"),
     ] {
         wait_for_port(port, what)?;
     }
@@ -511,6 +528,10 @@ fn start_proxies(
             Some(format!("http://127.0.0.1:{tinyproxy_port}")),
         ),
         ("squid", Some(format!("http://127.0.0.1:{squid_port}"))),
+        (
+            "tinyproxy-relayed",
+            Some(format!("http://127.0.0.1:{relayed_tinyproxy_port}")),
+        ),
     ])
 }
 
