@@ -123,7 +123,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mut children = Children::default();
     let site_port = free_port()?;
     let site_dir = out_dir.join("site");
-    write_site(&site_dir, rounds * 4 + 4)?;
+    // Every load gets a page of its own (no cache): a warm-up round plus `rounds`, per mode.
+    write_site(&site_dir, (rounds + 1) * LOAD_MODES)?;
     children.0.push(
         Command::new("python3")
             .args([
@@ -260,6 +261,9 @@ fn write_site(dir: &Path, pages: usize) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// How many ways a page is loaded in the page-load benchmark (see `start_proxies`).
+const LOAD_MODES: usize = 5;
 
 /// Flags the image gives Chromium, so the host baseline runs the same browser settings.
 const CHROMIUM_ARGS: &str = "--no-sandbox,--disable-gpu,--disable-dev-shm-usage,--no-first-run,--disable-background-networking,--disable-component-update,--disable-sync,--disable-default-apps";
@@ -437,7 +441,7 @@ fn start_proxies(
     root: &Path,
     site: u16,
     children: &mut Children,
-) -> anyhow::Result<[(&'static str, Option<String>); 5]> {
+) -> anyhow::Result<[(&'static str, Option<String>); LOAD_MODES]> {
     let dir = root.join("target/bench/proxies");
     fs::create_dir_all(&dir)?;
     // Airlock's proxy on its socket, with the same TCP relay the container uses.

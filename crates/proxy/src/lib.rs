@@ -12,15 +12,18 @@
 //! - A refusal answers `403` with an [`REFUSED_HEADER`] header naming the reason; a name that does
 //!   not resolve `502`; a connect time-out `504`. Every decision is also a [`ProxyEvent`].
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), airlock_proxy::ProxyError> {
+//! ```
 //! use airlock_policy::EgressPolicy;
 //! use airlock_proxy::{EgressProxy, ProxyConfig};
 //!
-//! let proxy = EgressProxy::start(ProxyConfig::new(EgressPolicy::default()))?;
-//! println!("point the browser at {}", proxy.socket_path().display());
+//! # let runtime = tokio::runtime::Runtime::new().unwrap();
+//! # runtime.block_on(async {
+//! let proxy = EgressProxy::start(ProxyConfig::new(EgressPolicy::default())).unwrap();
+//! let socket = proxy.socket_path().to_owned();
+//! assert!(socket.exists()); // point the browser (through a relay) at this socket
 //! proxy.stop().await;
-//! # Ok(()) }
+//! assert!(!socket.exists()); // the socket and its private directory are gone
+//! # });
 //! ```
 
 mod events;
