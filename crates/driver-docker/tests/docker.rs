@@ -344,15 +344,9 @@ async fn a_container_left_alone_exits_by_itself_after_its_lifetime() {
         .start(TaskContext::new(CancellationToken::new(), limits))
         .await
         .unwrap();
-    let name = task_containers()
-        .into_iter()
-        .find(|n| {
-            inspect(n)["Config"]["Labels"]["airlock.owner"]
-                .as_str()
-                .unwrap_or("")
-                .contains(&format!("pid={}", std::process::id()))
-        })
-        .unwrap();
+    let name = my_containers()
+        .pop()
+        .expect("this process runs a task container");
     // `docker wait` returns when the container exits; its lifetime is 5 s here.
     let waited = tokio::time::timeout(
         Duration::from_secs(60),
@@ -385,17 +379,7 @@ async fn dropping_a_start_half_way_or_cancelling_leaves_nothing_behind() {
     }
     let site = serve_site().await;
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
-    let mine = || {
-        task_containers()
-            .into_iter()
-            .filter(|n| {
-                inspect(n)["Config"]["Labels"]["airlock.owner"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains(&format!("pid={}", std::process::id()))
-            })
-            .count()
-    };
+    let mine = || my_containers().len();
     let runner = airlock_worker::TaskRunner::new(
         Arc::new(driver),
         Arc::new(airlock_worker::ScriptedModel::new(airlock_worker::Script {
@@ -438,15 +422,9 @@ async fn helper_host_process_that_gets_killed() {
         .start(TaskContext::new(CancellationToken::new(), limits))
         .await
         .unwrap();
-    let mine = task_containers()
-        .into_iter()
-        .find(|n| {
-            inspect(n)["Config"]["Labels"]["airlock.owner"]
-                .as_str()
-                .unwrap_or("")
-                .contains(&format!("pid={}", std::process::id()))
-        })
-        .unwrap();
+    let mine = my_containers()
+        .pop()
+        .expect("this process runs a task container");
     println!("CONTAINER={mine}");
     std::future::pending::<()>().await;
 }
