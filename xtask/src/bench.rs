@@ -435,7 +435,8 @@ fn page_load(
     Ok(())
 }
 
-/// Start the Airlock proxy (behind the same socat relay the container uses), tinyproxy and squid;
+/// Start the Airlock proxy (behind the same socat relay the container uses, with `nodelay` as
+/// there), tinyproxy and squid;
 /// return each load mode with its proxy URL.
 fn start_proxies(
     root: &Path,
@@ -463,7 +464,7 @@ fn start_proxies(
     children.0.push(
         Command::new("socat")
             .arg(format!(
-                "TCP-LISTEN:{airlock_port},bind=127.0.0.1,reuseaddr,fork"
+                "TCP-LISTEN:{airlock_port},bind=127.0.0.1,reuseaddr,fork,nodelay"
             ))
             .arg(format!("UNIX-CONNECT:{}", socket.display()))
             .spawn()?,
@@ -510,7 +511,7 @@ fn start_proxies(
     children.0.push(
         Command::new("socat")
             .arg(format!(
-                "TCP-LISTEN:{relayed_tinyproxy_port},bind=127.0.0.1,reuseaddr,fork"
+                "TCP-LISTEN:{relayed_tinyproxy_port},bind=127.0.0.1,reuseaddr,fork,nodelay"
             ))
             .arg(format!("TCP:127.0.0.1:{tinyproxy_port}"))
             .spawn()?,
