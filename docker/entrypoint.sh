@@ -17,8 +17,8 @@ fi
 mkdir -p "$HOME" "$AGENT_BROWSER_SOCKET_DIR"
 chmod 0700 "$HOME" "$AGENT_BROWSER_SOCKET_DIR"
 
-# nodelay: without it, Nagle's algorithm holds small request writes back on the relay's TCP side,
-# which cost about a third of a page's load time in `cargo xtask bench`.
+# nodelay: small request writes on the relay's TCP side go out at once instead of waiting on
+# Nagle's algorithm.
 socat -lf /dev/null TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork,nodelay UNIX-CONNECT:"$socket" &
 
 # Mark the relay ready once it listens (127.0.0.1:3128 is 0100007F:0C38 in state 0A, LISTEN), so

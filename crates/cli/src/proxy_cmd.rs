@@ -29,6 +29,10 @@ pub struct ProxyArgs {
     /// Print each decision as a JSON object instead of a line of text.
     #[arg(long)]
     json: bool,
+
+    /// The most client connections (and so tunnels) open at once; more get 503.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_connections: u32,
 }
 
 /// One decision as printed with `--json`.
@@ -94,10 +98,16 @@ impl<'a> DecisionLine<'a> {
 pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     let policy = args.egress.policy()?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ProxyEvent>();
-    let mut config = ProxyConfig::new(policy).with_events(Arc::new(move |event| {
-        // The printer only goes away at shutdown, when losing the last lines is harmless.
-        let _ = sender.send(event);
-    }));
+    let limits = airlock_proxy::Limits {
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        ..airlock_proxy::Limits::default()
+    };
+    let mut config = ProxyConfig::new(policy)
+        .with_limits(limits)
+        .with_events(Arc::new(move |event| {
+            // The printer only goes away at shutdown, when losing the last lines is harmless.
+            let _ = sender.send(event);
+        }));
     if !args.nameservers.is_empty() {
         config = config.with_nameservers(&args.nameservers)?;
     }

@@ -77,7 +77,7 @@ async fn run(quick: bool) {
         "| small HTTP requests | clients | direct req/s | proxy req/s | direct p99 | proxy p99 | ratio (rate direct/proxy) |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for clients in [1, 16] {
+    for clients in [1, 16, 256] {
         let mut direct_runs = Vec::new();
         let mut proxy_runs = Vec::new();
         for _ in 0..rounds {
