@@ -3,10 +3,11 @@
 //! Airlock refuses to run as root, so when started as root this task builds the test binaries
 //! as root, then runs them as a non-root user in the docker group (created if missing).
 
+use std::collections::HashMap;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 
 use crate::util::{is_root, run_loud, succeeds, workspace_root};
@@ -125,21 +126,14 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         crate::image::run(&crate::image::ImageArgs::for_integration())?;
     }
     let root = workspace_root();
-    let mut binaries = std::collections::HashMap::new();
-    for row in ROWS {
-        if let std::collections::hash_map::Entry::Vacant(slot) =
-            binaries.entry((row.package, row.target))
-        {
-            slot.insert(build_test_binary(row.package, row.target)?);
-        }
-    }
+    let binaries = build_test_binaries()?;
     let as_root = is_root();
     if as_root {
         ensure_test_user()?;
     }
     let mut results = Vec::new();
     for row in ROWS {
-        let binary = &binaries[&(row.package, row.target)];
+        let binary = &binaries[&(row.package.to_owned(), row.target.to_owned())];
         let mut test = if as_root {
             let mut command = Command::new("runuser");
             command.args(["-u", TEST_USER, "--"]).arg(binary);
@@ -183,29 +177,51 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cargo test --no-run` for one test target, returning its executable.
-fn build_test_binary(package: &str, target: &str) -> anyhow::Result<String> {
+/// Every integration-test executable of the workspace, by (package, target), built with the same
+/// flags as `cargo test --workspace`, so nothing is compiled twice.
+fn build_test_binaries() -> anyhow::Result<HashMap<(String, String), String>> {
     let out = crate::util::output(Command::new(env!("CARGO")).args([
         "test",
+        "--workspace",
         "--no-run",
         "--message-format=json",
-        "--package",
-        package,
-        "--test",
-        target,
     ]))?;
-    out.lines()
+    let mut binaries = HashMap::new();
+    for message in out
+        .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .find_map(|message| {
-            let is_target =
-                message["target"]["name"] == target && message["profile"]["test"] == true;
-            is_target
-                .then(|| message["executable"].as_str().map(str::to_owned))
-                .flatten()
-        })
-        .with_context(|| {
-            format!("cargo did not report the executable of {package} --test {target}")
-        })
+    {
+        let (Some(executable), Some(target), Some(package)) = (
+            message["executable"].as_str(),
+            message["target"]["name"].as_str(),
+            message["package_id"].as_str(),
+        ) else {
+            continue;
+        };
+        if message["target"]["kind"][0] != "test" {
+            continue;
+        }
+        // package_id is "path+file:///…/<dir>#<name>@<version>", or "…/<dir>#<version>" when the
+        // directory is named like the package.
+        let (path, tail) = package.rsplit_once('#').unwrap_or(("", package));
+        let named = tail.split('@').next().unwrap_or(tail);
+        let name = if named.starts_with(|c: char| c.is_ascii_digit()) {
+            path.rsplit('/').next().unwrap_or(named)
+        } else {
+            named
+        };
+        binaries.insert((name.to_owned(), target.to_owned()), executable.to_owned());
+    }
+    for row in ROWS {
+        if !binaries.contains_key(&(row.package.to_owned(), row.target.to_owned())) {
+            bail!(
+                "cargo built no test target {} in {}: update ROWS in xtask/src/integration.rs",
+                row.target,
+                row.package
+            );
+        }
+    }
+    Ok(binaries)
 }
 
 /// Create (or reuse) a non-root user in the docker group.
