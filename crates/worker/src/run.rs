@@ -15,7 +15,8 @@ use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::limits::{LimitError, Limits};
 use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
 use crate::ports::{
-    BrowserDriver, Dispose, EgressRefusal, Model, ModelRequest, TaskContext, Tool, ToolOutput,
+    BrowserDriver, Dispose, EgressRefusal, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
+    ToolOutput,
 };
 use crate::scrub::{neutral_failure, scrub};
 
@@ -340,7 +341,7 @@ impl Run<'_> {
                 self.steps += 1;
                 self.report_progress(call);
                 let began = Instant::now();
-                let outcome = self.call_tool(tools, call).await;
+                let outcome = self.call_tool(tools, &model_request.tools, call).await;
                 self.timings.tools_ms += millis(began.elapsed());
                 match outcome {
                     Bounded::Done(result) => results.push(result),
@@ -358,12 +359,19 @@ impl Run<'_> {
         }
     }
 
-    async fn call_tool(&self, tools: &[Arc<dyn Tool>], call: &ToolCall) -> Bounded<ToolResult> {
-        let Some(tool) = tools
+    /// Run one call. `definitions` are the tools' definitions in the same order, made once per
+    /// task (a definition carries a generated JSON schema, too costly to rebuild per call).
+    async fn call_tool(
+        &self,
+        tools: &[Arc<dyn Tool>],
+        definitions: &[ToolDefinition],
+        call: &ToolCall,
+    ) -> Bounded<ToolResult> {
+        let found = definitions
             .iter()
-            .find(|tool| tool.definition().name == call.name)
-        else {
-            let names: Vec<String> = tools.iter().map(|tool| tool.definition().name).collect();
+            .position(|definition| definition.name == call.name);
+        let Some(tool) = found.and_then(|index| tools.get(index)) else {
+            let names: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
             return Bounded::Done(error_result(
                 call,
                 format!(
