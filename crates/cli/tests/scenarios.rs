@@ -76,12 +76,13 @@ fn call(args: &Value) -> Value {
     json!({"name": "agent_browser", "input": {"args": args}})
 }
 
-fn refused_targets(result: &Value) -> Vec<String> {
+/// One field (`target` or `reason`) of every refusal in a task result.
+fn refusals(result: &Value, field: &str) -> Vec<String> {
     result["egress_refusals"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["target"].as_str().unwrap().to_owned())
+        .map(|r| r[field].as_str().unwrap().to_owned())
         .collect()
 }
 
@@ -150,12 +151,7 @@ fn scenario_2_without_the_allow_entry_the_site_is_refused_as_loopback() {
     ]});
     let (result, _) = task(dir.path(), &script, &[]);
     assert_eq!(result["ended"], "completed", "{result}");
-    let reasons: Vec<&str> = result["egress_refusals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["reason"].as_str().unwrap())
-        .collect();
+    let reasons = refusals(&result, "reason");
     assert!(
         reasons
             .iter()
@@ -232,13 +228,8 @@ fn scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads(
         "{result}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let refused = refused_targets(&result);
-    let reasons: Vec<String> = result["egress_refusals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["reason"].as_str().unwrap().to_owned())
-        .collect();
+    let refused = refusals(&result, "target");
+    let reasons = refusals(&result, "reason");
     let expect = |target: &str| {
         assert!(
             refused.iter().any(|t| t == target),
