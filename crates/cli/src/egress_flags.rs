@@ -1,4 +1,7 @@
-//! The egress flags shared by every command that starts a browser or a proxy.
+//! The egress flags of `airlock egress check` and `airlock proxy`, read from the command line
+//! only: a check or a stand-alone proxy does exactly what was typed. Commands that run browser
+//! tasks take the same flags through `settings.rs`, where they may also come from the
+//! environment or the config file.
 
 use airlock_policy::{AllowEntry, EgressPolicy, Profile};
 use clap::Args;
