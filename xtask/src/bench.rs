@@ -28,6 +28,19 @@ pub struct BenchArgs {
     /// A small run (a few rounds each), in a few minutes.
     #[arg(long)]
     quick: bool,
+    /// Run only these benchmarks (repeatable); all of them by default.
+    #[arg(long, value_enum)]
+    only: Vec<Section>,
+}
+
+/// The benchmarks `cargo xtask bench` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    Startup,
+    PageLoad,
+    ProxyMicro,
+    IdleTunnels,
+    Concurrency,
 }
 
 /// Median, p90, min and max of a sample, in milliseconds.
@@ -117,7 +130,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "--example",
         "bench",
     ]))?;
-    run_loud(Command::new(env!("CARGO")).args(["build", "--release", "-p", "airlock"]))?;
+    run_loud(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "-p",
+        "airlock",
+        "-p",
+        "airlock-relay",
+    ]))?;
     let agent_browser = host_agent_browser(&root)?;
 
     let mut children = Children::default();
@@ -148,23 +168,34 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .arg(&out_dir)
         .status();
 
-    startup(&root, &agent_browser, site_port, rounds, &mut report)?;
-    page_load(
-        &root,
-        &agent_browser,
-        site_port,
-        rounds,
-        &mut children,
-        &mut report,
-    )?;
-    proxy_micro(args.quick, &mut report)?;
-    idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;
-    concurrency(
-        &root,
-        site_port,
-        if args.quick { 4 } else { 12 },
-        &mut report,
-    )?;
+    let wanted = |section| args.only.is_empty() || args.only.contains(&section);
+    if wanted(Section::Startup) {
+        startup(&root, &agent_browser, site_port, rounds, &mut report)?;
+    }
+    if wanted(Section::PageLoad) {
+        page_load(
+            &root,
+            &agent_browser,
+            site_port,
+            rounds,
+            &mut children,
+            &mut report,
+        )?;
+    }
+    if wanted(Section::ProxyMicro) {
+        proxy_micro(args.quick, &mut report)?;
+    }
+    if wanted(Section::IdleTunnels) {
+        idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;
+    }
+    if wanted(Section::Concurrency) {
+        concurrency(
+            &root,
+            site_port,
+            if args.quick { 4 } else { 12 },
+            &mut report,
+        )?;
+    }
 
     println!("\n{report}");
     if !args.quick {
@@ -420,7 +451,7 @@ fn page_load(
     table_row(report, "direct", &samples[0], None);
     table_row(
         report,
-        "Airlock proxy (+ socat relay)",
+        "Airlock (relay hands off sockets, as in the container)",
         &samples[1],
         Some(&samples[0]),
     );
@@ -428,7 +459,7 @@ fn page_load(
     table_row(report, "squid", &samples[3], Some(&samples[0]));
     table_row(
         report,
-        "tinyproxy (+ the same socat relay)",
+        "Airlock behind a copying relay (socat, before the hand-off)",
         &samples[4],
         Some(&samples[0]),
     );
@@ -436,9 +467,8 @@ fn page_load(
     Ok(())
 }
 
-/// Start the Airlock proxy (behind the same socat relay the container uses, with `nodelay` as
-/// there), tinyproxy and squid;
-/// return each load mode with its proxy URL.
+/// Start the Airlock proxy (behind `airlock-relay`, as in the container, and for comparison
+/// behind a copying socat relay), tinyproxy and squid; return each load mode with its proxy URL.
 fn start_proxies(
     root: &Path,
     site: u16,
@@ -446,26 +476,42 @@ fn start_proxies(
 ) -> anyhow::Result<[(&'static str, Option<String>); LOAD_MODES]> {
     let dir = root.join("target/bench/proxies");
     fs::create_dir_all(&dir)?;
-    // Airlock's proxy on its socket, with the same TCP relay the container uses.
+    // Airlock's proxy on its sockets, with the relay the container uses.
     let socket = dir.join("airlock.sock");
+    let handoff = dir.join("airlock-handoff.sock");
     let _ = fs::remove_file(&socket);
+    let _ = fs::remove_file(&handoff);
     children.0.push(
         Command::new(root.join("target/release/airlock"))
             .args(["proxy", "--allow", &format!("127.0.0.1:{site}"), "--socket"])
             .arg(&socket)
+            .arg("--handoff-socket")
+            .arg(&handoff)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?,
     );
-    let airlock_port = free_port()?;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() && Instant::now() < deadline {
+    while !handoff.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    let airlock_port = free_port()?;
+    children.0.push(
+        Command::new(root.join("target/release/airlock-relay"))
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{airlock_port}"),
+                "--handoff",
+            ])
+            .arg(&handoff)
+            .spawn()?,
+    );
+    // The same proxy behind a relay that copies bytes (what the image used before the hand-off).
+    let copied_port = free_port()?;
     children.0.push(
         Command::new("socat")
             .arg(format!(
-                "TCP-LISTEN:{airlock_port},bind=127.0.0.1,reuseaddr,fork,nodelay"
+                "TCP-LISTEN:{copied_port},bind=127.0.0.1,reuseaddr,fork,nodelay"
             ))
             .arg(format!("UNIX-CONNECT:{}", socket.display()))
             .spawn()?,
@@ -507,21 +553,11 @@ fn start_proxies(
             .stderr(Stdio::null())
             .spawn()?,
     );
-    // tinyproxy behind the same relay, to tell the relay's cost from the proxy's.
-    let relayed_tinyproxy_port = free_port()?;
-    children.0.push(
-        Command::new("socat")
-            .arg(format!(
-                "TCP-LISTEN:{relayed_tinyproxy_port},bind=127.0.0.1,reuseaddr,fork,nodelay"
-            ))
-            .arg(format!("TCP:127.0.0.1:{tinyproxy_port}"))
-            .spawn()?,
-    );
     for (port, what) in [
-        (airlock_port, "the Airlock proxy relay"),
+        (airlock_port, "airlock-relay"),
         (tinyproxy_port, "tinyproxy"),
         (squid_port, "squid"),
-        (relayed_tinyproxy_port, "the tinyproxy relay"),
+        (copied_port, "the socat relay"),
     ] {
         wait_for_port(port, what)?;
     }
@@ -535,8 +571,8 @@ fn start_proxies(
         ),
         ("squid", Some(format!("http://127.0.0.1:{squid_port}"))),
         (
-            "tinyproxy-relayed",
-            Some(format!("http://127.0.0.1:{relayed_tinyproxy_port}")),
+            "airlock-copied",
+            Some(format!("http://127.0.0.1:{copied_port}")),
         ),
     ])
 }

@@ -4,6 +4,7 @@
 //! or with `--offline-base`) it is made from Debian packages with `debootstrap` and `docker import`,
 //! and cached as `airlock-base:bookworm`. agent-browser's npm tarball is fetched on the host and
 //! checked against the checksum pinned in `docker/Dockerfile`, so the build itself needs no npm.
+//! `airlock-relay` is built here from `crates/relay` as a static binary (it runs on any base).
 
 use std::fs;
 use std::io::Read;
@@ -63,7 +64,8 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
         );
     }
     let root = workspace_root();
-    let fingerprint = context_fingerprint(&root)?;
+    let relay = build_relay(&root)?;
+    let fingerprint = context_fingerprint(&root, &relay)?;
     if !args.force && built_fingerprint(&args.tag).as_deref() == Some(fingerprint.as_str()) {
         eprintln!(
             "image {} is up to date with docker/ (use --force to rebuild)",
@@ -74,7 +76,7 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let pins = Pins::read(&root.join("docker/Dockerfile"))?;
     let base = resolve_base(args, &root)?;
-    let context = prepare_context(&root, &pins)?;
+    let context = prepare_context(&root, &pins, &relay)?;
 
     let mut build = Command::new("docker");
     build
@@ -105,8 +107,40 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
 /// The label that records which docker/ files an image was built from.
 const FINGERPRINT_LABEL: &str = "airlock.context";
 
-/// sha256 over the files in docker/, so a changed Dockerfile, entrypoint or policy rebuilds.
-fn context_fingerprint(root: &Path) -> anyhow::Result<String> {
+/// `airlock-relay` for this machine's architecture, linked statically so it needs nothing from the
+/// image's libc. Built in its own target directory: the static flag must not touch the workspace's
+/// ordinary build.
+fn build_relay(root: &Path) -> anyhow::Result<PathBuf> {
+    let version = output(Command::new("rustc").arg("-vV"))?;
+    let triple = version
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .context("`rustc -vV` printed no host triple")?
+        .trim()
+        .to_owned();
+    let target_dir = root.join("target/relay");
+    run_loud(
+        Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "airlock-relay",
+                "--bin",
+                "airlock-relay",
+            ])
+            .args(["--target", &triple])
+            .env("CARGO_TARGET_DIR", &target_dir)
+            // With an explicit --target these flags reach only the relay, not build scripts or
+            // proc macros.
+            .env("RUSTFLAGS", "-C target-feature=+crt-static"),
+    )?;
+    Ok(target_dir.join(triple).join("release/airlock-relay"))
+}
+
+/// sha256 over the files in docker/ and the relay binary, so a changed Dockerfile, entrypoint,
+/// policy or relay rebuilds.
+fn context_fingerprint(root: &Path, relay: &Path) -> anyhow::Result<String> {
     let mut names: Vec<PathBuf> = fs::read_dir(root.join("docker"))
         .context("reading docker/")?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -121,6 +155,8 @@ fn context_fingerprint(root: &Path) -> anyhow::Result<String> {
         );
         hasher.update(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
     }
+    hasher.update(b"airlock-relay");
+    hasher.update(fs::read(relay).with_context(|| format!("reading {}", relay.display()))?);
     Ok(hex(&hasher.finalize()))
 }
 
@@ -237,8 +273,8 @@ fn build_local_base(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// target/airlock-image: the docker/ files plus agent-browser's checked tarball.
-fn prepare_context(root: &Path, pins: &Pins) -> anyhow::Result<PathBuf> {
+/// target/airlock-image: the docker/ files, agent-browser's checked tarball and the relay.
+fn prepare_context(root: &Path, pins: &Pins, relay: &Path) -> anyhow::Result<PathBuf> {
     eprintln!("[2/3] build context with agent-browser {}", pins.version);
     let context = root.join("target/airlock-image");
     fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
@@ -270,6 +306,7 @@ fn prepare_context(root: &Path, pins: &Pins) -> anyhow::Result<PathBuf> {
     }
     fs::copy(&tarball, context.join("agent-browser.tgz"))
         .context("copying the agent-browser tarball")?;
+    fs::copy(relay, context.join("airlock-relay")).context("copying airlock-relay")?;
     Ok(context)
 }
 

@@ -19,6 +19,11 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
 
+    /// Also take connections handed off by `airlock-relay` on this Unix socket (it passes each
+    /// accepted TCP connection itself, so no relay copies bytes). Must not exist; removed on exit.
+    #[arg(long, value_name = "PATH")]
+    handoff_socket: Option<PathBuf>,
+
     #[command(flatten)]
     egress: EgressFlags,
 
@@ -111,12 +116,19 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     if !args.nameservers.is_empty() {
         config = config.with_nameservers(&args.nameservers)?;
     }
-    let proxy = EgressProxy::start_at(&args.socket, config)
+    let proxy = EgressProxy::start_at(&args.socket, args.handoff_socket.as_deref(), config)
         .with_context(|| format!("starting the egress proxy on {}", args.socket.display()))?;
-    eprintln!(
-        "airlock proxy: listening on {}",
-        proxy.socket_path().display()
-    );
+    match proxy.handoff_path() {
+        Some(handoff) => eprintln!(
+            "airlock proxy: listening on {}; hand-offs on {}",
+            proxy.socket_path().display(),
+            handoff.display()
+        ),
+        None => eprintln!(
+            "airlock proxy: listening on {}",
+            proxy.socket_path().display()
+        ),
+    }
 
     let json = args.json;
     let printer = tokio::spawn(async move {

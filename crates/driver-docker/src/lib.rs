@@ -266,8 +266,7 @@ impl DockerDriver {
             .await
             .map_err(|e| DriverError::new(format!("starting the task container failed: {e}")))?;
 
-        self.wait_for_relay(&name).await?;
-        let guide = self.guide(&name).await?;
+        let guide = self.wait_for_relay_then_guide(&name).await?;
         let tool = tool::AgentBrowserTool {
             docker: self.docker.clone(),
             container: name.clone(),
@@ -285,59 +284,47 @@ impl DockerDriver {
         })
     }
 
-    /// The entrypoint marks the relay ready once socat listens; wait for that, bounded.
-    async fn wait_for_relay(&self, container: &str) -> Result<(), DriverError> {
-        let wait = [
-            "sh",
-            "-c",
-            "while [ ! -e /tmp/.airlock-relay-ready ]; do sleep 0.05; done",
-        ]
-        .map(str::to_owned);
-        let result = exec::run(
-            &self.docker,
-            container,
-            &wait,
-            None,
-            Duration::from_secs(15),
-            4096,
-        )
-        .await
-        .map_err(|e| {
-            DriverError::new(format!(
-                "waiting for the container's proxy relay failed: {e}"
-            ))
-        })?;
-        if result.exit_code != 0 {
-            return Err(DriverError::new(format!(
-                "the container's proxy relay did not start (exit {}); see `docker logs` of the task container",
-                result.exit_code
-            )));
-        }
-        Ok(())
-    }
-
     /// agent-browser's own guide, from the binary in the container, so it always matches it.
-    async fn guide(&self, container: &str) -> Result<String, DriverError> {
-        let command = ["agent-browser", "skills", "get", "core"].map(str::to_owned);
+    /// The same exec first waits (bounded) for the relay's ready file, which `airlock-relay`
+    /// creates once it listens and holds its channel to the proxy: one exec instead of two on
+    /// every task's start, and the browser never starts before its one way out exists.
+    async fn wait_for_relay_then_guide(&self, container: &str) -> Result<String, DriverError> {
+        let script = format!(
+            "tries=0; until [ -e {RELAY_READY_FILE} ]; do \
+               tries=$((tries + 1)); \
+               if [ $tries -gt 500 ]; then exit {RELAY_NOT_READY_EXIT}; fi; \
+               sleep 0.02; \
+             done; \
+             exec agent-browser skills get core"
+        );
+        let command = ["sh".to_owned(), "-c".to_owned(), script];
         let result = exec::run(
             &self.docker,
             container,
             &command,
             None,
-            Duration::from_secs(20),
+            Duration::from_secs(30),
             512 * 1024,
         )
         .await
         .map_err(|e| DriverError::new(format!("reading agent-browser's guide failed: {e}")))?;
-        if result.exit_code != 0 {
-            return Err(DriverError::new(format!(
+        match result.exit_code {
+            0 => Ok(String::from_utf8_lossy(&result.stdout).into_owned()),
+            RELAY_NOT_READY_EXIT => Err(DriverError::new(
+                "the container's proxy relay did not start within 10 s; see `docker logs` of the task container",
+            )),
+            _ => Err(DriverError::new(format!(
                 "`agent-browser skills get core` failed in the container: {}",
                 String::from_utf8_lossy(&result.stderr).trim()
-            )));
+            ))),
         }
-        Ok(String::from_utf8_lossy(&result.stdout).into_owned())
     }
 }
+
+/// Created by `airlock-relay` in the container once the browser's way out exists.
+const RELAY_READY_FILE: &str = "/tmp/.airlock-relay-ready";
+/// The start-up exec's exit code when the relay never became ready (distinct from agent-browser's).
+const RELAY_NOT_READY_EXIT: i64 = 97;
 
 /// What the driver adds to agent-browser's guide.
 pub const DRIVER_PROMPT: &str = "\

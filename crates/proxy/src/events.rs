@@ -84,6 +84,10 @@ pub struct ProxyStats {
     pub active_connections: u64,
     /// Client connections turned away because too many were open.
     pub busy_rejections: u64,
+    /// Of `connections`, those handed off by a relay on the hand-off socket.
+    pub handed_off: u64,
+    /// Hand-off messages refused (not exactly one connected TCP socket); each closes its channel.
+    pub handoff_refusals: u64,
     /// CONNECT tunnels opened.
     pub tunnels: u64,
     /// Absolute-form requests forwarded.
@@ -101,6 +105,8 @@ pub(crate) struct Counters {
     pub(crate) connections: AtomicU64,
     pub(crate) active_connections: AtomicU64,
     pub(crate) busy_rejections: AtomicU64,
+    pub(crate) handed_off: AtomicU64,
+    pub(crate) handoff_refusals: AtomicU64,
     pub(crate) tunnels: AtomicU64,
     pub(crate) forwarded: AtomicU64,
     pub(crate) upstream: UpstreamCounters,
@@ -133,6 +139,8 @@ impl Counters {
             connections: load(&self.connections),
             active_connections: load(&self.active_connections),
             busy_rejections: load(&self.busy_rejections),
+            handed_off: load(&self.handed_off),
+            handoff_refusals: load(&self.handoff_refusals),
             tunnels: load(&self.tunnels),
             forwarded: load(&self.forwarded),
             bytes_up: load(&self.upstream.bytes_up),

@@ -1,7 +1,10 @@
 //! Airlock's egress proxy: the sealed browser's only way out.
 //!
 //! The proxy serves HTTP/1.1 on a Unix socket in a fresh private directory (mode 0700). The
-//! browser's container has no network; the socket, bind-mounted into it, is its one way out.
+//! browser's container has no network; the directory, bind-mounted into it, is its one way out.
+//! Beside `proxy.sock` is `handoff.sock`, where the container's relay passes each of the
+//! browser's TCP connections itself (see [`airlock_relay`]); the proxy serves those sockets
+//! exactly like connections made to `proxy.sock`, with no relay copying bytes in between.
 //!
 //! - `CONNECT host:port` opens a tunnel (HTTPS, WebSockets); absolute-form requests
 //!   (`GET http://host/path`) are forwarded in origin form, each on its own upstream connection,
@@ -56,6 +59,9 @@ pub const REFUSED_HEADER: &str = "x-airlock-refused";
 
 /// The socket's file name inside the private directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
+
+/// The hand-off socket's file name inside the private directory.
+pub const HANDOFF_SOCKET_NAME: &str = "handoff.sock";
 
 /// hyper's smallest read buffer; a smaller header cap would make it panic.
 const MIN_HEADER_BYTES: usize = 8 * 1024;
@@ -254,6 +260,7 @@ pub enum ProxyError {
 /// connection and removes the socket and its directory.
 pub struct EgressProxy {
     socket_path: PathBuf,
+    handoff_path: Option<PathBuf>,
     private_dir: Option<tempfile::TempDir>,
     shutdown: CancellationToken,
     accept: Option<JoinHandle<()>>,
@@ -269,8 +276,8 @@ impl std::fmt::Debug for EgressProxy {
 }
 
 impl EgressProxy {
-    /// Start on `proxy.sock` in a fresh private directory (mode 0700, owned by this user).
-    /// Call it inside a Tokio runtime: the proxy runs on the runtime's tasks.
+    /// Start on `proxy.sock` and `handoff.sock` in a fresh private directory (mode 0700, owned by
+    /// this user). Call it inside a Tokio runtime: the proxy runs on the runtime's tasks.
     pub fn start(config: ProxyConfig) -> Result<Self, ProxyError> {
         let parent = config
             .socket_parent
@@ -292,22 +299,36 @@ impl EgressProxy {
             },
         )?;
         let socket_path = dir.path().join(SOCKET_NAME);
-        Self::spawn(socket_path, Some(dir), config)
+        let handoff_path = dir.path().join(HANDOFF_SOCKET_NAME);
+        Self::spawn(socket_path, Some(handoff_path), Some(dir), config)
     }
 
-    /// Start on an explicit socket path (for `airlock proxy --socket`). The path must not exist.
-    /// Call it inside a Tokio runtime.
-    pub fn start_at(socket_path: &Path, config: ProxyConfig) -> Result<Self, ProxyError> {
-        if socket_path.symlink_metadata().is_ok() {
-            return Err(ProxyError::SocketExists {
-                path: socket_path.to_owned(),
-            });
+    /// Start on an explicit socket path (for `airlock proxy --socket`), and take handed-off
+    /// connections on `handoff_path` if given. Neither path may exist. Call it inside a Tokio
+    /// runtime.
+    pub fn start_at(
+        socket_path: &Path,
+        handoff_path: Option<&Path>,
+        config: ProxyConfig,
+    ) -> Result<Self, ProxyError> {
+        for path in std::iter::once(socket_path).chain(handoff_path) {
+            if path.symlink_metadata().is_ok() {
+                return Err(ProxyError::SocketExists {
+                    path: path.to_owned(),
+                });
+            }
         }
-        Self::spawn(socket_path.to_owned(), None, config)
+        Self::spawn(
+            socket_path.to_owned(),
+            handoff_path.map(Path::to_owned),
+            None,
+            config,
+        )
     }
 
     fn spawn(
         socket_path: PathBuf,
+        handoff_path: Option<PathBuf>,
         private_dir: Option<tempfile::TempDir>,
         config: ProxyConfig,
     ) -> Result<Self, ProxyError> {
@@ -316,19 +337,18 @@ impl EgressProxy {
             Some(resolver) => resolver,
             None => Arc::new(HickoryResolver::system()?),
         };
-        let listener = UnixListener::bind(&socket_path).map_err(|source| ProxyError::Io {
-            action: "listen on",
-            path: socket_path.clone(),
-            source,
-        })?;
-        // Only this user (and the container running as this user) may connect.
-        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600)).map_err(
-            |source| ProxyError::Io {
-                action: "restrict",
-                path: socket_path.clone(),
-                source,
+        let listener = listen_private(&socket_path)?;
+        let handoff = match &handoff_path {
+            Some(path) => match listen_private(path) {
+                Ok(listener) => Some(listener),
+                Err(error) => {
+                    // Do not leave the first socket behind when the second cannot be made.
+                    let _ = std::fs::remove_file(&socket_path);
+                    return Err(error);
+                }
             },
-        )?;
+            None => None,
+        };
         let counters = Arc::new(Counters::default());
         let shutdown = CancellationToken::new();
         let shared = Arc::new(Shared {
@@ -340,9 +360,10 @@ impl EgressProxy {
             counters: Arc::clone(&counters),
             shutdown: shutdown.clone(),
         });
-        let accept = tokio::spawn(accept_loop(listener, shared));
+        let accept = tokio::spawn(accept_loop(listener, handoff, shared));
         Ok(Self {
             socket_path,
+            handoff_path,
             private_dir,
             shutdown,
             accept: Some(accept),
@@ -353,6 +374,11 @@ impl EgressProxy {
     /// The socket to connect to.
     pub fn socket_path(&self) -> &Path {
         &self.socket_path
+    }
+
+    /// The hand-off socket, if this proxy has one (it always does when made by [`Self::start`]).
+    pub fn handoff_path(&self) -> Option<&Path> {
+        self.handoff_path.as_deref()
     }
 
     /// The directory holding the socket, which is what a container bind-mounts.
@@ -385,14 +411,34 @@ impl EgressProxy {
                 }
             }
             None => {
-                if let Err(error) = std::fs::remove_file(&self.socket_path)
-                    && error.kind() != io::ErrorKind::NotFound
-                {
-                    tracing::warn!(%error, path = %self.socket_path.display(), "could not remove the proxy socket");
+                for path in std::iter::once(&self.socket_path).chain(&self.handoff_path) {
+                    if let Err(error) = std::fs::remove_file(path)
+                        && error.kind() != io::ErrorKind::NotFound
+                    {
+                        tracing::warn!(%error, path = %path.display(), "could not remove a proxy socket");
+                    }
                 }
             }
         }
     }
+}
+
+/// Listen on `path`, which only this user (and a container running as this user) may connect to.
+fn listen_private(path: &Path) -> Result<UnixListener, ProxyError> {
+    let listener = UnixListener::bind(path).map_err(|source| ProxyError::Io {
+        action: "listen on",
+        path: path.to_owned(),
+        source,
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
+        let _ = std::fs::remove_file(path);
+        ProxyError::Io {
+            action: "restrict",
+            path: path.to_owned(),
+            source,
+        }
+    })?;
+    Ok(listener)
 }
 
 impl Drop for EgressProxy {

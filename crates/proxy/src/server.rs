@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use airlock_policy::{Decision, EgressPolicy, Refusal};
+use airlock_relay::Received;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
@@ -17,7 +18,9 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::Interest;
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::mpsc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -58,40 +61,206 @@ impl Drop for Ticket {
     }
 }
 
-/// Accept clients until `shutdown`, then end every connection still open.
-pub(crate) async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
+/// How many relays may hold a hand-off channel at once; a task has one.
+const MAX_HANDOFF_CHANNELS: usize = 4;
+
+/// Accept clients until `shutdown`, then end every connection still open. Clients come from
+/// `listener` and, as sockets passed by a relay, from channels on `handoff`.
+pub(crate) async fn accept_loop(
+    listener: UnixListener,
+    handoff: Option<UnixListener>,
+    shared: Arc<Shared>,
+) {
     let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
+    let channel_slots = Arc::new(Semaphore::new(MAX_HANDOFF_CHANNELS));
+    let (handed_tx, mut handed_rx) = mpsc::channel::<TcpStream>(64);
     let mut connections = JoinSet::new();
     loop {
-        tokio::select! {
+        let client = tokio::select! {
             () = shared.shutdown.cancelled() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(error) => {
-                        tracing::warn!(%error, "egress proxy could not accept a connection");
-                        // Out of descriptors or similar: yield so the loop does not spin.
-                        tokio::task::yield_now().await;
-                        continue;
-                    }
-                };
-                shared.counters.connections.fetch_add(1, Ordering::Relaxed);
-                if let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
-                    shared.counters.active_connections.fetch_add(1, Ordering::Relaxed);
-                    let ticket = Arc::new(Ticket { _permit: permit, counters: Arc::clone(&shared.counters) });
-                    connections.spawn(serve(stream, Arc::clone(&shared), ticket));
-                } else {
-                    shared.counters.busy_rejections.fetch_add(1, Ordering::Relaxed);
-                    connections.spawn(reject_busy(stream));
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => Client::Unix(stream),
+                Err(error) => {
+                    tracing::warn!(%error, "egress proxy could not accept a connection");
+                    // Out of descriptors or similar: yield so the loop does not spin.
+                    tokio::task::yield_now().await;
+                    continue;
                 }
+            },
+            accepted = accept_on(handoff.as_ref()) => {
+                match accepted {
+                    Ok((channel, _)) => {
+                        if let Ok(permit) = Arc::clone(&channel_slots).try_acquire_owned() {
+                            connections.spawn(receive_handoffs(
+                                channel,
+                                handed_tx.clone(),
+                                Arc::clone(&shared.counters),
+                                permit,
+                            ));
+                        } else {
+                            tracing::warn!("egress proxy refused a hand-off channel: too many open");
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "egress proxy could not accept a hand-off channel");
+                        tokio::task::yield_now().await;
+                    }
+                }
+                continue;
             }
+            Some(stream) = handed_rx.recv() => {
+                shared.counters.handed_off.fetch_add(1, Ordering::Relaxed);
+                Client::Tcp(stream)
+            }
+        };
+        shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+        if let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
+            shared
+                .counters
+                .active_connections
+                .fetch_add(1, Ordering::Relaxed);
+            let ticket = Arc::new(Ticket {
+                _permit: permit,
+                counters: Arc::clone(&shared.counters),
+            });
+            connections.spawn(serve(client, Arc::clone(&shared), ticket));
+        } else {
+            shared
+                .counters
+                .busy_rejections
+                .fetch_add(1, Ordering::Relaxed);
+            connections.spawn(reject_busy(client));
         }
     }
     connections.shutdown().await;
 }
 
-async fn reject_busy(mut stream: UnixStream) {
+/// Accept on the hand-off listener, or wait forever when there is none.
+async fn accept_on(
+    listener: Option<&UnixListener>,
+) -> std::io::Result<(UnixStream, tokio::net::unix::SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Read sockets a relay passes on `channel` and queue each as a client. A message that breaks the
+/// protocol closes the channel: the relay is broken or not a relay.
+async fn receive_handoffs(
+    channel: UnixStream,
+    clients: mpsc::Sender<TcpStream>,
+    counters: Arc<Counters>,
+    _slot: OwnedSemaphorePermit,
+) {
+    loop {
+        if channel.readable().await.is_err() {
+            return;
+        }
+        let received = channel.try_io(Interest::READABLE, || {
+            airlock_relay::receive_stream(&channel)
+        });
+        let stream = match received {
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(error) => {
+                tracing::debug!(%error, "egress proxy hand-off channel failed");
+                return;
+            }
+            Ok(Received::Closed) => return,
+            Ok(Received::Refused(refusal)) => {
+                counters.handoff_refusals.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%refusal, "egress proxy refused a hand-off and closed its channel");
+                return;
+            }
+            Ok(Received::Stream(stream)) => stream,
+        };
+        let stream = match stream
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(stream))
+        {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "egress proxy could not take a handed-off connection");
+                continue;
+            }
+        };
+        // Answers are often small writes; they should not wait on Nagle's algorithm.
+        let _ = stream.set_nodelay(true);
+        if clients.send(stream).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A browser's connection: made to `proxy.sock`, or handed off by the relay.
+enum Client {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl tokio::io::AsyncRead for Client {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Client::Unix(stream) => std::pin::Pin::new(stream).poll_read(cx, buf),
+            Client::Tcp(stream) => std::pin::Pin::new(stream).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Client {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Client::Unix(stream) => std::pin::Pin::new(stream).poll_write(cx, data),
+            Client::Tcp(stream) => std::pin::Pin::new(stream).poll_write(cx, data),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Client::Unix(stream) => std::pin::Pin::new(stream).poll_write_vectored(cx, bufs),
+            Client::Tcp(stream) => std::pin::Pin::new(stream).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Client::Unix(stream) => std::pin::Pin::new(stream).poll_flush(cx),
+            Client::Tcp(stream) => std::pin::Pin::new(stream).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Client::Unix(stream) => std::pin::Pin::new(stream).poll_shutdown(cx),
+            Client::Tcp(stream) => std::pin::Pin::new(stream).poll_shutdown(cx),
+        }
+    }
+}
+
+async fn reject_busy(mut stream: Client) {
     use tokio::io::AsyncWriteExt;
     let response = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 37\r\ncontent-type: text/plain\r\n\r\nAirlock: too many proxy connections\r\n";
     // The client may already be gone; there is nothing to do about a failed write.
@@ -103,7 +272,7 @@ async fn reject_busy(mut stream: UnixStream) {
 /// then discard what it sent until it closes too (bounded in time and bytes). Closing a socket
 /// with unread input makes the peer's next read fail with a reset, losing the answer (a `431`
 /// for an oversized head, a `503` when busy).
-async fn linger(mut stream: UnixStream) {
+async fn linger(mut stream: Client) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
     const MAX_DISCARD: usize = 256 * 1024;
@@ -125,7 +294,7 @@ async fn linger(mut stream: UnixStream) {
 }
 
 /// The client's socket, handed to hyper; when hyper lets go of it, it closes by [`linger`].
-struct LingeringClose(Option<UnixStream>);
+struct LingeringClose(Option<Client>);
 
 impl Drop for LingeringClose {
     fn drop(&mut self) {
@@ -182,7 +351,7 @@ impl tokio::io::AsyncWrite for LingeringClose {
     }
 }
 
-async fn serve(stream: UnixStream, shared: Arc<Shared>, ticket: Arc<Ticket>) {
+async fn serve(stream: Client, shared: Arc<Shared>, ticket: Arc<Ticket>) {
     let limits = shared.limits;
     // The client side gets the idle time-out too; its bytes are not upstream traffic.
     let client_counters = ByteCounters {

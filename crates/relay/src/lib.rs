@@ -1,0 +1,294 @@
+//! The hand-off between Airlock's in-container relay and the egress proxy.
+//!
+//! The browser's container has no network. Chromium's proxy setting points at `127.0.0.1:3128` on
+//! the container's own loopback, where `airlock-relay` listens. Copying every byte between that TCP
+//! connection and the proxy's Unix socket would put a second hop (two more copies, one more
+//! process to schedule) on every request. Instead the relay passes each accepted connection itself
+//! to the proxy: one byte, [`HANDOFF_TAG`], with the socket attached as `SCM_RIGHTS`, on the
+//! proxy's hand-off socket. The proxy then serves the browser's own socket, exactly as if the
+//! browser had connected to it, under the same policy and limits.
+//!
+//! The receiving side trusts nothing it is given: exactly one descriptor per tag byte, and it must
+//! be a connected TCP socket (not a listener, file, pipe or Unix socket). Anything else is closed
+//! and returned as a [`HandoffRefusal`]. Passing a socket grants the proxy nothing the sender did
+//! not already have: the proxy only reads requests from it and writes answers to it.
+//!
+//! This crate knows no async runtime: [`receive_stream`] is one non-blocking-friendly `recvmsg`,
+//! which the proxy calls when its channel is readable.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::net::TcpStream;
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::FileType;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketType, sockopt,
+};
+
+/// The one byte that carries each handed-off socket.
+pub const HANDOFF_TAG: u8 = b'H';
+
+/// Room for more descriptors than the protocol allows, so a sender that attaches several is seen
+/// doing so (and every one of them is closed) rather than silently truncated.
+const RECEIVE_ROOM: usize = 4;
+
+/// Why a hand-off message was refused. The descriptors it carried are already closed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HandoffRefusal {
+    /// The data byte was not [`HANDOFF_TAG`].
+    #[error("a hand-off message must be the byte {HANDOFF_TAG:#04x}, got {0:#04x}")]
+    WrongTag(u8),
+    /// The tag came with no descriptor.
+    #[error("a hand-off message carried no socket")]
+    NoDescriptor,
+    /// The tag came with more than one descriptor (or more than fit).
+    #[error("a hand-off message must carry exactly one socket, it carried more")]
+    TooManyDescriptors,
+    /// The descriptor was not a connected TCP socket.
+    #[error("a handed-off descriptor must be a connected TCP socket, it was {0}")]
+    NotTcpStream(&'static str),
+}
+
+/// What one read of the hand-off channel produced.
+#[derive(Debug)]
+pub enum Received {
+    /// A connected TCP socket to serve (in blocking mode, as sockets travel).
+    Stream(TcpStream),
+    /// The sender closed the channel.
+    Closed,
+    /// The message broke the protocol; the channel should be closed.
+    Refused(HandoffRefusal),
+}
+
+/// Pass `stream` over `channel` (a connected Unix stream socket). The caller may close its copy of
+/// `stream` as soon as this returns.
+pub fn send_stream(channel: impl AsFd, stream: impl AsFd) -> std::io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let descriptors = [stream.as_fd()];
+    if !control.push(SendAncillaryMessage::ScmRights(&descriptors)) {
+        // The buffer is sized for exactly this message by `cmsg_space!`.
+        return Err(std::io::Error::other(
+            "the hand-off control buffer is too small",
+        ));
+    }
+    let sent = rustix::net::sendmsg(
+        channel,
+        &[IoSlice::new(&[HANDOFF_TAG])],
+        &mut control,
+        // A vanished proxy is an error to report, not a signal that kills the relay.
+        SendFlags::NOSIGNAL,
+    )?;
+    if sent == 1 {
+        Ok(())
+    } else {
+        Err(std::io::ErrorKind::WriteZero.into())
+    }
+}
+
+/// Read one hand-off message from `channel`. Errors are the channel's own (including
+/// `WouldBlock` on a non-blocking channel with nothing to read); a message that breaks the
+/// protocol is `Ok(Received::Refused(..))`.
+pub fn receive_stream(channel: impl AsFd) -> std::io::Result<Received> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(RECEIVE_ROOM))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut tag = [0_u8; 1];
+    // One byte per call: on a stream socket, descriptors arrive attached to the byte they were
+    // sent with, so reading a byte at a time keeps each socket with its own message.
+    let message = rustix::net::recvmsg(
+        channel,
+        &mut [IoSliceMut::new(&mut tag)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut descriptors: Vec<OwnedFd> = Vec::new();
+    for part in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = part {
+            descriptors.extend(fds);
+        }
+    }
+    if message.bytes == 0 {
+        return Ok(Received::Closed);
+    }
+    if tag[0] != HANDOFF_TAG {
+        return Ok(Received::Refused(HandoffRefusal::WrongTag(tag[0])));
+    }
+    if message.flags.contains(ReturnFlags::CTRUNC) || descriptors.len() > 1 {
+        return Ok(Received::Refused(HandoffRefusal::TooManyDescriptors));
+    }
+    let Some(descriptor) = descriptors.pop() else {
+        return Ok(Received::Refused(HandoffRefusal::NoDescriptor));
+    };
+    Ok(match check_connected_tcp(&descriptor) {
+        Ok(()) => Received::Stream(TcpStream::from(descriptor)),
+        Err(refusal) => Received::Refused(refusal),
+    })
+}
+
+/// A descriptor is served only if it is a connected TCP socket: a file, pipe, Unix socket or
+/// listener would make the proxy read and write something that is not a browser's connection.
+fn check_connected_tcp(descriptor: &OwnedFd) -> Result<(), HandoffRefusal> {
+    let unreadable = |_| HandoffRefusal::NotTcpStream("unreadable");
+    let stat = rustix::fs::fstat(descriptor).map_err(unreadable)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Socket {
+        return Err(HandoffRefusal::NotTcpStream("not a socket"));
+    }
+    if sockopt::socket_type(descriptor).map_err(unreadable)? != SocketType::STREAM {
+        return Err(HandoffRefusal::NotTcpStream("not a stream socket"));
+    }
+    let domain = sockopt::socket_domain(descriptor).map_err(unreadable)?;
+    if domain != AddressFamily::INET && domain != AddressFamily::INET6 {
+        return Err(HandoffRefusal::NotTcpStream("not an internet socket"));
+    }
+    if sockopt::socket_acceptconn(descriptor).map_err(unreadable)? {
+        return Err(HandoffRefusal::NotTcpStream("a listening socket"));
+    }
+    match rustix::net::getpeername(descriptor) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) | Err(_) => Err(HandoffRefusal::NotTcpStream("not connected")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::os::unix::net::UnixStream;
+
+    fn connected_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    #[test]
+    fn a_handed_off_socket_is_the_same_connection() {
+        let (sender, receiver) = UnixStream::pair().unwrap();
+        let (mut client, server) = connected_pair();
+        send_stream(&sender, &server).unwrap();
+        drop(server); // the receiver's copy is now the only one
+        let Received::Stream(mut handed) = receive_stream(&receiver).unwrap() else {
+            panic!("expected a stream");
+        };
+        client.write_all(b"ping").unwrap();
+        let mut got = [0_u8; 4];
+        handed.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        handed.write_all(b"pong").unwrap();
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"pong");
+    }
+
+    #[test]
+    fn messages_keep_their_own_sockets_in_order() {
+        let (sender, receiver) = UnixStream::pair().unwrap();
+        let pairs: Vec<_> = (0..3).map(|_| connected_pair()).collect();
+        for (_, server) in &pairs {
+            send_stream(&sender, server).unwrap();
+        }
+        for (client, _) in &pairs {
+            let Received::Stream(handed) = receive_stream(&receiver).unwrap() else {
+                panic!("expected a stream");
+            };
+            assert_eq!(handed.peer_addr().unwrap(), client.local_addr().unwrap());
+        }
+        drop(sender);
+        assert!(matches!(
+            receive_stream(&receiver).unwrap(),
+            Received::Closed
+        ));
+    }
+
+    /// Send `byte` with `descriptors` attached, bypassing `send_stream`'s rules.
+    fn send_raw(channel: &UnixStream, byte: u8, descriptors: &[std::os::fd::BorrowedFd<'_>]) {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(8))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !descriptors.is_empty() {
+            assert!(control.push(SendAncillaryMessage::ScmRights(descriptors)));
+        }
+        rustix::net::sendmsg(
+            channel,
+            &[IoSlice::new(&[byte])],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .unwrap();
+    }
+
+    fn refusal_for(byte: u8, descriptors: &[std::os::fd::BorrowedFd<'_>]) -> HandoffRefusal {
+        let (sender, receiver) = UnixStream::pair().unwrap();
+        send_raw(&sender, byte, descriptors);
+        match receive_stream(&receiver).unwrap() {
+            Received::Refused(refusal) => refusal,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn anything_but_one_connected_tcp_socket_is_refused() {
+        let (_client, server) = connected_pair();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let unconnected =
+            rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (unix, _unix_peer) = UnixStream::pair().unwrap();
+        let file = tempfile_like();
+        let (_other_client, other_server) = connected_pair();
+
+        assert_eq!(
+            refusal_for(b'X', &[server.as_fd()]),
+            HandoffRefusal::WrongTag(b'X')
+        );
+        assert_eq!(refusal_for(HANDOFF_TAG, &[]), HandoffRefusal::NoDescriptor);
+        assert_eq!(
+            refusal_for(HANDOFF_TAG, &[server.as_fd(), other_server.as_fd()]),
+            HandoffRefusal::TooManyDescriptors
+        );
+        let many: Vec<_> = std::iter::repeat_n(server.as_fd(), 6).collect();
+        assert_eq!(
+            refusal_for(HANDOFF_TAG, &many),
+            HandoffRefusal::TooManyDescriptors
+        );
+        for (descriptor, why) in [
+            (listener.as_fd(), "a listening socket"),
+            (unconnected.as_fd(), "not connected"),
+            (udp.as_fd(), "not a stream socket"),
+            (unix.as_fd(), "not an internet socket"),
+            (file.as_fd(), "not a socket"),
+        ] {
+            assert_eq!(
+                refusal_for(HANDOFF_TAG, &[descriptor]),
+                HandoffRefusal::NotTcpStream(why)
+            );
+        }
+    }
+
+    #[test]
+    fn refused_descriptors_are_closed_on_the_receiving_side() {
+        let (sender, receiver) = UnixStream::pair().unwrap();
+        let (mut client, server) = connected_pair();
+        // Two sockets in one message: both must be closed by the receiver.
+        let (_other_client, other_server) = connected_pair();
+        send_raw(
+            &sender,
+            HANDOFF_TAG,
+            &[server.as_fd(), other_server.as_fd()],
+        );
+        drop((server, other_server));
+        assert!(matches!(
+            receive_stream(&receiver).unwrap(),
+            Received::Refused(HandoffRefusal::TooManyDescriptors)
+        ));
+        // With every copy closed, the client sees the connection end.
+        let mut byte = [0_u8; 1];
+        assert_eq!(client.read(&mut byte).unwrap(), 0);
+    }
+
+    fn tempfile_like() -> std::fs::File {
+        std::fs::File::open("/proc/self/status").unwrap()
+    }
+}
