@@ -117,34 +117,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "# Airlock benchmarks\n\nMeasured in one run, in alternation; times in ms. Ratios are Airlock / baseline.\n"
     );
 
-    ensure_packages(&["tinyproxy", "squid", "socat", "chromium"])?;
-    crate::image::run(&crate::image::ImageArgs::for_integration())?;
-    crate::integration::ensure_test_user()?;
-    run_loud(Command::new(env!("CARGO")).args([
-        "build",
-        "--release",
-        "-p",
-        "airlock",
-        "-p",
-        "airlock-driver-docker",
-        "--example",
-        "bench",
-    ]))?;
-    run_loud(Command::new(env!("CARGO")).args([
-        "build",
-        "--release",
-        "-p",
-        "airlock",
-        "-p",
-        "airlock-relay",
-    ]))?;
-    let agent_browser = host_agent_browser(&root)?;
+    let agent_browser = prepare(&root)?;
 
     let mut children = Children::default();
     let site_port = free_port()?;
     let site_dir = out_dir.join("site");
     // Every load gets a page of its own (no cache): a warm-up round plus `rounds`, per mode.
-    write_site(&site_dir, (rounds + 1) * LOAD_MODES)?;
+    write_site(&site_dir, (rounds + 1) * LOADS_PER_ROUND)?;
     children.0.push(
         Command::new("python3")
             .args([
@@ -204,6 +183,40 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Everything the benchmarks run: packages, the image, the test user, release builds, and the
+/// host copy of agent-browser (returned).
+fn prepare(root: &Path) -> anyhow::Result<PathBuf> {
+    ensure_packages(&[
+        "tinyproxy",
+        "squid",
+        "socat",
+        "chromium",
+        "openssl",
+        "libnss3-tools",
+    ])?;
+    crate::image::run(&crate::image::ImageArgs::for_integration())?;
+    crate::integration::ensure_test_user()?;
+    run_loud(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "-p",
+        "airlock",
+        "-p",
+        "airlock-driver-docker",
+        "--example",
+        "bench",
+    ]))?;
+    run_loud(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "-p",
+        "airlock",
+        "-p",
+        "airlock-relay",
+    ]))?;
+    host_agent_browser(root)
 }
 
 fn ensure_packages(packages: &[&str]) -> anyhow::Result<()> {
@@ -294,8 +307,8 @@ fn write_site(dir: &Path, pages: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How many ways a page is loaded in the page-load benchmark (see `start_proxies`).
-const LOAD_MODES: usize = 5;
+/// How many page loads a round of the page-load benchmark makes (HTTP modes plus HTTPS modes).
+const LOADS_PER_ROUND: usize = 9;
 
 /// Flags the image gives Chromium, so the host baseline runs the same browser settings.
 const CHROMIUM_ARGS: &str = "--no-sandbox,--disable-gpu,--disable-dev-shm-usage,--no-first-run,--disable-background-networking,--disable-component-update,--disable-sync,--disable-default-apps";
@@ -400,6 +413,13 @@ fn startup(
     Ok(())
 }
 
+/// One way of loading pages: how the report names it, its session stem, its proxy (or none).
+struct LoadMode {
+    label: &'static str,
+    name: &'static str,
+    proxy: Option<String>,
+}
+
 fn page_load(
     root: &Path,
     agent_browser: &Path,
@@ -408,24 +428,107 @@ fn page_load(
     children: &mut Children,
     report: &mut String,
 ) -> anyhow::Result<()> {
-    eprintln!("== page load ({rounds} rounds, alternating)");
-    let modes = start_proxies(root, site, children)?;
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    eprintln!("== page load ({rounds} rounds, alternating; http, then https)");
+    let https = start_https_site(root, children)?;
+    let proxies = start_proxies(root, &[site, https.port], children)?;
+    let direct = || LoadMode {
+        label: "direct",
+        name: "direct",
+        proxy: None,
+    };
+    let airlock = || LoadMode {
+        label: "Airlock (relay hands off sockets, as in the container)",
+        name: "airlock",
+        proxy: Some(proxies.airlock.clone()),
+    };
+    let tinyproxy = || LoadMode {
+        label: "tinyproxy",
+        name: "tinyproxy",
+        proxy: Some(proxies.tinyproxy.clone()),
+    };
+    let squid = || LoadMode {
+        label: "squid",
+        name: "squid",
+        proxy: Some(proxies.squid.clone()),
+    };
     let mut page = 0;
-    // A warm-up load per mode launches its browser; it is not measured.
+
+    let plain_modes = [
+        direct(),
+        airlock(),
+        tinyproxy(),
+        squid(),
+        LoadMode {
+            label: "Airlock behind a copying relay (socat, what the image used before)",
+            name: "airlock-copied",
+            proxy: Some(proxies.airlock_copied.clone()),
+        },
+    ];
+    let samples = measure_loads(
+        agent_browser,
+        &format!("http://127.0.0.1:{site}"),
+        &plain_modes,
+        rounds,
+        None,
+        &mut page,
+    )?;
+    let _ = writeln!(
+        report,
+        "## Page load: 100 subresources over HTTP, load event (Chromium's own timing)\n"
+    );
+    write_load_table(report, &plain_modes, &samples);
+
+    let tls_modes = [direct(), airlock(), tinyproxy(), squid()];
+    let samples = measure_loads(
+        agent_browser,
+        &format!("https://127.0.0.1:{}", https.port),
+        &tls_modes,
+        rounds,
+        Some(&https.home),
+        &mut page,
+    )?;
+    let _ = writeln!(
+        report,
+        "## Page load: the same page over HTTPS (proxies tunnel with CONNECT; a local CA that Chromium trusts; HTTP/1.1 keep-alive)\n"
+    );
+    write_load_table(report, &tls_modes, &samples);
+    Ok(())
+}
+
+/// Load a fresh page per mode per round, in alternation, and return each mode's load times. A
+/// warm-up load per mode launches its browser and is not measured.
+fn measure_loads(
+    agent_browser: &Path,
+    origin: &str,
+    modes: &[LoadMode],
+    rounds: usize,
+    home: Option<&Path>,
+    page: &mut usize,
+) -> anyhow::Result<Vec<Vec<f64>>> {
+    let scheme = origin.split(':').next().unwrap_or("http");
+    let command = |mode: &LoadMode| {
+        let mut command = agent_browser_command(
+            agent_browser,
+            &format!("load-{scheme}-{}", mode.name),
+            mode.proxy.as_deref(),
+        );
+        if let Some(home) = home {
+            // Chromium reads trusted certificates from $HOME/.pki/nssdb.
+            command.env("HOME", home);
+        }
+        command
+    };
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for round in 0..=rounds {
-        for (index, (name, proxy)) in modes.iter().enumerate() {
-            let session = format!("load-{name}");
-            let url = format!("http://127.0.0.1:{site}/page-{page}.html");
-            page += 1;
-            let status = agent_browser_command(agent_browser, &session, proxy.as_deref())
-                .args(["open", &url])
-                .status()?;
+        for (index, mode) in modes.iter().enumerate() {
+            let url = format!("{origin}/page-{page}.html");
+            *page += 1;
+            let status = command(mode).args(["open", &url]).status()?;
             if !status.success() {
-                bail!("loading through {name} failed");
+                bail!("loading {url} through {} failed", mode.label);
             }
             let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
-            let measured = agent_browser_command(agent_browser, &session, proxy.as_deref())
+            let measured = command(mode)
                 .args(["eval", script])
                 .stdout(Stdio::piped())
                 .output()?;
@@ -438,42 +541,134 @@ fn page_load(
             }
         }
     }
-    for (name, proxy) in &modes {
-        let _ = agent_browser_command(agent_browser, &format!("load-{name}"), proxy.as_deref())
-            .arg("close")
-            .status();
+    for mode in modes {
+        let _ = command(mode).arg("close").status();
     }
-    let _ = writeln!(
-        report,
-        "## Page load: 100 subresources, load event (Chromium's own timing)\n"
-    );
+    Ok(samples)
+}
+
+fn write_load_table(report: &mut String, modes: &[LoadMode], samples: &[Vec<f64>]) {
     table_header(report);
-    table_row(report, "direct", &samples[0], None);
-    table_row(
-        report,
-        "Airlock (relay hands off sockets, as in the container)",
-        &samples[1],
-        Some(&samples[0]),
-    );
-    table_row(report, "tinyproxy", &samples[2], Some(&samples[0]));
-    table_row(report, "squid", &samples[3], Some(&samples[0]));
-    table_row(
-        report,
-        "Airlock behind a copying relay (socat, before the hand-off)",
-        &samples[4],
-        Some(&samples[0]),
-    );
+    for (index, mode) in modes.iter().enumerate() {
+        let baseline = (index > 0).then(|| samples[0].as_slice());
+        table_row(report, mode.label, &samples[index], baseline);
+    }
     let _ = writeln!(report);
+}
+
+/// The HTTPS copy of the site: its port, and a home whose NSS database trusts its CA.
+struct HttpsSite {
+    port: u16,
+    home: PathBuf,
+}
+
+/// Serve the bench site over TLS (python's http.server with HTTP/1.1 keep-alive) with a
+/// certificate for 127.0.0.1 from a CA made for this run, trusted through an NSS database in a
+/// home of its own (nothing on the machine is changed).
+fn start_https_site(root: &Path, children: &mut Children) -> anyhow::Result<HttpsSite> {
+    let dir = root.join("target/bench/https");
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
+    }
+    let home = dir.join("home");
+    let nssdb = home.join(".pki/nssdb");
+    fs::create_dir_all(&nssdb)?;
+    let path = |name: &str| dir.join(name).display().to_string();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    run_quiet(
+        Command::new("openssl")
+            .args(["req", "-x509"])
+            .args(ec)
+            .args(["-keyout", &path("ca.key"), "-out", &path("ca.pem")])
+            .args(["-days", "2", "-subj", "/CN=Airlock bench CA"])
+            .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+            .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]),
+    )?;
+    run_quiet(
+        Command::new("openssl")
+            .arg("req")
+            .args(ec)
+            .args(["-keyout", &path("site.key"), "-out", &path("site.csr")])
+            .args(["-subj", "/CN=127.0.0.1"]),
+    )?;
+    fs::write(
+        dir.join("site.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )?;
+    run_quiet(
+        Command::new("openssl")
+            .args(["x509", "-req", "-in", &path("site.csr")])
+            .args(["-CA", &path("ca.pem"), "-CAkey", &path("ca.key")])
+            .args(["-CAcreateserial", "-days", "2"])
+            .args(["-extfile", &path("site.ext"), "-out", &path("site.pem")]),
+    )?;
+    let db = format!("sql:{}", nssdb.display());
+    run_quiet(Command::new("certutil").args(["-N", "--empty-password", "-d", &db]))?;
+    run_quiet(
+        Command::new("certutil")
+            .args(["-A", "-d", &db, "-n", "airlock-bench-ca", "-t", "C,,", "-i"])
+            .arg(dir.join("ca.pem")),
+    )?;
+
+    let port = free_port()?;
+    let server = r#"
+import functools, http.server, ssl, sys
+port, directory, cert, key = sys.argv[1:5]
+class Handler(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), functools.partial(Handler, directory=directory))
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
+    children.0.push(
+        Command::new("python3")
+            .args(["-c", server, &port.to_string()])
+            .arg(root.join("target/bench/site"))
+            .arg(dir.join("site.pem"))
+            .arg(dir.join("site.key"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the HTTPS site server (python3)")?,
+    );
+    wait_for_port(port, "the HTTPS site server")?;
+    Ok(HttpsSite { port, home })
+}
+
+/// Run a setup command, showing its output only if it fails.
+fn run_quiet(command: &mut Command) -> anyhow::Result<()> {
+    let out = command
+        .output()
+        .with_context(|| format!("starting {}", crate::util::display(command)))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed: {}",
+            crate::util::display(command),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     Ok(())
+}
+
+/// Where each proxy of the page-load benchmark listens.
+struct Proxies {
+    airlock: String,
+    airlock_copied: String,
+    tinyproxy: String,
+    squid: String,
 }
 
 /// Start the Airlock proxy (behind `airlock-relay`, as in the container, and for comparison
 /// behind a copying socat relay), tinyproxy and squid; return each load mode with its proxy URL.
 fn start_proxies(
     root: &Path,
-    site: u16,
+    sites: &[u16],
     children: &mut Children,
-) -> anyhow::Result<[(&'static str, Option<String>); LOAD_MODES]> {
+) -> anyhow::Result<Proxies> {
     let dir = root.join("target/bench/proxies");
     fs::create_dir_all(&dir)?;
     // Airlock's proxy on its sockets, with the relay the container uses.
@@ -481,9 +676,14 @@ fn start_proxies(
     let handoff = dir.join("airlock-handoff.sock");
     let _ = fs::remove_file(&socket);
     let _ = fs::remove_file(&handoff);
+    let mut airlock = Command::new(root.join("target/release/airlock"));
+    airlock.arg("proxy");
+    for site in sites {
+        airlock.args(["--allow", &format!("127.0.0.1:{site}")]);
+    }
     children.0.push(
-        Command::new(root.join("target/release/airlock"))
-            .args(["proxy", "--allow", &format!("127.0.0.1:{site}"), "--socket"])
+        airlock
+            .arg("--socket")
             .arg(&socket)
             .arg("--handoff-socket")
             .arg(&handoff)
@@ -562,19 +762,12 @@ fn start_proxies(
         wait_for_port(port, what)?;
     }
 
-    Ok([
-        ("direct", None),
-        ("airlock", Some(format!("http://127.0.0.1:{airlock_port}"))),
-        (
-            "tinyproxy",
-            Some(format!("http://127.0.0.1:{tinyproxy_port}")),
-        ),
-        ("squid", Some(format!("http://127.0.0.1:{squid_port}"))),
-        (
-            "airlock-copied",
-            Some(format!("http://127.0.0.1:{copied_port}")),
-        ),
-    ])
+    Ok(Proxies {
+        airlock: format!("http://127.0.0.1:{airlock_port}"),
+        airlock_copied: format!("http://127.0.0.1:{copied_port}"),
+        tinyproxy: format!("http://127.0.0.1:{tinyproxy_port}"),
+        squid: format!("http://127.0.0.1:{squid_port}"),
+    })
 }
 
 fn proxy_micro(quick: bool, report: &mut String) -> anyhow::Result<()> {
