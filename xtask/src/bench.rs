@@ -162,7 +162,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         )?;
     }
     if wanted(Section::ProxyMicro) {
-        proxy_micro(args.quick, &mut report)?;
+        proxy_micro(&root, args.quick, &mut report)?;
     }
     if wanted(Section::IdleTunnels) {
         idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;
@@ -574,7 +574,13 @@ fn start_https_site(root: &Path, children: &mut Children) -> anyhow::Result<Http
     let nssdb = home.join(".pki/nssdb");
     fs::create_dir_all(&nssdb)?;
     let path = |name: &str| dir.join(name).display().to_string();
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
     run_quiet(
         Command::new("openssl")
             .args(["req", "-x509"])
@@ -664,11 +670,7 @@ struct Proxies {
 
 /// Start the Airlock proxy (behind `airlock-relay`, as in the container, and for comparison
 /// behind a copying socat relay), tinyproxy and squid; return each load mode with its proxy URL.
-fn start_proxies(
-    root: &Path,
-    sites: &[u16],
-    children: &mut Children,
-) -> anyhow::Result<Proxies> {
+fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow::Result<Proxies> {
     let dir = root.join("target/bench/proxies");
     fs::create_dir_all(&dir)?;
     // Airlock's proxy on its sockets, with the relay the container uses.
@@ -770,10 +772,35 @@ fn start_proxies(
     })
 }
 
-fn proxy_micro(quick: bool, report: &mut String) -> anyhow::Result<()> {
+fn proxy_micro(root: &Path, quick: bool, report: &mut String) -> anyhow::Result<()> {
     eprintln!("== proxy micro-benchmark");
+    // tinyproxy as the peer, with room for the 256-client run.
+    let mut children = Children::default();
+    let tinyproxy_port = free_port()?;
+    let conf = root.join("target/bench/proxies/tinyproxy-micro.conf");
+    fs::write(
+        &conf,
+        format!(
+            "Port {tinyproxy_port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 1024\nAllow 127.0.0.1\nLogLevel Critical\n"
+        ),
+    )?;
+    children.0.push(
+        Command::new("tinyproxy")
+            .arg("-d")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    wait_for_port(tinyproxy_port, "tinyproxy")?;
     let mut command = Command::new(env!("CARGO"));
-    command.args(["bench", "-p", "airlock-proxy", "--bench", "throughput"]);
+    command
+        .args(["bench", "-p", "airlock-proxy", "--bench", "throughput"])
+        .env(
+            "AIRLOCK_BENCH_TINYPROXY",
+            format!("127.0.0.1:{tinyproxy_port}"),
+        );
     if quick {
         command.args(["--", "--quick"]);
     }
