@@ -706,6 +706,8 @@ fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow:
                 "--handoff",
             ])
             .arg(&handoff)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()?,
     );
     // The same proxy behind a relay that copies bytes (what the image used before the hand-off).

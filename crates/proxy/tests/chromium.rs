@@ -16,7 +16,7 @@ use airlock_policy::{EgressPolicy, Profile};
 use airlock_proxy::{EgressProxy, Outcome, ProxyConfig, ProxyEvent, TcpConnector};
 use support::{ScriptedResolver, read_head};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, UnixStream};
+use tokio::net::TcpListener;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -73,22 +73,18 @@ try {{ new WebSocket('ws://10.0.0.2/socket'); }} catch (e) {{}}
 
 static FORBIDDEN_PORT: AtomicUsize = AtomicUsize::new(0);
 
-/// Chromium speaks TCP to its proxy; inside the container `socat` is this relay.
-async fn tcp_front(socket: &Path) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// Chromium speaks TCP to its proxy. As `airlock-relay` does in the container, accept each of
+/// its connections and hand the socket itself to the proxy.
+fn relay(handoff: &Path) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let socket = socket.to_owned();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut tcp, _)) = listener.accept().await else {
+    let channel = std::os::unix::net::UnixStream::connect(handoff).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            if airlock_relay::send_stream(&channel, &stream).is_err() {
                 return;
-            };
-            let socket = socket.clone();
-            tokio::spawn(async move {
-                if let Ok(mut unix) = UnixStream::connect(&socket).await {
-                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
-                }
-            });
+            }
         }
     });
     port
@@ -142,7 +138,7 @@ async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused(
         .with_connector(Arc::new(TcpConnector))
         .with_events(Arc::new(move |event| sink.lock().unwrap().push(event)));
     let proxy = EgressProxy::start(config).unwrap();
-    let front = tcp_front(proxy.socket_path()).await;
+    let front = relay(proxy.handoff_path().unwrap());
 
     let profile = tempfile::tempdir().unwrap();
     let output = tokio::time::timeout(
@@ -205,5 +201,9 @@ async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused(
         0,
         "the forbidden server was reached"
     );
+    // Every connection Chromium made was served as a handed-off socket.
+    let stats = proxy.stats();
+    assert!(stats.handed_off > 0, "{stats:?}");
+    assert_eq!(stats.handed_off, stats.connections, "{stats:?}");
     proxy.stop().await;
 }
