@@ -132,8 +132,15 @@ fn build_relay(root: &Path) -> anyhow::Result<PathBuf> {
             .args(["--target", &triple])
             .env("CARGO_TARGET_DIR", &target_dir)
             // With an explicit --target these flags reach only the relay, not build scripts or
-            // proc macros.
-            .env("RUSTFLAGS", "-C target-feature=+crt-static"),
+            // proc macros. The path remap keeps this checkout's location out of the binary, so
+            // every checkout builds the same bytes (and the same image fingerprint).
+            .env(
+                "RUSTFLAGS",
+                format!(
+                    "-C target-feature=+crt-static --remap-path-prefix={}=/airlock",
+                    root.display()
+                ),
+            ),
     )?;
     Ok(target_dir.join(triple).join("release/airlock-relay"))
 }
