@@ -4,8 +4,10 @@
 //! - Start-up: task requested → first snapshot of a local page through Airlock (container, proxy,
 //!   agent-browser, Chromium), against bare agent-browser with Chromium on the host. Cold and warm.
 //! - Page load: a page with 100 subresources, loaded by headless Chromium directly, through the
-//!   Airlock proxy, through tinyproxy and through squid (Debian packages, installed if missing).
-//! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests).
+//!   Airlock proxy (behind `airlock-relay`, as in the container), through tinyproxy and through
+//!   squid (Debian packages, installed if missing); over HTTP, then over HTTPS with a local CA.
+//! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests; tinyproxy as
+//!   a peer) and the proxy's memory with idle tunnels.
 //! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
 //!
 //! `--quick` runs a small version; the full run also writes `target/bench/report.md`.
@@ -111,6 +113,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let out_dir = root.join("target/bench");
     fs::create_dir_all(&out_dir)?;
     let rounds = if args.quick { 3 } else { 10 };
+    // Page loads are short and the noisiest, so they get more rounds.
+    let load_rounds = if args.quick { 3 } else { 20 };
     let mut report = String::new();
     let _ = writeln!(
         report,
@@ -122,8 +126,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mut children = Children::default();
     let site_port = free_port()?;
     let site_dir = out_dir.join("site");
-    // Every load gets a page of its own (no cache): a warm-up round plus `rounds`, per mode.
-    write_site(&site_dir, (rounds + 1) * LOADS_PER_ROUND)?;
+    // Every load gets a page of its own (no cache): a warm-up round plus `load_rounds`, per mode.
+    write_site(&site_dir, (load_rounds + 1) * LOADS_PER_ROUND)?;
     children.0.push(
         Command::new("python3")
             .args([
@@ -156,7 +160,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             &root,
             &agent_browser,
             site_port,
-            rounds,
+            load_rounds,
             &mut children,
             &mut report,
         )?;
@@ -275,10 +279,11 @@ const PIXEL: &[u8] = &[
     0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 
-/// Pages `page-N.html`, each with 100 subresources (CSS, JS, images) unique to it.
+/// Pages `page-N.html`, each with 100 subresources unique to it: 10 HTML documents (iframes), 30
+/// stylesheets, 30 scripts and 30 images.
 fn write_site(dir: &Path, pages: usize) -> anyhow::Result<()> {
     fs::create_dir_all(dir.join("res"))?;
-    for i in 0..34 {
+    for i in 0..30 {
         fs::write(
             dir.join(format!("res/s{i}.css")),
             format!(".c{i} {{ color: #{i:02x}{i:02x}{i:02x}; padding: {i}px; }}\n").repeat(20),
@@ -289,17 +294,32 @@ fn write_site(dir: &Path, pages: usize) -> anyhow::Result<()> {
         )?;
         fs::write(dir.join(format!("res/i{i}.png")), PIXEL)?;
     }
+    for i in 0..10 {
+        fs::write(
+            dir.join(format!("res/f{i}.html")),
+            format!(
+                "<!doctype html><title>frame {i}</title><p>{}</p>",
+                "frame text ".repeat(50)
+            ),
+        )?;
+    }
     for page in 0..pages {
         let mut html = String::from("<!doctype html><html><head><title>bench</title>");
-        for i in 0..34 {
+        for i in 0..30 {
             let _ = write!(html, "<link rel=stylesheet href=\"res/s{i}.css?p={page}\">");
         }
-        for i in 0..33 {
+        for i in 0..30 {
             let _ = write!(html, "<script src=\"res/j{i}.js?p={page}\"></script>");
         }
         html.push_str("</head><body><h1>bench</h1>");
-        for i in 0..33 {
+        for i in 0..30 {
             let _ = write!(html, "<img src=\"res/i{i}.png?p={page}\">");
+        }
+        for i in 0..10 {
+            let _ = write!(
+                html,
+                "<iframe src=\"res/f{i}.html?p={page}\" width=40 height=20></iframe>"
+            );
         }
         html.push_str("</body></html>");
         fs::write(dir.join(format!("page-{page}.html")), html)?;
@@ -495,8 +515,8 @@ fn page_load(
     Ok(())
 }
 
-/// Load a fresh page per mode per round, in alternation, and return each mode's load times. A
-/// warm-up load per mode launches its browser and is not measured.
+/// Load a fresh page per mode per round, in alternation (rotating which mode goes first), and
+/// return each mode's load times. A warm-up load per mode launches its browser and is not measured.
 fn measure_loads(
     agent_browser: &Path,
     origin: &str,
@@ -520,7 +540,11 @@ fn measure_loads(
     };
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for round in 0..=rounds {
-        for (index, mode) in modes.iter().enumerate() {
+        // Each round starts with a different mode, so no mode always runs first (or right after
+        // the same neighbour) on a machine whose load drifts.
+        for offset in 0..modes.len() {
+            let index = (round + offset) % modes.len();
+            let mode = &modes[index];
             let url = format!("{origin}/page-{page}.html");
             *page += 1;
             let status = command(mode).args(["open", &url]).status()?;
