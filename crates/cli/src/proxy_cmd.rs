@@ -5,8 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_proxy::{EgressProxy, Outcome, ProxyConfig, ProxyEvent};
-use anyhow::Context;
+use airlock_proxy::{EgressProxy, Outcome, ProxyConfig, ProxyError, ProxyEvent};
 use clap::Args;
 use serde::Serialize;
 
@@ -117,7 +116,23 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
         config = config.with_nameservers(&args.nameservers)?;
     }
     let proxy = EgressProxy::start_at(&args.socket, args.handoff_socket.as_deref(), config)
-        .with_context(|| format!("starting the egress proxy on {}", args.socket.display()))?;
+        .map_err(|error| match &error {
+            ProxyError::SocketExists { path } => {
+                let flag = if args.handoff_socket.as_deref() == Some(path.as_path()) {
+                    "--handoff-socket"
+                } else {
+                    "--socket"
+                };
+                anyhow::anyhow!(
+                    "{} already exists: remove it, or choose another {flag} path",
+                    path.display()
+                )
+            }
+            _ => anyhow::Error::new(error).context(format!(
+                "starting the egress proxy on {}",
+                args.socket.display()
+            )),
+        })?;
     match proxy.handoff_path() {
         Some(handoff) => eprintln!(
             "airlock proxy: listening on {}; hand-offs on {}",

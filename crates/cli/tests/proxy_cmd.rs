@@ -69,3 +69,99 @@ fn an_existing_socket_path_is_an_error_naming_the_fix() {
     );
     assert!(taken.exists(), "an existing file must not be removed");
 }
+
+#[test]
+fn handed_off_connections_are_served_and_both_sockets_removed_on_sigterm() {
+    // A site on this machine, opened by one exact allow entry.
+    let site = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let site_port = site.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in site.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0_u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("egress.sock");
+    let handoff = dir.path().join("handoff.sock");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "proxy",
+            "--allow",
+            &format!("127.0.0.1:{site_port}"),
+            "--socket",
+        ])
+        .arg(&socket)
+        .arg("--handoff-socket")
+        .arg(&handoff)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    assert!(first.contains("hand-offs on"), "{first}");
+
+    // What airlock-relay does: accept the browser's connection, pass the socket itself.
+    let channel = UnixStream::connect(&handoff).unwrap();
+    let relay = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut browser = std::net::TcpStream::connect(relay.local_addr().unwrap()).unwrap();
+    let (accepted, _) = relay.accept().unwrap();
+    airlock_relay::send_stream(&channel, &accepted).unwrap();
+    drop(accepted);
+    write!(
+        browser,
+        "GET http://127.0.0.1:{site_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{site_port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    browser.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.ends_with("hello"), "{response}");
+
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains(" allow FORWARD "), "{line}");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success());
+    assert!(
+        !socket.exists() && !handoff.exists(),
+        "a socket was left behind"
+    );
+}
+
+#[test]
+fn an_existing_hand_off_path_names_its_own_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = dir.path().join("taken");
+    std::fs::write(&taken, "").unwrap();
+    let socket = dir.path().join("free.sock");
+    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args(["proxy", "--socket"])
+        .arg(&socket)
+        .arg("--handoff-socket")
+        .arg(&taken)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("already exists") && stderr.contains("--handoff-socket"),
+        "{stderr}"
+    );
+    assert!(!socket.exists(), "a failed start left its socket");
+}

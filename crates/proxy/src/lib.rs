@@ -238,7 +238,7 @@ pub enum ProxyError {
         source: io::Error,
     },
     /// Something already exists where the socket should go.
-    #[error("{} already exists: remove it, or choose another --socket path", path.display())]
+    #[error("{} already exists: remove it, or choose another path", path.display())]
     SocketExists {
         /// The path.
         path: PathBuf,
