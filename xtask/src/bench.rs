@@ -103,6 +103,39 @@ fn wait_for_port(port: u16, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Wait (bounded) until a file exists, such as a socket a child process creates.
+fn wait_for_path(path: &Path, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        if Instant::now() > deadline {
+            bail!("{what} did not appear at {} within 10 s", path.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Start tinyproxy on a free port (room for the 256-client micro-benchmark), ended with `children`.
+fn start_tinyproxy(conf: &Path, children: &mut Children) -> anyhow::Result<u16> {
+    let port = free_port()?;
+    fs::write(
+        conf,
+        format!(
+            "Port {port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 1024\nAllow 127.0.0.1\nLogLevel Critical\n"
+        ),
+    )?;
+    children.0.push(
+        Command::new("tinyproxy")
+            .arg("-d")
+            .arg("-c")
+            .arg(conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    Ok(port)
+}
+
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if !is_root() {
         bail!(
@@ -717,10 +750,7 @@ fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow:
             .stderr(Stdio::null())
             .spawn()?,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !handoff.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_path(&handoff, "the Airlock proxy's hand-off socket")?;
     let airlock_port = free_port()?;
     children.0.push(
         Command::new(root.join("target/release/airlock-relay"))
@@ -744,23 +774,7 @@ fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow:
             .arg(format!("UNIX-CONNECT:{}", socket.display()))
             .spawn()?,
     );
-    let tinyproxy_port = free_port()?;
-    let tinyproxy_conf = dir.join("tinyproxy.conf");
-    fs::write(
-        &tinyproxy_conf,
-        format!(
-            "Port {tinyproxy_port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 200\nAllow 127.0.0.1\nLogLevel Critical\n"
-        ),
-    )?;
-    children.0.push(
-        Command::new("tinyproxy")
-            .arg("-d")
-            .arg("-c")
-            .arg(&tinyproxy_conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    );
+    let tinyproxy_port = start_tinyproxy(&dir.join("tinyproxy.conf"), children)?;
     let squid_port = free_port()?;
     let squid_conf = dir.join("squid.conf");
     fs::write(
@@ -802,23 +816,10 @@ fn proxy_micro(root: &Path, quick: bool, report: &mut String) -> anyhow::Result<
     eprintln!("== proxy micro-benchmark");
     // tinyproxy as the peer, with room for the 256-client run.
     let mut children = Children::default();
-    let tinyproxy_port = free_port()?;
-    let conf = root.join("target/bench/proxies/tinyproxy-micro.conf");
-    fs::write(
-        &conf,
-        format!(
-            "Port {tinyproxy_port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 1024\nAllow 127.0.0.1\nLogLevel Critical\n"
-        ),
+    let tinyproxy_port = start_tinyproxy(
+        &root.join("target/bench/proxies/tinyproxy-micro.conf"),
+        &mut children,
     )?;
-    children.0.push(
-        Command::new("tinyproxy")
-            .arg("-d")
-            .arg("-c")
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    );
     wait_for_port(tinyproxy_port, "tinyproxy")?;
     let mut command = Command::new(env!("CARGO"));
     command
@@ -874,10 +875,7 @@ fn idle_tunnels(root: &Path, count: usize, report: &mut String) -> anyhow::Resul
             .stderr(Stdio::null())
             .spawn()?,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_path(&socket, "the Airlock proxy's socket")?;
     let pid = children.0[0].id();
     let rss = || -> anyhow::Result<f64> {
         let status = fs::read_to_string(format!("/proc/{pid}/status"))?;

@@ -129,22 +129,14 @@ async fn run(quick: bool) {
     proxy.stop().await;
 }
 
-/// What `airlock-relay` does in the container, on a thread: accept TCP connections and pass each
-/// socket to the proxy's hand-off socket. Returns where it listens.
+/// `airlock-relay`'s loop, on a thread: accept TCP connections and pass each socket to the
+/// proxy's hand-off socket. Returns where it listens.
 fn start_relay(handoff: &std::path::Path) -> SocketAddr {
     let listener = listen().into_std().unwrap();
     listener.set_nonblocking(false).unwrap();
     let address = listener.local_addr().unwrap();
     let channel = std::os::unix::net::UnixStream::connect(handoff).unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let _ = stream.set_nodelay(true);
-            if airlock_relay::send_stream(&channel, &stream).is_err() {
-                return;
-            }
-        }
-    });
+    std::thread::spawn(move || airlock_relay::relay(&listener, &channel));
     address
 }
 

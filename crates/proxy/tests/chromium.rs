@@ -79,14 +79,7 @@ fn relay(handoff: &Path) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let channel = std::os::unix::net::UnixStream::connect(handoff).unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            if airlock_relay::send_stream(&channel, &stream).is_err() {
-                return;
-            }
-        }
-    });
+    std::thread::spawn(move || airlock_relay::relay(&listener, &channel));
     port
 }
 

@@ -14,12 +14,15 @@
 //! not already have: the proxy only reads requests from it and writes answers to it.
 //!
 //! This crate knows no async runtime: [`receive_stream`] is one non-blocking-friendly `recvmsg`,
-//! which the proxy calls when its channel is readable.
+//! which the proxy calls when its channel is readable, and [`relay`] is the relay's whole loop
+//! (blocking), run by the `airlock-relay` binary and, on a thread, by tests and benchmarks.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use rustix::fs::FileType;
 use rustix::net::{
@@ -49,6 +52,71 @@ pub enum HandoffRefusal {
     /// The descriptor was not a connected TCP socket.
     #[error("a handed-off descriptor must be a connected TCP socket, it was {0}")]
     NotTcpStream(&'static str),
+}
+
+/// Why [`relay`] stopped. It never stops otherwise.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayStopped {
+    /// The proxy closed its end of the channel.
+    #[error("the egress proxy closed the hand-off channel")]
+    ChannelClosed,
+    /// Passing a socket failed (the proxy went away mid-send).
+    #[error("the egress proxy stopped taking connections: {0}")]
+    SendFailed(std::io::Error),
+    /// Waiting for connections failed.
+    #[error("waiting for connections failed: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Accept connections on `listener` and hand each to the proxy over `channel`, until the proxy
+/// goes away. Blocks; returns only why it stopped.
+pub fn relay(listener: &TcpListener, channel: &UnixStream) -> RelayStopped {
+    loop {
+        match wait_for_connection(listener, channel) {
+            Ok(true) => {}
+            Ok(false) => return RelayStopped::ChannelClosed,
+            Err(error) => return RelayStopped::Wait(error),
+        }
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                eprintln!("airlock-relay: accept failed: {error}");
+                // Out of descriptors or a connection aborted before accept: back off briefly so a
+                // persistent condition does not spin the CPU.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        // The proxy's answers are small writes; they should not wait on Nagle's algorithm.
+        let _ = stream.set_nodelay(true);
+        if let Err(error) = send_stream(channel, &stream) {
+            return RelayStopped::SendFailed(error);
+        }
+    }
+}
+
+/// Wait until a browser connects (`true`) or the proxy's end of the channel closes (`false`). The
+/// proxy never writes to the channel, so any readiness there means it went away: the relay ends
+/// then rather than at the next connection.
+fn wait_for_connection(listener: &TcpListener, channel: &UnixStream) -> std::io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    loop {
+        let mut watched = [
+            PollFd::new(listener, PollFlags::IN),
+            PollFd::new(channel, PollFlags::IN),
+        ];
+        match poll(&mut watched, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(error) => return Err(error.into()),
+        }
+        if !watched[1].revents().is_empty() {
+            return Ok(false);
+        }
+        if !watched[0].revents().is_empty() {
+            return Ok(true);
+        }
+    }
 }
 
 /// What one read of the hand-off channel produced.

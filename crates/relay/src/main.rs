@@ -17,7 +17,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 const USAGE: &str =
     "usage: airlock-relay --listen ADDR:PORT --handoff SOCKET_PATH [--ready-file PATH]";
@@ -90,47 +89,5 @@ fn run(options: &Options) -> Result<(), String> {
     }
     // One line on stdout, so a parent that asked for port 0 learns the port.
     println!("airlock-relay: listening on {bound}");
-    loop {
-        if !wait_for_connection(&listener, &channel)? {
-            return Err("the egress proxy closed the hand-off channel".to_owned());
-        }
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                eprintln!("airlock-relay: accept failed: {error}");
-                // Out of descriptors or a connection aborted before accept: back off briefly so a
-                // persistent condition does not spin the CPU.
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        // The proxy's answers are small writes; they should not wait on Nagle's algorithm.
-        let _ = stream.set_nodelay(true);
-        airlock_relay::send_stream(&channel, &stream)
-            .map_err(|error| format!("the egress proxy stopped taking connections: {error}"))?;
-    }
-}
-
-/// Wait until a browser connects (`true`) or the proxy's end of the channel closes (`false`). The
-/// proxy never writes to the channel, so any readiness there means it went away: the relay ends
-/// then rather than at the next connection.
-fn wait_for_connection(listener: &TcpListener, channel: &UnixStream) -> Result<bool, String> {
-    use rustix::event::{PollFd, PollFlags, poll};
-    loop {
-        let mut watched = [
-            PollFd::new(listener, PollFlags::IN),
-            PollFd::new(channel, PollFlags::IN),
-        ];
-        match poll(&mut watched, None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(error) => return Err(format!("waiting for connections failed: {error}")),
-        }
-        if !watched[1].revents().is_empty() {
-            return Ok(false);
-        }
-        if !watched[0].revents().is_empty() {
-            return Ok(true);
-        }
-    }
+    Err(airlock_relay::relay(&listener, &channel).to_string())
 }
