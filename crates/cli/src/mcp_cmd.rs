@@ -314,6 +314,7 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         shutdown: CancellationToken::new(),
     };
     let (tracker, shutdown) = (server.tracker.clone(), server.shutdown.clone());
+    let terminated = crate::signals::terminated();
     let service = server
         .serve(rmcp::transport::stdio())
         .await
@@ -325,7 +326,7 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
                 tracing::warn!(%error, "the MCP session ended with an error");
             }
         }
-        () = crate::signals::terminated() => {}
+        () = terminated => {}
     }
     shutdown.cancel();
     tracker.close();

@@ -115,6 +115,8 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     if !args.nameservers.is_empty() {
         config = config.with_nameservers(&args.nameservers)?;
     }
+    // Listen for the stop signals before saying we listen, so an early SIGTERM still cleans up.
+    let terminated = crate::signals::terminated();
     let proxy = EgressProxy::start_at(&args.socket, args.handoff_socket.as_deref(), config)
         .map_err(|error| match &error {
             ProxyError::SocketExists { path } => {
@@ -161,7 +163,7 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
         }
     });
 
-    crate::signals::terminated().await;
+    terminated.await;
     let stats = proxy.stats();
     proxy.stop().await;
     printer.abort();

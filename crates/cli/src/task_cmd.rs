@@ -80,8 +80,9 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     }));
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
+    let terminated = crate::signals::terminated();
     tokio::spawn(async move {
-        crate::signals::terminated().await;
+        terminated.await;
         eprintln!("cancelling: removing the task's container…");
         on_signal.cancel();
     });
