@@ -167,7 +167,9 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     let stats = proxy.stats();
     proxy.stop().await;
     printer.abort();
-    eprintln!(
+    // Whoever read our log may be gone by now; a failed last line is no reason to fail the stop.
+    let _ = writeln!(
+        std::io::stderr(),
         "airlock proxy: stopped after {} connections, {} bytes up, {} bytes down, {} refusals",
         stats.connections,
         stats.bytes_up,

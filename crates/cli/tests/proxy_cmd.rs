@@ -4,15 +4,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
-#[test]
-fn logs_each_decision_and_removes_its_socket_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("egress.sock");
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-        .args(["proxy", "--json", "--socket"])
-        .arg(&socket)
+/// Start `airlock proxy` with the arguments `configure` adds; return it and the first line it
+/// logs, which says where it listens once it does.
+fn start_proxy(configure: impl FnOnce(&mut Command) -> &mut Command) -> (Child, String) {
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("airlock"));
+    command.arg("proxy");
+    let mut child = configure(&mut command)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -20,6 +19,26 @@ fn logs_each_decision_and_removes_its_socket_on_sigterm() {
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut first = String::new();
     stderr.read_line(&mut first).unwrap();
+    // Keep the pipe open: the proxy logs again when it stops, and a closed pipe would fail that.
+    child.stderr = Some(stderr.into_inner());
+    (child, first)
+}
+
+/// Stop it with SIGTERM, as a service manager would; it must exit cleanly.
+fn terminate(mut child: Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn logs_each_decision_and_removes_its_socket_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("egress.sock");
+    let (mut child, first) = start_proxy(|proxy| proxy.arg("--json").arg("--socket").arg(&socket));
     assert!(first.contains("listening on"), "{first}");
 
     let mut stream = UnixStream::connect(&socket).unwrap();
@@ -42,12 +61,7 @@ fn logs_each_decision_and_removes_its_socket_on_sigterm() {
     );
     assert_eq!(decision["class"], "private");
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert!(child.wait().unwrap().success());
+    terminate(child);
     assert!(!socket.exists(), "the socket was left behind");
 }
 
@@ -91,23 +105,13 @@ fn handed_off_connections_are_served_and_both_sockets_removed_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("egress.sock");
     let handoff = dir.path().join("handoff.sock");
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-        .args([
-            "proxy",
-            "--allow",
-            &format!("127.0.0.1:{site_port}"),
-            "--socket",
-        ])
-        .arg(&socket)
-        .arg("--handoff-socket")
-        .arg(&handoff)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
+    let (mut child, first) = start_proxy(|proxy| {
+        proxy
+            .args(["--allow", &format!("127.0.0.1:{site_port}"), "--socket"])
+            .arg(&socket)
+            .arg("--handoff-socket")
+            .arg(&handoff)
+    });
     assert!(first.contains("hand-offs on"), "{first}");
 
     // What airlock-relay does: accept the browser's connection, pass the socket itself.
@@ -132,12 +136,7 @@ fn handed_off_connections_are_served_and_both_sockets_removed_on_sigterm() {
     stdout.read_line(&mut line).unwrap();
     assert!(line.contains(" allow FORWARD "), "{line}");
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert!(child.wait().unwrap().success());
+    terminate(child);
     assert!(
         !socket.exists() && !handoff.exists(),
         "a socket was left behind"
