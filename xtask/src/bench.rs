@@ -484,67 +484,47 @@ fn page_load(
     eprintln!("== page load ({rounds} rounds, alternating; http, then https)");
     let https = start_https_site(root, children)?;
     let proxies = start_proxies(root, &[site, https.port], children)?;
-    let direct = || LoadMode {
-        label: "direct",
-        name: "direct",
-        proxy: None,
+    let mode = |label, name, proxy: Option<&String>| LoadMode {
+        label,
+        name,
+        proxy: proxy.cloned(),
     };
-    let airlock = || LoadMode {
-        label: "Airlock (relay hands off sockets, as in the container)",
-        name: "airlock",
-        proxy: Some(proxies.airlock.clone()),
-    };
-    let tinyproxy = || LoadMode {
-        label: "tinyproxy",
-        name: "tinyproxy",
-        proxy: Some(proxies.tinyproxy.clone()),
-    };
-    let squid = || LoadMode {
-        label: "squid",
-        name: "squid",
-        proxy: Some(proxies.squid.clone()),
-    };
-    let mut page = 0;
-
-    let plain_modes = [
-        direct(),
-        airlock(),
-        tinyproxy(),
-        squid(),
-        LoadMode {
-            label: "Airlock behind a copying relay (socat, what the image used before)",
-            name: "airlock-copied",
-            proxy: Some(proxies.airlock_copied.clone()),
-        },
+    let modes = [
+        mode("direct", "direct", None),
+        mode(
+            "Airlock (relay hands off sockets, as in the container)",
+            "airlock",
+            Some(&proxies.airlock),
+        ),
+        mode("tinyproxy", "tinyproxy", Some(&proxies.tinyproxy)),
+        mode("squid", "squid", Some(&proxies.squid)),
+        // A comparison for plain HTTP only: the last mode, left out of the HTTPS table.
+        mode(
+            "Airlock behind a copying relay (socat, what the image used before)",
+            "airlock-copied",
+            Some(&proxies.airlock_copied),
+        ),
     ];
-    let samples = measure_loads(
-        agent_browser,
-        &format!("http://127.0.0.1:{site}"),
-        &plain_modes,
-        rounds,
-        None,
-        &mut page,
-    )?;
-    let _ = writeln!(
-        report,
-        "## Page load: 100 subresources over HTTP, load event (Chromium's own timing)\n"
-    );
-    write_load_table(report, &plain_modes, &samples);
-
-    let tls_modes = [direct(), airlock(), tinyproxy(), squid()];
-    let samples = measure_loads(
-        agent_browser,
-        &format!("https://127.0.0.1:{}", https.port),
-        &tls_modes,
-        rounds,
-        Some(&https.home),
-        &mut page,
-    )?;
-    let _ = writeln!(
-        report,
-        "## Page load: the same page over HTTPS (proxies tunnel with CONNECT; a local CA that Chromium trusts; HTTP/1.1 keep-alive)\n"
-    );
-    write_load_table(report, &tls_modes, &samples);
+    let variants = [
+        (
+            "## Page load: 100 subresources over HTTP, load event (Chromium's own timing)",
+            format!("http://127.0.0.1:{site}"),
+            &modes[..],
+            None,
+        ),
+        (
+            "## Page load: the same page over HTTPS (proxies tunnel with CONNECT; a local CA that Chromium trusts; HTTP/1.1 keep-alive)",
+            format!("https://127.0.0.1:{}", https.port),
+            &modes[..modes.len() - 1],
+            Some(https.home.as_path()),
+        ),
+    ];
+    let mut page = 0;
+    for (heading, origin, modes, home) in variants {
+        let samples = measure_loads(agent_browser, &origin, modes, rounds, home, &mut page)?;
+        let _ = writeln!(report, "{heading}\n");
+        write_load_table(report, modes, &samples);
+    }
     Ok(())
 }
 
