@@ -386,16 +386,7 @@ async fn cancelling_a_task_mid_command_leaves_nothing_behind() {
     let progress_cancel = cancel.clone();
     let runner =
         waiting_runner(driver, limits).with_progress(Arc::new(move |_| progress_cancel.cancel()));
-    let result = runner
-        .run(
-            airlock_worker::TaskRequest {
-                task: "wait".into(),
-                url: None,
-            },
-            cancel,
-        )
-        .await
-        .unwrap();
+    let result = runner.run(wait_task(), cancel).await.unwrap();
     assert_eq!(result.ended, airlock_worker::Ended::Cancelled);
     assert!(
         my_containers().is_empty(),
@@ -652,6 +643,14 @@ fn my_containers() -> Vec<String> {
         .collect()
 }
 
+/// The task `waiting_runner` is given.
+fn wait_task() -> airlock_worker::TaskRequest {
+    airlock_worker::TaskRequest {
+        task: "wait".into(),
+        url: None,
+    }
+}
+
 fn waiting_runner(driver: DockerDriver, limits: Limits) -> airlock_worker::TaskRunner {
     let script = airlock_worker::Script {
         turns: vec![airlock_worker::ScriptedTurn {
@@ -678,13 +677,7 @@ async fn a_timed_out_task_leaves_nothing_behind() {
     let site = serve_site().await;
     let (driver, limits) = driver(site, Duration::from_secs(5)).await;
     let result = waiting_runner(driver, limits)
-        .run(
-            airlock_worker::TaskRequest {
-                task: "wait".into(),
-                url: None,
-            },
-            CancellationToken::new(),
-        )
+        .run(wait_task(), CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(result.ended, airlock_worker::Ended::TimedOut);
@@ -706,17 +699,7 @@ async fn a_dropped_task_future_still_removes_its_container() {
     let runner = waiting_runner(driver, limits).with_progress(Arc::new(move |_| {
         let _ = started.send(());
     }));
-    let task = tokio::spawn(async move {
-        runner
-            .run(
-                airlock_worker::TaskRequest {
-                    task: "wait".into(),
-                    url: None,
-                },
-                CancellationToken::new(),
-            )
-            .await
-    });
+    let task = tokio::spawn(async move { runner.run(wait_task(), CancellationToken::new()).await });
     running.recv().await.unwrap();
     let name = my_containers().pop().expect("the task's container runs");
     task.abort();
