@@ -102,9 +102,9 @@ impl<'a> DecisionLine<'a> {
 pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     let policy = args.egress.policy()?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ProxyEvent>();
-    let limits = airlock_proxy::Limits {
+    let limits = airlock_proxy::ProxyLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
-        ..airlock_proxy::Limits::default()
+        ..airlock_proxy::ProxyLimits::default()
     };
     let mut config = ProxyConfig::new(policy)
         .with_limits(limits)

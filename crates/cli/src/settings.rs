@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use airlock_driver_docker::{DriverConfig, default_image};
 use airlock_policy::{AllowEntry, EgressPolicy, Profile};
-use airlock_worker::Limits;
+use airlock_worker::TaskLimits;
 use anyhow::{Context, bail};
 use clap::{ArgMatches, Args};
 use serde::Deserialize;
@@ -144,7 +144,7 @@ pub struct Settings {
     /// The driver's configuration (image, egress, nameservers).
     pub driver: DriverConfig,
     /// The task limits.
-    pub limits: Limits,
+    pub limits: TaskLimits,
     /// Every value with its source.
     pub shown: Vec<Shown>,
 }
@@ -284,10 +284,10 @@ impl Settings {
 }
 
 impl Resolver<'_> {
-    fn limits(&mut self, flags: &SettingFlags, file: &FileSettings) -> anyhow::Result<Limits> {
-        let defaults = Limits::default();
+    fn limits(&mut self, flags: &SettingFlags, file: &FileSettings) -> anyhow::Result<TaskLimits> {
+        let defaults = TaskLimits::default();
         let number = |v: &usize| v.to_string();
-        let limits = Limits {
+        let limits = TaskLimits {
             timeout: Duration::from_secs(self.pick(
                 "timeout",
                 "AIRLOCK_TIMEOUT",

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use airlock_driver_docker::{DockerDriver, DriverConfig};
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_worker::{BrowserDriver, CancellationToken, Limits, TaskContext};
+use airlock_worker::{BrowserDriver, CancellationToken, TaskContext, TaskLimits};
 use serde_json::json;
 
 fn millis(duration: Duration) -> f64 {
@@ -54,7 +54,7 @@ async fn startup_round(driver: &DockerDriver, url: &str) -> serde_json::Value {
     let session = driver
         .start(TaskContext::new(
             CancellationToken::new(),
-            Limits::default(),
+            TaskLimits::default(),
         ))
         .await
         .unwrap();
@@ -132,7 +132,7 @@ async fn concurrency_level(
             let session = driver
                 .start(TaskContext::new(
                     CancellationToken::new(),
-                    Limits::default(),
+                    TaskLimits::default(),
                 ))
                 .await;
             if let Ok(session) = session {

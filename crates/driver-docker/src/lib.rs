@@ -57,7 +57,7 @@ pub struct DriverConfig {
     /// Where the browser may go.
     pub egress: EgressPolicy,
     /// The proxy's limits.
-    pub proxy_limits: airlock_proxy::Limits,
+    pub proxy_limits: airlock_proxy::ProxyLimits,
     /// Nameservers for the proxy; empty means the system's.
     pub nameservers: Vec<SocketAddr>,
     /// Container limits.
@@ -77,7 +77,7 @@ impl Default for DriverConfig {
         Self {
             image: default_image(),
             egress: EgressPolicy::default(),
-            proxy_limits: airlock_proxy::Limits::default(),
+            proxy_limits: airlock_proxy::ProxyLimits::default(),
             nameservers: Vec::new(),
             resources: Resources::default(),
             command_timeout: Duration::from_secs(30),

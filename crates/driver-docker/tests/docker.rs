@@ -14,7 +14,7 @@ use std::time::Duration;
 use airlock_driver_docker::{DockerDriver, DriverConfig, LABEL_TASK, current_user, default_image};
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_worker::{
-    BrowserDriver, BrowserSession, CancellationToken, Limits, TaskContext, ToolOutput,
+    BrowserDriver, BrowserSession, CancellationToken, TaskContext, TaskLimits, ToolOutput,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -89,7 +89,7 @@ async fn serve_site() -> u16 {
     port
 }
 
-async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, Limits) {
+async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
     let policy = EgressPolicy::new(
         Profile::Public,
         None,
@@ -104,9 +104,9 @@ async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, Limits) {
     };
     let driver = DockerDriver::connect(config).await.unwrap();
     driver.check().await.unwrap();
-    let limits = Limits {
+    let limits = TaskLimits {
         timeout: limits_timeout,
-        ..Limits::default()
+        ..TaskLimits::default()
     };
     (driver, limits)
 }
@@ -651,7 +651,7 @@ fn wait_task() -> airlock_worker::TaskRequest {
     }
 }
 
-fn waiting_runner(driver: DockerDriver, limits: Limits) -> airlock_worker::TaskRunner {
+fn waiting_runner(driver: DockerDriver, limits: TaskLimits) -> airlock_worker::TaskRunner {
     let script = airlock_worker::Script {
         turns: vec![airlock_worker::ScriptedTurn {
             tool_calls: vec![airlock_worker::ScriptedCall {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_proxy::{EgressProxy, Limits, ProxyConfig};
+use airlock_proxy::{EgressProxy, ProxyConfig, ProxyLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
@@ -40,10 +40,10 @@ async fn run(quick: bool) {
         [bulk, small].map(|a| format!("127.0.0.1:{}", a.port()).parse().unwrap()),
     )
     .unwrap();
-    let limits = Limits {
+    let limits = ProxyLimits {
         max_bytes_per_connection: u64::MAX,
         max_connections: 4096,
-        ..Limits::default()
+        ..ProxyLimits::default()
     };
     let proxy = EgressProxy::start(
         ProxyConfig::new(policy)

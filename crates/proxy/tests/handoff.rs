@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
 
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_proxy::{EgressProxy, Limits, ProxyConfig};
+use airlock_proxy::{EgressProxy, ProxyConfig, ProxyLimits};
 use support::{Harness, http_upstream, read_head, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -43,7 +43,7 @@ async fn exchange(mut browser: TcpStream, request: &str) -> String {
 #[tokio::test]
 async fn handed_off_connections_are_served_under_the_same_policy() {
     let (upstream, seen) = http_upstream().await;
-    let harness = Harness::start(policy(), Limits::default());
+    let harness = Harness::start(policy(), ProxyLimits::default());
     harness.connector.route("93.184.216.34:80", upstream);
     harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
     let channel = StdUnixStream::connect(harness.proxy.handoff_path().unwrap()).unwrap();
@@ -77,9 +77,9 @@ async fn handed_off_connections_are_served_under_the_same_policy() {
 async fn handed_off_connections_count_against_the_connection_limit() {
     let harness = Harness::start(
         policy(),
-        Limits {
+        ProxyLimits {
             max_connections: 1,
-            ..Limits::default()
+            ..ProxyLimits::default()
         },
     );
     let channel = StdUnixStream::connect(harness.proxy.handoff_path().unwrap()).unwrap();
@@ -95,7 +95,7 @@ async fn handed_off_connections_count_against_the_connection_limit() {
 #[tokio::test]
 async fn a_hand_off_that_is_not_a_tcp_socket_closes_its_channel_and_nothing_else() {
     let (upstream, _seen) = http_upstream().await;
-    let harness = Harness::start(policy(), Limits::default());
+    let harness = Harness::start(policy(), ProxyLimits::default());
     harness.connector.route("93.184.216.34:80", upstream);
     harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
 
@@ -150,7 +150,7 @@ async fn an_explicit_hand_off_socket_is_private_and_removed_on_stop() {
 
 #[tokio::test]
 async fn a_private_proxy_has_its_hand_off_socket_beside_proxy_sock() {
-    let harness = Harness::start(policy(), Limits::default());
+    let harness = Harness::start(policy(), ProxyLimits::default());
     let handoff = harness.proxy.handoff_path().unwrap().to_owned();
     assert_eq!(handoff.parent(), Some(harness.proxy.socket_dir()));
     assert_eq!(
@@ -164,7 +164,7 @@ async fn a_private_proxy_has_its_hand_off_socket_beside_proxy_sock() {
 #[tokio::test]
 async fn hand_off_channels_are_few() {
     let (upstream, _seen) = http_upstream().await;
-    let harness = Harness::start(policy(), Limits::default());
+    let harness = Harness::start(policy(), ProxyLimits::default());
     harness.connector.route("93.184.216.34:80", upstream);
     harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
     let path = harness.proxy.handoff_path().unwrap().to_owned();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_proxy::{Limits, Outcome, REFUSED_HEADER, Via};
+use airlock_proxy::{Outcome, ProxyLimits, REFUSED_HEADER, Via};
 use support::{
     Harness, MappedConnector, ScriptedResolver, echo_upstream, http_upstream, read_head, within,
 };
@@ -143,7 +143,7 @@ const REFUSAL_CASES: &[(&str, &str)] = &[
 
 #[tokio::test]
 async fn every_refusal_class_is_refused_before_any_connection() {
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.resolver.answer("private.test", &[&["10.0.0.1"]]);
     harness
         .resolver
@@ -183,7 +183,7 @@ async fn every_refusal_class_is_refused_before_any_connection() {
 
 #[tokio::test]
 async fn refusal_answer_names_the_reason() {
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     let response = harness
         .exchange("GET http://10.0.0.5/ HTTP/1.1\r\nHost: 10.0.0.5\r\nConnection: close\r\n\r\n")
         .await;
@@ -204,7 +204,7 @@ async fn refusal_answer_names_the_reason() {
 #[tokio::test]
 async fn a_rebinding_name_is_connected_only_where_it_was_vetted() {
     let (upstream, _) = http_upstream().await;
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.connector.route("93.184.216.34:80", upstream);
     // First lookup public, every later one private: a proxy that looked up twice (once to vet,
     // once to connect) would connect to 10.0.0.1.
@@ -237,7 +237,7 @@ async fn a_rebinding_name_is_connected_only_where_it_was_vetted() {
 #[tokio::test]
 async fn the_next_vetted_address_is_tried_when_one_fails() {
     let (upstream, _) = http_upstream().await;
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.connector.route("1.1.1.1:80", upstream);
     harness
         .resolver
@@ -257,7 +257,7 @@ async fn the_next_vetted_address_is_tried_when_one_fails() {
 #[tokio::test]
 async fn plain_http_is_forwarded_in_origin_form_without_hop_by_hop_headers() {
     let (upstream, seen) = http_upstream().await;
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.connector.route("93.184.216.34:80", upstream);
     harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
     let response = harness
@@ -287,7 +287,7 @@ async fn plain_http_is_forwarded_in_origin_form_without_hop_by_hop_headers() {
 #[tokio::test]
 async fn connect_tunnels_carry_real_bytes_both_ways() {
     let echo = echo_upstream().await;
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.connector.route("[2606:4700::1111]:443", echo);
     let mut client = harness.client().await;
     client
@@ -313,7 +313,7 @@ async fn connect_tunnels_carry_real_bytes_both_ways() {
 #[tokio::test]
 async fn websocket_upgrade_goes_through_connect() {
     let (upstream, seen) = http_upstream().await;
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.connector.route("93.184.216.34:443", upstream);
     harness.resolver.answer("ws.test", &[&["93.184.216.34"]]);
     let mut client = harness.client().await;
@@ -338,7 +338,7 @@ async fn websocket_upgrade_goes_through_connect() {
 #[tokio::test]
 async fn requests_that_are_not_proxy_requests_get_a_clear_4xx() {
     let (upstream, _) = http_upstream().await;
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     harness.connector.route("93.184.216.34:80", upstream);
     harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
     let origin_form = harness
@@ -364,9 +364,9 @@ async fn requests_that_are_not_proxy_requests_get_a_clear_4xx() {
 
 #[tokio::test]
 async fn unknown_names_get_502_and_silent_hosts_504() {
-    let limits = Limits {
+    let limits = ProxyLimits {
         connect_timeout: Duration::from_millis(200),
-        ..Limits::default()
+        ..ProxyLimits::default()
     };
     let harness = Harness::start(policy(&[]), limits);
     harness.connector.blackhole("93.184.216.34:443");
@@ -391,9 +391,9 @@ async fn unknown_names_get_502_and_silent_hosts_504() {
 
 #[tokio::test]
 async fn a_client_that_sends_half_a_head_is_closed_at_the_time_out() {
-    let limits = Limits {
+    let limits = ProxyLimits {
         header_read_timeout: Duration::from_millis(300),
-        ..Limits::default()
+        ..ProxyLimits::default()
     };
     let harness = Harness::start(policy(&[]), limits);
     let mut client = harness.client().await;
@@ -409,7 +409,7 @@ async fn a_client_that_sends_half_a_head_is_closed_at_the_time_out() {
 
 #[tokio::test]
 async fn an_oversized_head_gets_431() {
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     let big = "a".repeat(10 * 1024);
     let response = harness
         .exchange(&format!(
@@ -422,9 +422,9 @@ async fn an_oversized_head_gets_431() {
 #[tokio::test]
 async fn an_idle_tunnel_is_closed() {
     let echo = echo_upstream().await;
-    let limits = Limits {
+    let limits = ProxyLimits {
         idle_timeout: Duration::from_millis(300),
-        ..Limits::default()
+        ..ProxyLimits::default()
     };
     let harness = Harness::start(policy(&[]), limits);
     harness.connector.route("93.184.216.34:443", echo);
@@ -445,9 +445,9 @@ async fn an_idle_tunnel_is_closed() {
 #[tokio::test]
 async fn a_body_over_the_byte_cap_is_cut() {
     let (upstream, _) = http_upstream().await;
-    let limits = Limits {
+    let limits = ProxyLimits {
         max_bytes_per_connection: 64 * 1024,
-        ..Limits::default()
+        ..ProxyLimits::default()
     };
     let harness = Harness::start(policy(&[]), limits);
     harness.connector.route("93.184.216.34:80", upstream);
@@ -467,9 +467,9 @@ async fn a_body_over_the_byte_cap_is_cut() {
 
 #[tokio::test]
 async fn connections_past_the_limit_get_503() {
-    let limits = Limits {
+    let limits = ProxyLimits {
         max_connections: 2,
-        ..Limits::default()
+        ..ProxyLimits::default()
     };
     let harness = Harness::start(policy(&[]), limits);
     let _first = harness.client().await;
@@ -489,7 +489,7 @@ async fn exact_allow_entries_open_a_lab_server_on_loopback() {
     let config_policy = policy(&[&allowed]);
     let harness = Harness::start_with(
         config_policy,
-        Limits::default(),
+        ProxyLimits::default(),
         Arc::new(ScriptedResolver::default()),
         Arc::new(MappedConnector::default()),
     );
@@ -511,7 +511,7 @@ async fn exact_allow_entries_open_a_lab_server_on_loopback() {
 
 #[tokio::test]
 async fn the_socket_lives_in_a_private_directory_that_is_removed_on_stop() {
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     let socket = harness.proxy.socket_path().to_owned();
     let dir = harness.proxy.socket_dir().to_owned();
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
@@ -534,7 +534,7 @@ async fn the_socket_lives_in_a_private_directory_that_is_removed_on_stop() {
 
 #[tokio::test]
 async fn dropping_the_proxy_also_removes_its_directory() {
-    let harness = Harness::start(policy(&[]), Limits::default());
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
     let dir = harness.proxy.socket_dir().to_owned();
     drop(harness);
     assert!(!dir.exists());

@@ -29,7 +29,7 @@
 //! let model = ScriptedModel::new(Script {
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
-//! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), Limits::default()).unwrap();
+//! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
 //! let request = TaskRequest { task: "Say hello".into(), url: None };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
@@ -46,7 +46,7 @@ mod scripted;
 mod scrub;
 
 pub use instructions::STANDING_INSTRUCTIONS;
-pub use limits::{LimitError, Limits};
+pub use limits::{LimitError, TaskLimits};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressRefusal, KeepRefusal,

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// Every limit of a task. Build with [`Limits::default`] and change fields, then
-/// [`Limits::validate`]; the runner validates again before it starts.
+/// Every limit of a task. Build with [`TaskLimits::default`] and change fields, then
+/// [`TaskLimits::validate`]; the runner validates again before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Limits {
+pub struct TaskLimits {
     /// The whole task, from request to result.
     #[serde(with = "seconds")]
     pub timeout: Duration,
@@ -33,7 +33,7 @@ mod seconds {
     }
 }
 
-impl Default for Limits {
+impl Default for TaskLimits {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(300),
@@ -64,7 +64,7 @@ pub struct LimitError {
     pub unit: &'static str,
 }
 
-impl Limits {
+impl TaskLimits {
     /// Each limit's name, value, range and unit, in one place.
     fn ranges(&self) -> [(&'static str, u64, u64, u64, &'static str); 6] {
         let as_u64 = |value: usize| u64::try_from(value).unwrap_or(u64::MAX);

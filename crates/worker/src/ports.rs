@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::limits::Limits;
+use crate::limits::TaskLimits;
 use crate::messages::{AssistantTurn, Image, Message};
 
 /// A boxed future, so the ports stay object-safe.
@@ -169,14 +169,14 @@ pub struct TaskContext {
     /// Cancelled when the task ends early (time-out, cancellation).
     pub cancel: CancellationToken,
     /// The task's limits.
-    pub limits: Limits,
+    pub limits: TaskLimits,
     screenshots: Arc<Mutex<Vec<Image>>>,
     refusals: Arc<Mutex<Vec<EgressRefusal>>>,
 }
 
 impl TaskContext {
     /// A context for a task with these limits.
-    pub fn new(cancel: CancellationToken, limits: Limits) -> Self {
+    pub fn new(cancel: CancellationToken, limits: TaskLimits) -> Self {
         Self {
             cancel,
             limits,

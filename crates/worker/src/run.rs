@@ -12,7 +12,7 @@ use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
 
 use crate::instructions::STANDING_INSTRUCTIONS;
-use crate::limits::{LimitError, Limits};
+use crate::limits::{LimitError, TaskLimits};
 use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
 use crate::ports::{
     BrowserDriver, Dispose, EgressRefusal, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
@@ -115,7 +115,7 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 pub struct TaskRunner {
     driver: Arc<dyn BrowserDriver>,
     model: Arc<dyn Model>,
-    limits: Limits,
+    limits: TaskLimits,
     slots: Arc<Semaphore>,
     progress: Option<ProgressSink>,
 }
@@ -136,7 +136,7 @@ impl TaskRunner {
     pub fn new(
         driver: Arc<dyn BrowserDriver>,
         model: Arc<dyn Model>,
-        limits: Limits,
+        limits: TaskLimits,
     ) -> Result<Self, LimitError> {
         limits.validate()?;
         Ok(Self {
@@ -156,7 +156,7 @@ impl TaskRunner {
     }
 
     /// The limits every task runs within.
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> TaskLimits {
         self.limits
     }
 
@@ -487,7 +487,7 @@ fn error_result(call: &ToolCall, text: String) -> ToolResult {
     }
 }
 
-fn timed_out_report(limits: &Limits, last_text: &str) -> String {
+fn timed_out_report(limits: &TaskLimits, last_text: &str) -> String {
     let mut report = format!(
         "The task timed out after {} seconds.",
         limits.timeout.as_secs()

@@ -151,7 +151,7 @@ struct Setup {
     observed: Arc<Observed>,
 }
 
-fn setup(turns: Vec<ScriptedTurn>, limits: Limits) -> Setup {
+fn setup(turns: Vec<ScriptedTurn>, limits: TaskLimits) -> Setup {
     let observed = Arc::new(Observed::default());
     let model = ScriptedModel::new(Script { turns });
     let runner = TaskRunner::new(
@@ -208,7 +208,7 @@ async fn a_task_completes_with_the_workers_report() {
                 shown(&["page text"]),
             ),
         ],
-        Limits::default(),
+        TaskLimits::default(),
     );
     let result = run(&setup).await;
     assert_eq!(result.ended, Ended::Completed, "{}", result.report);
@@ -221,9 +221,9 @@ async fn a_task_completes_with_the_workers_report() {
 
 #[tokio::test]
 async fn the_call_after_the_last_step_is_refused_and_one_report_turn_follows() {
-    let limits = Limits {
+    let limits = TaskLimits {
         max_steps: 2,
-        ..Limits::default()
+        ..TaskLimits::default()
     };
     let setup = setup(
         vec![
@@ -259,9 +259,9 @@ async fn the_call_after_the_last_step_is_refused_and_one_report_turn_follows() {
 
 #[tokio::test]
 async fn long_tool_text_is_cut_with_a_marker() {
-    let limits = Limits {
+    let limits = TaskLimits {
         max_output_chars: 1000,
-        ..Limits::default()
+        ..TaskLimits::default()
     };
     let setup = setup(
         vec![
@@ -287,10 +287,10 @@ async fn long_tool_text_is_cut_with_a_marker() {
 
 #[tokio::test]
 async fn screenshots_are_kept_within_count_and_size_and_oversized_ones_are_not_shown() {
-    let limits = Limits {
+    let limits = TaskLimits {
         max_screenshots: 2,
         max_screenshot_bytes: 2048,
-        ..Limits::default()
+        ..TaskLimits::default()
     };
     let keep = |bytes: u64| call("shot", json!({"bytes": bytes, "keep": true}));
     let setup = setup(
@@ -326,9 +326,9 @@ async fn screenshots_are_kept_within_count_and_size_and_oversized_ones_are_not_s
 
 #[tokio::test(start_paused = true)]
 async fn a_time_out_returns_the_report_and_the_screenshots_kept_so_far() {
-    let limits = Limits {
+    let limits = TaskLimits {
         timeout: Duration::from_secs(30),
-        ..Limits::default()
+        ..TaskLimits::default()
     };
     let setup = setup(
         vec![
@@ -358,7 +358,7 @@ async fn a_time_out_returns_the_report_and_the_screenshots_kept_so_far() {
 async fn cancelling_mid_tool_disposes_before_returning() {
     let setup = setup(
         vec![turn("", vec![call("hang", json!({}))])],
-        Limits::default(),
+        TaskLimits::default(),
     );
     let cancel = CancellationToken::new();
     let observed = Arc::clone(&setup.observed);
@@ -407,7 +407,7 @@ async fn cancelling_mid_model_call_disposes_before_returning() {
         Arc::new(HangingModel {
             asked: Arc::clone(&asked),
         }),
-        Limits::default(),
+        TaskLimits::default(),
     )
     .unwrap();
     let cancel = CancellationToken::new();
@@ -428,7 +428,7 @@ async fn cancelling_mid_model_call_disposes_before_returning() {
 async fn dropping_the_task_still_disposes_the_session() {
     let setup = setup(
         vec![turn("", vec![call("hang", json!({}))])],
-        Limits::default(),
+        TaskLimits::default(),
     );
     let observed = Arc::clone(&setup.observed);
     let runner = setup.runner.clone();
@@ -447,9 +447,9 @@ async fn dropping_the_task_still_disposes_the_session() {
 
 #[tokio::test]
 async fn a_task_past_the_concurrency_limit_is_refused_not_queued() {
-    let limits = Limits {
+    let limits = TaskLimits {
         max_concurrent_tasks: 1,
-        ..Limits::default()
+        ..TaskLimits::default()
     };
     let setup = setup(vec![turn("", vec![call("hang", json!({}))])], limits);
     let cancel = CancellationToken::new();
@@ -529,7 +529,7 @@ async fn secrets_never_reach_the_worker() {
         ));
     }
     turns.push(turn("done", vec![]));
-    let setup = setup(turns, Limits::default());
+    let setup = setup(turns, TaskLimits::default());
     let result = run(&setup).await;
     assert_eq!(result.ended, Ended::Completed, "{}", result.report);
     let requests = setup.model.requests();
@@ -566,7 +566,7 @@ fn scrub_keeps_ordinary_text_and_urls() {
 async fn an_unknown_tool_and_a_failing_model_are_reported() {
     let setup = setup(
         vec![turn("", vec![call("teleport", json!({}))])],
-        Limits::default(),
+        TaskLimits::default(),
     );
     let result = run(&setup).await;
     // The script ends after one turn: the model fails, and says why.
@@ -591,55 +591,55 @@ async fn an_unknown_tool_and_a_failing_model_are_reported() {
 
 #[test]
 fn limits_are_validated_with_the_option_and_its_range() {
-    let error = |limits: Limits| limits.validate().unwrap_err().to_string();
+    let error = |limits: TaskLimits| limits.validate().unwrap_err().to_string();
     assert_eq!(
-        error(Limits {
+        error(TaskLimits {
             max_steps: 0,
-            ..Limits::default()
+            ..TaskLimits::default()
         }),
         "`max_steps` is 0: use a value from 1 to 500"
     );
     assert_eq!(
-        error(Limits {
+        error(TaskLimits {
             timeout: Duration::from_secs(1),
-            ..Limits::default()
+            ..TaskLimits::default()
         }),
         "`timeout` is 1: use a value from 5 to 3600 seconds"
     );
     assert_eq!(
-        error(Limits {
+        error(TaskLimits {
             max_screenshot_bytes: 11 * 1024 * 1024,
-            ..Limits::default()
+            ..TaskLimits::default()
         }),
         "`max_screenshot_bytes` is 11534336: use a value from 1024 to 10485760 bytes"
     );
     assert!(
-        error(Limits {
+        error(TaskLimits {
             max_output_chars: 10,
-            ..Limits::default()
+            ..TaskLimits::default()
         })
         .contains("max_output_chars")
     );
     assert!(
-        error(Limits {
+        error(TaskLimits {
             max_concurrent_tasks: 0,
-            ..Limits::default()
+            ..TaskLimits::default()
         })
         .contains("max_concurrent_tasks")
     );
     assert!(
-        error(Limits {
+        error(TaskLimits {
             max_screenshots: 21,
-            ..Limits::default()
+            ..TaskLimits::default()
         })
         .contains("max_screenshots")
     );
-    assert!(Limits::default().validate().is_ok());
+    assert!(TaskLimits::default().validate().is_ok());
 }
 
 #[tokio::test]
 async fn an_empty_task_is_refused() {
-    let setup = setup(vec![], Limits::default());
+    let setup = setup(vec![], TaskLimits::default());
     let error = setup
         .runner
         .run(

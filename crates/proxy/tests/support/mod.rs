@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use airlock_policy::EgressPolicy;
 use airlock_proxy::{
-    BoxFuture, Connector, EgressProxy, Limits, ProxyConfig, ProxyEvent, ResolveError, Resolver,
-    Upstream,
+    BoxFuture, Connector, EgressProxy, ProxyConfig, ProxyEvent, ProxyLimits, ResolveError,
+    Resolver, Upstream,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
@@ -127,13 +127,13 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub fn start(policy: EgressPolicy, limits: Limits) -> Self {
+    pub fn start(policy: EgressPolicy, limits: ProxyLimits) -> Self {
         Self::start_with(policy, limits, Arc::default(), Arc::default())
     }
 
     pub fn start_with(
         policy: EgressPolicy,
-        limits: Limits,
+        limits: ProxyLimits,
         resolver: Arc<ScriptedResolver>,
         connector: Arc<MappedConnector>,
     ) -> Self {

@@ -1,0 +1,68 @@
+//! One client connection: hyper's HTTP/1.1 server on the guarded socket, every request handed to
+//! [`Shared::handle`].
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use airlock_policy::EgressPolicy;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio_util::sync::CancellationToken;
+
+use crate::ProxyLimits;
+use crate::accept::Ticket;
+use crate::client::{Client, LingeringClose};
+use crate::events::{Counters, EventSink};
+use crate::guard::{ByteCounters, Guarded};
+use crate::network::{Connector, Resolver};
+
+/// Everything a connection needs, shared by all of them.
+pub(crate) struct Shared {
+    pub(crate) policy: EgressPolicy,
+    pub(crate) limits: ProxyLimits,
+    pub(crate) resolver: Arc<dyn Resolver>,
+    pub(crate) connector: Arc<dyn Connector>,
+    pub(crate) events: Option<EventSink>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// Serve HTTP/1.1 on one client's socket until it closes or the proxy stops.
+pub(crate) async fn serve(stream: Client, shared: Arc<Shared>, ticket: Arc<Ticket>) {
+    let limits = shared.limits;
+    // The client side gets the idle time-out too; its bytes are not upstream traffic.
+    let client_counters = ByteCounters {
+        read: Arc::new(AtomicU64::new(0)),
+        written: Arc::new(AtomicU64::new(0)),
+    };
+    let client = Guarded::new(
+        LingeringClose(Some(stream)),
+        limits.idle_timeout,
+        u64::MAX,
+        client_counters,
+    );
+    let service = {
+        let shared = Arc::clone(&shared);
+        service_fn(move |request| {
+            let shared = Arc::clone(&shared);
+            let ticket = Arc::clone(&ticket);
+            async move { Ok::<_, Infallible>(shared.handle(request, ticket).await) }
+        })
+    };
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes)
+        .serve_connection(TokioIo::new(client), service)
+        .with_upgrades();
+    tokio::select! {
+        result = connection => {
+            if let Err(error) = result {
+                tracing::debug!(%error, "egress proxy client connection ended with an error");
+            }
+        }
+        () = shared.shutdown.cancelled() => {}
+    }
+}

@@ -1,0 +1,189 @@
+//! What the proxy does with one request: a `CONNECT` becomes a tunnel, an absolute-form `http://`
+//! request is forwarded on its own upstream connection, and anything stopped on the way is
+//! answered with its status and reason (and reported as an event).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use crate::REFUSED_HEADER;
+use crate::accept::Ticket;
+use crate::connection::Shared;
+use crate::events::{Outcome, ProxyEvent, Via};
+use crate::guard::Guarded;
+use crate::http::{
+    ProxyBody, empty_response, event_target, origin_form, strip_hop_by_hop, text_response,
+};
+use crate::network::Upstream;
+use crate::stop::Stop;
+
+/// Buffer per direction for tunnels: large enough that bulk transfers are not syscall-bound.
+const TUNNEL_BUFFER: usize = 64 * 1024;
+
+impl Shared {
+    pub(crate) async fn handle(
+        &self,
+        request: Request<Incoming>,
+        ticket: Arc<Ticket>,
+    ) -> Response<ProxyBody> {
+        if request.method() == Method::CONNECT {
+            self.tunnel(request, ticket).await
+        } else {
+            self.forward(request).await
+        }
+    }
+
+    async fn tunnel(&self, request: Request<Incoming>, ticket: Arc<Ticket>) -> Response<ProxyBody> {
+        let Some(authority) = request.uri().authority().map(ToString::to_string) else {
+            let target = request.uri().to_string();
+            return self.answer(Via::Connect, &target, &Stop::ConnectWithoutAuthority);
+        };
+        let decision = self.policy.decide_authority(&authority);
+        let (upstream, address) = match self.open(decision).await {
+            Ok(opened) => opened,
+            Err(stop) => return self.answer(Via::Connect, &authority, &stop),
+        };
+        self.emit(Via::Connect, &authority, Outcome::Allowed { address });
+        self.counters.tunnels.fetch_add(1, Ordering::Relaxed);
+
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let _ticket = ticket;
+            let upgraded = match hyper::upgrade::on(request).await {
+                Ok(upgraded) => upgraded,
+                Err(error) => {
+                    tracing::debug!(%error, "CONNECT client left before the tunnel opened");
+                    return;
+                }
+            };
+            // The client's socket inside `upgraded` is already guarded (idle time-out).
+            let mut client = TokioIo::new(upgraded);
+            let mut upstream = upstream;
+            tokio::select! {
+                result = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, TUNNEL_BUFFER, TUNNEL_BUFFER) => {
+                    if let Err(error) = result {
+                        tracing::debug!(%error, %address, "tunnel ended with an error");
+                    }
+                }
+                () = shutdown.cancelled() => {}
+            }
+        });
+        empty_response(StatusCode::OK)
+    }
+
+    async fn forward(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+        let uri = request.uri().clone();
+        let target = event_target(&uri);
+        let refused_scheme = match uri.scheme_str() {
+            Some("http") => None,
+            None => Some(Stop::NotAbsoluteForm),
+            Some("https") => Some(Stop::HttpsWithoutConnect),
+            Some(other) => Some(Stop::SchemeNotProxied {
+                scheme: other.to_owned(),
+            }),
+        };
+        if let Some(stop) = refused_scheme {
+            return self.answer(Via::Forward, &target, &stop);
+        }
+        let decision = self.policy.decide_url(&uri.to_string());
+        let (addresses, port) = match self.vet(decision).await {
+            Ok(vetted) => vetted,
+            Err(stop) => return self.answer(Via::Forward, &target, &stop),
+        };
+        if request.headers().contains_key(header::UPGRADE) {
+            return self.answer(Via::Forward, &target, &Stop::UpgradeOverHttp);
+        }
+        let (upstream, address) = match self.connect(&addresses, port).await {
+            Ok(opened) => opened,
+            Err(stop) => return self.answer(Via::Forward, &target, &stop),
+        };
+        self.emit(Via::Forward, &target, Outcome::Allowed { address });
+        self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+
+        match self.exchange(request, upstream).await {
+            Ok(response) => response,
+            Err(error) => self.answer(Via::Forward, &target, &Stop::upstream(error)),
+        }
+    }
+
+    /// Send one request on its own upstream connection and return the response to relay.
+    async fn exchange(
+        &self,
+        request: Request<Incoming>,
+        upstream: Guarded<Box<dyn Upstream>>,
+    ) -> Result<Response<ProxyBody>, hyper::Error> {
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await?;
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                result = connection => {
+                    if let Err(error) = result {
+                        tracing::debug!(%error, "forwarded connection ended with an error");
+                    }
+                }
+                () = shutdown.cancelled() => {}
+            }
+        });
+
+        let (mut parts, body) = request.into_parts();
+        let authority = parts.uri.authority().map(ToString::to_string);
+        parts.uri = origin_form(&parts.uri);
+        parts.version = Version::HTTP_11;
+        strip_hop_by_hop(&mut parts.headers);
+        if let Some(host) = authority.and_then(|a| HeaderValue::from_str(&a).ok()) {
+            // The upstream sees the host that was vetted, whatever the client's Host header said.
+            parts.headers.insert(header::HOST, host);
+        }
+        let response = sender
+            .send_request(Request::from_parts(parts, body))
+            .await?;
+        let (mut parts, body) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        Ok(Response::from_parts(parts, body.boxed_unsync()))
+    }
+
+    /// Answer a stopped request with its status and reason, and report it.
+    fn answer(&self, via: Via, target: &str, stop: &Stop) -> Response<ProxyBody> {
+        let status = stop.status();
+        let reason = stop.to_string();
+        let outcome = match stop.refusal_class() {
+            Some(class) => {
+                self.counters.count_refusal(class);
+                Outcome::Refused {
+                    reason: reason.clone(),
+                    class,
+                }
+            }
+            None => Outcome::Failed {
+                status: status.as_u16(),
+                reason: reason.clone(),
+            },
+        };
+        tracing::debug!(via = via.label(), target, status = status.as_u16(), %reason, "egress stopped");
+        self.emit(via, target, outcome);
+        let header_name = if stop.refusal_class().is_some() {
+            REFUSED_HEADER
+        } else {
+            "x-airlock-error"
+        };
+        text_response(status, header_name, &reason)
+    }
+
+    pub(crate) fn emit(&self, via: Via, target: &str, outcome: Outcome) {
+        if let Some(sink) = &self.events {
+            sink(ProxyEvent {
+                at: SystemTime::now(),
+                via,
+                target: target.to_owned(),
+                outcome,
+            });
+        }
+    }
+}
