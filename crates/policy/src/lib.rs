@@ -30,6 +30,7 @@
 //! ```
 
 mod command;
+mod command_table;
 mod egress;
 mod url;
 
