@@ -27,8 +27,8 @@ pub struct BrowseArgs {
 
 /// Open the page, print its title, URL and snapshot, save a screenshot.
 pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    let settings = Settings::resolve(&args.settings, Some(matches))?;
-    crate::output::prepare_dir(&args.out)?;
+    let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
+    crate::output::prepare_dir(&args.out).map_err(crate::bad_input)?;
     let driver = crate::task_cmd::ready_driver(&settings).await?;
     let context = TaskContext::new(CancellationToken::new(), settings.limits);
     let session = driver.start(context.clone()).await?;

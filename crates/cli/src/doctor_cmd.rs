@@ -1,6 +1,6 @@
 //! `airlock doctor`: can tasks run here? Each check with its fix, then the effective settings.
 
-use airlock_driver_docker::{BUILD_COMMAND, DockerDriver, current_user};
+use airlock_driver_docker::{DockerDriver, DockerError, current_user};
 use airlock_models::ModelSpec;
 use airlock_worker::BrowserDriver;
 use clap::{ArgMatches, Args};
@@ -47,8 +47,13 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
                     "image",
                     format!("{} is present", settings.driver.image),
                 ),
-                Err(error) if error.message.contains("image") => {
-                    report(false, "image", format!("{error} (`{BUILD_COMMAND}`)"));
+                Err(error)
+                    if matches!(
+                        error.downcast_ref::<DockerError>(),
+                        Some(DockerError::ImageMissing { .. })
+                    ) =>
+                {
+                    report(false, "image", error.to_string());
                 }
                 Err(error) => report(false, "driver", error.to_string()),
             }

@@ -74,7 +74,7 @@ impl Judgement {
 
 /// Run the command; refused targets are output, not errors.
 pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
-    let policy = args.egress.policy()?;
+    let policy = args.egress.policy().map_err(crate::bad_input)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut emit = |target: &str| -> anyhow::Result<()> {

@@ -59,8 +59,28 @@ enum ImageCommand {
     BuildCommand,
 }
 
-/// Exit code for bad arguments, as clap uses for its own usage errors.
-const USAGE_ERROR: u8 = 2;
+/// Exit code for bad input (flags, environment, config file), as clap uses for its own usage errors.
+const BAD_INPUT: u8 = 2;
+/// Exit code for everything else that fails: the task, Docker, the machine.
+const FAILED: u8 = 1;
+
+/// An error in what the user gave (a flag, an `AIRLOCK_*` variable, the config file): exit 2.
+/// Every other error exits 1, so scripts can tell "fix your command" from "it did not work".
+#[derive(Debug)]
+pub struct BadInput(anyhow::Error);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// Mark an error as bad input (exit 2).
+pub fn bad_input(error: impl Into<anyhow::Error>) -> anyhow::Error {
+    anyhow::Error::new(BadInput(error.into()))
+}
 
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
@@ -92,7 +112,8 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::from(USAGE_ERROR)
+            let bad_input = error.chain().any(<dyn std::error::Error>::is::<BadInput>);
+            ExitCode::from(if bad_input { BAD_INPUT } else { FAILED })
         }
     }
 }

@@ -291,7 +291,7 @@ fn as_progress(count: usize) -> f64 {
 
 /// Serve until stdin closes or SIGTERM, then cancel running tasks and wait for their cleanup.
 pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    let settings = Settings::resolve(&args.settings, Some(matches))?;
+    let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
     let driver = crate::task_cmd::ready_driver(&settings).await?;
     let mode = if args.direct {
         Mode::Direct(Arc::new(Direct {
@@ -300,7 +300,7 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
             steps: AtomicUsize::new(0),
         }))
     } else {
-        let model = crate::task_cmd::model(&settings)?;
+        let model = crate::task_cmd::model(&settings).map_err(crate::bad_input)?;
         Mode::Task(TaskRunner::new(
             Arc::clone(&driver) as Arc<dyn BrowserDriver>,
             model,

@@ -100,7 +100,7 @@ impl<'a> DecisionLine<'a> {
 
 /// Run until Ctrl-C or SIGTERM, then stop cleanly (the socket is removed).
 pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
-    let policy = args.egress.policy()?;
+    let policy = args.egress.policy().map_err(crate::bad_input)?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ProxyEvent>();
     let limits = airlock_proxy::ProxyLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
@@ -113,7 +113,9 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
             let _ = sender.send(event);
         }));
     if !args.nameservers.is_empty() {
-        config = config.with_nameservers(&args.nameservers)?;
+        config = config
+            .with_nameservers(&args.nameservers)
+            .map_err(crate::bad_input)?;
     }
     // Listen for the stop signals before saying we listen, so an early SIGTERM still cleans up.
     let terminated = crate::signals::terminated();
@@ -125,10 +127,10 @@ pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
                 } else {
                     "--socket"
                 };
-                anyhow::anyhow!(
+                crate::bad_input(anyhow::anyhow!(
                     "{} already exists: remove it, or choose another {flag} path",
                     path.display()
-                )
+                ))
             }
             _ => anyhow::Error::new(error).context(format!(
                 "starting the egress proxy on {}",

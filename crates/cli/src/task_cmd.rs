@@ -61,11 +61,11 @@ pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDrive
 
 /// Run the task; the exit code says how it ended (0 completed or step limit, 1 otherwise).
 pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    let settings = Settings::resolve(&args.settings, Some(matches))?;
+    let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
     if let Some(out) = &args.out {
-        crate::output::prepare_dir(out)?;
+        crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
-    let model = model(&settings)?;
+    let model = model(&settings).map_err(crate::bad_input)?;
     let driver = ready_driver(&settings).await?;
     let runner = TaskRunner::new(
         Arc::clone(&driver) as Arc<dyn BrowserDriver>,

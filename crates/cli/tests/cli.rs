@@ -133,6 +133,23 @@ fn bad_values_name_the_setting_and_the_fix() {
             None,
             "--base-url",
         ),
+        (
+            vec!["task", "x", "--model", "script:/nonexistent/script.json"],
+            None,
+            "/nonexistent/script.json",
+        ),
+        (
+            vec![
+                "task",
+                "x",
+                "--model",
+                "script:/dev/null",
+                "--out",
+                "/dev/null",
+            ],
+            None,
+            "--out",
+        ),
     ] {
         let mut command = airlock();
         command
@@ -164,4 +181,29 @@ fn a_config_file_with_an_unknown_key_is_an_error_naming_the_file() {
         stderr.contains("airlock.toml") && stderr.contains("max_stepz"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_failure_that_is_not_bad_input_exits_1_not_2() {
+    // A remote daemon is refused before any connection is made, so this needs no Docker.
+    let out = tempfile::tempdir().unwrap();
+    let out = out.path().to_str().unwrap();
+    for args in [
+        &["cleanup"][..],
+        &["browse", "http://lab.test/", "--out", out],
+    ] {
+        let output = airlock()
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .env("DOCKER_HOST", "tcp://127.0.0.1:2375")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("DOCKER_HOST is tcp://127.0.0.1:2375")
+                && stderr.contains("unix:///var/run/docker.sock"),
+            "{args:?}: the refusal names the fix: {stderr}"
+        );
+    }
 }

@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+mod error;
 mod exec;
 pub mod owner;
 mod spec;
@@ -37,7 +38,8 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 
-pub use exec::{ExecOutput, TIMED_OUT_EXIT};
+pub use error::DockerError;
+pub use exec::{ExecError, ExecOutput, TIMED_OUT_EXIT};
 pub use spec::{
     ContainerOptions, EGRESS_MOUNT, LABEL_OWNER, LABEL_TASK, LABEL_VERSION, Resources,
     container_spec,
@@ -123,16 +125,13 @@ impl DockerDriver {
             && !host.is_empty()
             && !host.starts_with("unix://")
         {
-            return Err(DriverError::new(format!(
-                "DOCKER_HOST is {host}: Airlock needs the local Docker daemon (a unix:// socket), because the \
-                 browser's proxy socket must be on the machine that runs the container. Unset DOCKER_HOST or point it at unix:///var/run/docker.sock"
-            )));
+            return Err(DockerError::RemoteDaemon { host }.into());
         }
         let docker = Docker::connect_with_unix_defaults()
-            .map_err(|e| DriverError::new(format!("cannot reach the Docker daemon: {e}. Install Docker (Debian: apt-get install docker.io) and start dockerd")))?
+            .map_err(DockerError::Unreachable)?
             .negotiate_version()
             .await
-            .map_err(|e| DriverError::new(format!("the Docker daemon does not answer: {e}. Start dockerd (or check that this user is in the docker group)")))?;
+            .map_err(DockerError::NotAnswering)?;
         let user = config.user.unwrap_or_else(current_user);
         let mut driver = Self {
             docker,
@@ -181,7 +180,7 @@ impl DockerDriver {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(|e| DriverError::new(format!("listing containers failed: {e}")))?;
+            .map_err(DockerError::ListContainers)?;
         let mut removed = Vec::new();
         for container in containers {
             let labels = container.labels.unwrap_or_default();
@@ -232,10 +231,9 @@ impl DockerDriver {
         if !self.config.nameservers.is_empty() {
             proxy_config = proxy_config
                 .with_nameservers(&self.config.nameservers)
-                .map_err(|e| DriverError::new(format!("the egress proxy's resolver: {e}")))?;
+                .map_err(DockerError::Proxy)?;
         }
-        let proxy = EgressProxy::start(proxy_config)
-            .map_err(|e| DriverError::new(format!("the egress proxy could not start: {e}")))?;
+        let proxy = EgressProxy::start(proxy_config).map_err(DockerError::Proxy)?;
 
         let options = ContainerOptions {
             image: self.config.image.clone(),
@@ -259,12 +257,12 @@ impl DockerDriver {
         self.docker
             .create_container(Some(create), container_spec(&options))
             .await
-            .map_err(|e| DriverError::new(format!("creating the task container failed: {e}")))?;
+            .map_err(DockerError::CreateContainer)?;
         made.container = Some(name.clone());
         self.docker
             .start_container(&name, None)
             .await
-            .map_err(|e| DriverError::new(format!("starting the task container failed: {e}")))?;
+            .map_err(DockerError::StartContainer)?;
 
         let guide = self.wait_for_relay_then_guide(&name).await?;
         let tool = tool::AgentBrowserTool {
@@ -307,16 +305,14 @@ impl DockerDriver {
             512 * 1024,
         )
         .await
-        .map_err(|e| DriverError::new(format!("reading agent-browser's guide failed: {e}")))?;
+        .map_err(DockerError::GuideExec)?;
         match result.exit_code {
             0 => Ok(String::from_utf8_lossy(&result.stdout).into_owned()),
-            RELAY_NOT_READY_EXIT => Err(DriverError::new(
-                "the container's proxy relay did not start within 10 s; see `docker logs` of the task container",
-            )),
-            _ => Err(DriverError::new(format!(
-                "`agent-browser skills get core` failed in the container: {}",
-                String::from_utf8_lossy(&result.stderr).trim()
-            ))),
+            RELAY_NOT_READY_EXIT => Err(DockerError::RelayNotReady.into()),
+            _ => Err(DockerError::GuideFailed {
+                stderr: String::from_utf8_lossy(&result.stderr).trim().to_owned(),
+            }
+            .into()),
         }
     }
 }
@@ -342,25 +338,20 @@ impl BrowserDriver for DockerDriver {
     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
         Box::pin(async move {
             if current_user().0 == 0 {
-                return Err(DriverError::new(
-                    "Airlock does not run as root: run it as an ordinary user in the docker group (usermod -aG docker USER)",
-                ));
+                return Err(DockerError::RunningAsRoot.into());
             }
             if self.user.0 == 0 {
-                return Err(DriverError::new(
-                    "the configured container user is uid 0: give a non-root uid:gid (the default is your own)",
-                ));
+                return Err(DockerError::RootContainerUser.into());
             }
-            self.docker.ping().await.map_err(|e| {
-                DriverError::new(format!(
-                    "the Docker daemon does not answer: {e}. Start dockerd"
-                ))
-            })?;
+            self.docker
+                .ping()
+                .await
+                .map_err(DockerError::NotAnswering)?;
             if self.docker.inspect_image(&self.config.image).await.is_err() {
-                return Err(DriverError::new(format!(
-                    "the image {} is missing: build it with `{BUILD_COMMAND}` from an Airlock checkout",
-                    self.config.image
-                )));
+                return Err(DockerError::ImageMissing {
+                    image: self.config.image.clone(),
+                }
+                .into());
             }
             Ok(())
         })

@@ -11,7 +11,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_driver_docker::{DockerDriver, DriverConfig, LABEL_TASK, current_user, default_image};
+use airlock_driver_docker::{
+    DockerDriver, DockerError, DriverConfig, LABEL_TASK, current_user, default_image,
+};
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_worker::{
     BrowserDriver, BrowserSession, CancellationToken, TaskContext, TaskLimits, ToolOutput,
@@ -716,4 +718,25 @@ async fn a_dropped_task_future_still_removes_its_container() {
     .await
     .expect("the container was removed within 30 s");
     assert!(!task_containers().contains(&name));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_image_is_its_own_error_naming_the_command_that_builds_it() {
+    if !docker_ready() {
+        return;
+    }
+    let config = DriverConfig {
+        image: "airlock-browser:no-such-tag".to_owned(),
+        ..DriverConfig::default()
+    };
+    let driver = DockerDriver::connect(config).await.unwrap();
+    let error = driver.check().await.unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref::<DockerError>(),
+            Some(DockerError::ImageMissing { image }) if image == "airlock-browser:no-such-tag"
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("cargo xtask image"), "{error}");
 }

@@ -7,7 +7,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::http::{Endpoint, secret_header};
-use crate::{BackendOptions, ModelSetupError};
+use crate::{BackendError, BackendOptions, ModelSetupError};
 
 const DEFAULT_BASE: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
@@ -97,9 +97,12 @@ fn message(message: &Message) -> Value {
 
 /// Read an answer into a turn; thinking blocks are kept to be sent back with the turn.
 pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
-    let blocks = answer["content"]
-        .as_array()
-        .ok_or_else(|| ModelError::new("anthropic sent an answer without content"))?;
+    let blocks = answer["content"].as_array().ok_or_else(|| {
+        ModelError::new(BackendError::Malformed {
+            provider: "anthropic",
+            what: "has no content".to_owned(),
+        })
+    })?;
     let mut turn = AssistantTurn::default();
     for block in blocks {
         match block["type"].as_str() {

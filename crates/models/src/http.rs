@@ -6,7 +6,7 @@ use airlock_worker::{ModelError, scrub};
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use crate::{BackendOptions, ModelSetupError};
+use crate::{BackendError, BackendOptions, ModelSetupError};
 
 /// Where and how a backend posts: a client with the request time-out, the headers (the key
 /// among them, marked sensitive) and the URL. Its `Debug` shows the URL only.
@@ -49,7 +49,7 @@ impl Endpoint {
         &self,
         body: &Value,
         retry: RetryPolicy,
-        provider: &str,
+        provider: &'static str,
     ) -> Result<Value, ModelError> {
         post_json(
             &self.client,
@@ -100,7 +100,7 @@ async fn post_json(
     headers: HeaderMap,
     body: &Value,
     retry: RetryPolicy,
-    provider: &str,
+    provider: &'static str,
 ) -> Result<Value, ModelError> {
     let mut backoff = retry.first_backoff;
     let mut attempt = 1;
@@ -114,10 +114,10 @@ async fn post_json(
         let wait = match sent {
             Ok(response) if response.status().is_success() => {
                 return response.json::<Value>().await.map_err(|e| {
-                    ModelError::new(format!(
-                        "{provider} sent an answer that is not JSON: {}",
-                        e.without_url()
-                    ))
+                    ModelError::new(BackendError::Malformed {
+                        provider,
+                        what: format!("is not JSON ({})", e.without_url()),
+                    })
                 });
             }
             Ok(response) => {
@@ -131,9 +131,10 @@ async fn post_json(
                 let text = response.text().await.unwrap_or_default();
                 let retryable = status.as_u16() == 429 || status.is_server_error();
                 if !retryable || attempt >= retry.attempts {
-                    return Err(ModelError::new(format!(
-                        "{provider} answered {status}: {}",
-                        scrub(&error_message(&text))
+                    return Err(ModelError::new(BackendError::answered(
+                        provider,
+                        status,
+                        scrub(&error_message(&text)),
                     )));
                 }
                 retry_after.unwrap_or(backoff)
@@ -141,10 +142,10 @@ async fn post_json(
             Err(error) => {
                 let retryable = error.is_connect() || error.is_timeout() || error.is_request();
                 if !retryable || attempt >= retry.attempts {
-                    return Err(ModelError::new(format!(
-                        "{provider} could not be reached: {}",
-                        scrub(&error.without_url().to_string())
-                    )));
+                    return Err(ModelError::new(BackendError::Unreachable {
+                        provider,
+                        message: scrub(&error.without_url().to_string()),
+                    }));
                 }
                 backoff
             }

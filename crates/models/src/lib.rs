@@ -15,6 +15,7 @@
 //! ```
 
 mod anthropic;
+mod error;
 mod http;
 mod openai;
 
@@ -25,6 +26,7 @@ use std::time::Duration;
 use airlock_worker::{Model, ScriptedModel};
 
 pub use anthropic::AnthropicModel;
+pub use error::BackendError;
 pub use http::RetryPolicy;
 pub use openai::OpenAiModel;
 

@@ -7,7 +7,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 
 use crate::http::{Endpoint, secret_header};
-use crate::{BackendOptions, ModelSetupError, Thinking};
+use crate::{BackendError, BackendOptions, ModelSetupError, Thinking};
 
 const DEFAULT_BASE: &str = "https://api.openai.com/v1";
 
@@ -123,9 +123,10 @@ fn push_message(messages: &mut Vec<Value>, message: &Message) {
 pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
     let message = &answer["choices"][0]["message"];
     if message.is_null() {
-        return Err(ModelError::new(
-            "the OpenAI-compatible server sent an answer without a message",
-        ));
+        return Err(ModelError::new(BackendError::Malformed {
+            provider: "openai",
+            what: "has no message".to_owned(),
+        }));
     }
     let tool_calls = message["tool_calls"]
         .as_array()

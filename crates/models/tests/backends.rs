@@ -6,7 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_models::{AnthropicModel, BackendOptions, OpenAiModel, RetryPolicy, Thinking};
+use airlock_models::{
+    AnthropicModel, BackendError, BackendOptions, OpenAiModel, RetryPolicy, Thinking,
+};
 use airlock_worker::{
     AssistantTurn, Content, Image, Message, Model, ModelRequest, ToolCall, ToolDefinition,
     ToolResult,
@@ -202,7 +204,18 @@ async fn errors_say_what_the_api_said_and_never_the_key() {
     )])
     .await;
     let model = AnthropicModel::new("claude-test", KEY, options(&base)).unwrap();
-    let error = model.next_turn(request()).await.unwrap_err().to_string();
+    let error = model.next_turn(request()).await.unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref::<BackendError>(),
+            Some(BackendError::Refused {
+                provider: "anthropic",
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    let error = error.to_string();
     assert!(
         error.contains("400") && error.contains("max_tokens is too large"),
         "{error}"
@@ -229,7 +242,18 @@ async fn errors_say_what_the_api_said_and_never_the_key() {
     ])
     .await;
     let model = OpenAiModel::new("gpt-test", Some(KEY), options(&base)).unwrap();
-    let error = model.next_turn(request()).await.unwrap_err().to_string();
+    let error = model.next_turn(request()).await.unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref::<BackendError>(),
+            Some(BackendError::RateLimited {
+                provider: "openai",
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    let error = error.to_string();
     assert!(
         error.contains("429") && error.contains("slow down"),
         "{error}"

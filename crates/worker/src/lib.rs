@@ -55,6 +55,8 @@ pub use ports::{
 pub use run::{
     Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner, Timings, cut,
 };
-pub use scripted::{Expectation, Script, ScriptError, ScriptedCall, ScriptedModel, ScriptedTurn};
+pub use scripted::{
+    Expectation, ReplayError, Script, ScriptError, ScriptedCall, ScriptedModel, ScriptedTurn,
+};
 pub use scrub::scrub;
 pub use tokio_util::sync::CancellationToken;

@@ -223,20 +223,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Why a driver cannot run tasks, or could not start one. Messages name the fix.
+/// Why a driver cannot run tasks, or could not start one. It carries the driver's own typed
+/// error, whose message names the fix; [`DriverError::downcast_ref`] tells which condition it was.
 #[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct DriverError {
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
+#[error(transparent)]
+pub struct DriverError(Box<dyn std::error::Error + Send + Sync>);
 
 impl DriverError {
-    /// An error with a message for the user.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
+    /// Wrap a driver's error (or a message, for drivers with no error type of their own).
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(error.into())
+    }
+
+    /// The driver's own error, if it is of type `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref()
     }
 }
 
@@ -259,20 +260,21 @@ pub struct ModelRequest {
     pub tools: Vec<ToolDefinition>,
 }
 
-/// Why the model could not produce a turn.
+/// Why the model could not produce a turn. It carries the backend's own typed error, whose message
+/// names the fix and never a key; [`ModelError::downcast_ref`] tells which condition it was.
 #[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct ModelError {
-    /// What went wrong, without secrets.
-    pub message: String,
-}
+#[error(transparent)]
+pub struct ModelError(Box<dyn std::error::Error + Send + Sync>);
 
 impl ModelError {
-    /// An error with a message.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
+    /// Wrap a backend's error.
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(error.into())
+    }
+
+    /// The backend's own error, if it is of type `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref()
     }
 }
 

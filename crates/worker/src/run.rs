@@ -297,7 +297,7 @@ impl Run<'_> {
                     tracing::warn!(%error, "the model failed");
                     return (
                         Ended::Failed,
-                        format!("The model failed: {}", scrub(&error.message)),
+                        format!("The model failed: {}", scrub(&error.to_string())),
                     );
                 }
                 Bounded::TimedOut => {

@@ -84,6 +84,25 @@ pub enum ScriptError {
     },
 }
 
+/// Why a scripted turn could not be played. Each names the fix in the script.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// The task asked for more turns than the script has.
+    #[error("the script has no turn {turn}: it ended before the task did")]
+    Exhausted {
+        /// The turn asked for, counting from 1.
+        turn: usize,
+    },
+    /// The request did not meet the turn's `expect`.
+    #[error("script turn {turn}: {why}")]
+    Unexpected {
+        /// The turn, counting from 1.
+        turn: usize,
+        /// What the request lacked.
+        why: String,
+    },
+}
+
 /// Replays a [`Script`], one turn per call, and keeps every request it was given.
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedModel {
@@ -138,14 +157,12 @@ impl Model for ScriptedModel {
         let number = state.played + 1;
         let Some(turn) = state.turns.pop_front() else {
             return Box::pin(async move {
-                Err(ModelError::new(format!(
-                    "the script has no turn {number}: it ended before the task did"
-                )))
+                Err(ModelError::new(ReplayError::Exhausted { turn: number }))
             });
         };
         state.played = number;
         let result = check(&turn.expect, &request)
-            .map_err(|why| ModelError::new(format!("script turn {number}: {why}")))
+            .map_err(|why| ModelError::new(ReplayError::Unexpected { turn: number, why }))
             .map(|()| AssistantTurn {
                 text: turn.text,
                 tool_calls: turn

@@ -1,0 +1,87 @@
+//! Why the Docker driver cannot run tasks, or could not start one: one variant per condition,
+//! each naming the fix. The worker sees it wrapped in its port's `DriverError`.
+
+use airlock_proxy::ProxyError;
+
+use crate::BUILD_COMMAND;
+use crate::exec::ExecError;
+
+/// What went wrong with Docker, the image, the user or a task's container.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    /// `DOCKER_HOST` names a daemon that is not a local unix socket.
+    #[error(
+        "DOCKER_HOST is {host}: Airlock needs the local Docker daemon (a unix:// socket), because the \
+         browser's proxy socket must be on the machine that runs the container. Unset DOCKER_HOST or point it at unix:///var/run/docker.sock"
+    )]
+    RemoteDaemon {
+        /// The value of `DOCKER_HOST`.
+        host: String,
+    },
+    /// The Docker client could not be set up for the local socket.
+    #[error(
+        "cannot reach the Docker daemon: {0}. Install Docker (Debian: apt-get install docker.io) and start dockerd"
+    )]
+    Unreachable(#[source] bollard::errors::Error),
+    /// The daemon's socket exists but nothing answers on it (or this user may not use it).
+    #[error(
+        "the Docker daemon does not answer: {0}. Start dockerd (or check that this user is in the docker group)"
+    )]
+    NotAnswering(#[source] bollard::errors::Error),
+    /// This process runs as root.
+    #[error(
+        "Airlock does not run as root: run it as an ordinary user in the docker group (usermod -aG docker USER)"
+    )]
+    RunningAsRoot,
+    /// The configured container user is uid 0.
+    #[error(
+        "the configured container user is uid 0: give a non-root uid:gid (the default is your own)"
+    )]
+    RootContainerUser,
+    /// The browser image is not in the daemon.
+    #[error(
+        "the image {image} is missing: build it with `{BUILD_COMMAND}` from an Airlock checkout"
+    )]
+    ImageMissing {
+        /// The image tag looked for.
+        image: String,
+    },
+    /// Listing task containers (for orphan cleanup) failed.
+    #[error("listing containers failed: {0}; check that dockerd is running")]
+    ListContainers(#[source] bollard::errors::Error),
+    /// The task's egress proxy could not be set up or started.
+    #[error("the egress proxy could not start: {0}")]
+    Proxy(#[source] ProxyError),
+    /// Docker refused to create the task container.
+    #[error(
+        "creating the task container failed: {0}; `docker info` shows whether the daemon is healthy"
+    )]
+    CreateContainer(#[source] bollard::errors::Error),
+    /// Docker could not start the task container.
+    #[error(
+        "starting the task container failed: {0}; `docker info` shows whether the daemon is healthy"
+    )]
+    StartContainer(#[source] bollard::errors::Error),
+    /// The start-up exec (relay wait and guide) could not run.
+    #[error("reading agent-browser's guide failed: {0}")]
+    GuideExec(#[source] ExecError),
+    /// The relay never marked itself ready.
+    #[error(
+        "the container's proxy relay did not start within 10 s; see `docker logs` of the task container"
+    )]
+    RelayNotReady,
+    /// agent-browser could not print its guide.
+    #[error(
+        "`agent-browser skills get core` failed in the container: {stderr}; rebuild the image with `{BUILD_COMMAND}`"
+    )]
+    GuideFailed {
+        /// What agent-browser printed on stderr.
+        stderr: String,
+    },
+}
+
+impl From<DockerError> for airlock_worker::DriverError {
+    fn from(error: DockerError) -> Self {
+        Self::new(error)
+    }
+}
