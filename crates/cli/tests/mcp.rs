@@ -4,9 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
-use support::{containers_of, docker_ready, simple_site};
+use airlock_testkit::docker::{containers_of, docker_ready};
+use airlock_testkit::site::simple_site;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -143,7 +142,7 @@ fn initialize_list_and_call_browser_task_with_progress_and_an_image() {
 
     let pid = client.child.id();
     assert!(client.finish().success());
-    assert_eq!(containers_of(pid), 0);
+    assert_eq!(containers_of(pid).len(), 0);
 }
 
 #[test]
@@ -166,12 +165,12 @@ fn a_cancelled_call_and_a_closed_stdin_leave_no_container() {
     // The first progress notification means the container is up and the command is running.
     let started = client.next();
     assert_eq!(started["method"], "notifications/progress", "{started}");
-    assert_eq!(containers_of(pid), 1);
+    assert_eq!(containers_of(pid).len(), 1);
     client.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "test"}}));
     // Closing stdin ends the server, which first waits for the cancelled task's cleanup.
     assert!(client.finish().success());
     assert_eq!(
-        containers_of(pid),
+        containers_of(pid).len(),
         0,
         "the cancelled task's container is still there"
     );
@@ -226,7 +225,7 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
             .unwrap()
             .contains("scheme `file:` is refused")
     );
-    assert_eq!(containers_of(pid), 1, "one browser for the session");
+    assert_eq!(containers_of(pid).len(), 1, "one browser for the session");
     call(&mut client, json!(["snapshot"]));
     let over = call(&mut client, json!(["snapshot"]));
     assert!(
@@ -238,7 +237,7 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
     );
     assert!(client.finish().success());
     assert_eq!(
-        containers_of(pid),
+        containers_of(pid).len(),
         0,
         "the session's browser outlived the server"
     );

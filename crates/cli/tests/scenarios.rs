@@ -13,8 +13,11 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use airlock_testkit::dns::dns;
+use airlock_testkit::docker::{containers_of, docker_ready};
+use airlock_testkit::site::{Page, Seen, site};
 use serde_json::{Value, json};
-use support::{Page, containers_of, dns, docker_ready, site, spawn_task_at_first_step};
+use support::spawn_task_at_first_step;
 
 fn page(body: &str) -> Page {
     (
@@ -24,7 +27,7 @@ fn page(body: &str) -> Page {
     )
 }
 
-fn lab_site() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+fn lab_site() -> (u16, Seen) {
     site(|_| {
         HashMap::from([
             (
@@ -379,7 +382,7 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
     child.kill().unwrap(); // SIGKILL: no handler, no cleanup.
     child.wait().unwrap();
     assert_eq!(
-        containers_of(pid),
+        containers_of(pid).len(),
         1,
         "the container outlives its killed owner"
     );
@@ -390,5 +393,9 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
     assert!(cleanup.status.success());
     let said = String::from_utf8_lossy(&cleanup.stdout);
     assert!(said.contains("removed airlock-task-"), "{said}");
-    assert_eq!(containers_of(pid), 0, "airlock cleanup left the orphan");
+    assert_eq!(
+        containers_of(pid).len(),
+        0,
+        "airlock cleanup left the orphan"
+    );
 }

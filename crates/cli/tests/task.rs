@@ -6,7 +6,9 @@
 
 mod support;
 
-use support::{containers_of, docker_ready, simple_site, spawn_task_at_first_step};
+use airlock_testkit::docker::{containers_of, docker_ready};
+use airlock_testkit::site::simple_site;
+use support::spawn_task_at_first_step;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
@@ -108,7 +110,7 @@ fn ctrl_c_cancels_the_task_and_removes_its_container() {
     std::fs::write(&path, script.to_string()).unwrap();
     let mut child = spawn_task_at_first_step(&path, &[]);
     let pid = child.id();
-    assert_eq!(containers_of(pid), 1);
+    assert_eq!(containers_of(pid).len(), 1);
     assert!(
         Command::new("kill")
             .args(["-INT", &pid.to_string()])
@@ -118,5 +120,9 @@ fn ctrl_c_cancels_the_task_and_removes_its_container() {
     );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "a cancelled task exits 1");
-    assert_eq!(containers_of(pid), 0, "Ctrl-C left the container behind");
+    assert_eq!(
+        containers_of(pid).len(),
+        0,
+        "Ctrl-C left the container behind"
+    );
 }

@@ -7,88 +7,32 @@
 // Scenario tests read top to bottom; splitting them would hide the story.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
+use std::collections::HashMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_driver_docker::{
-    DockerDriver, DockerError, DriverConfig, LABEL_TASK, current_user, default_image,
-};
+use airlock_driver_docker::{DockerDriver, DockerError, DriverConfig, current_user};
 use airlock_policy::{EgressPolicy, Profile};
+use airlock_testkit::docker::{containers_of, docker_ready, image, inspect, task_containers};
+use airlock_testkit::site::site;
 use airlock_worker::{
     BrowserDriver, BrowserSession, CancellationToken, TaskContext, TaskLimits, ToolOutput,
 };
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-
-fn image() -> String {
-    std::env::var("AIRLOCK_IMAGE").unwrap_or_else(|_| default_image())
-}
-
-/// Whether the prerequisites are here; fails instead of skipping when they are required.
-fn docker_ready() -> bool {
-    let required = std::env::var("AIRLOCK_REQUIRE_DOCKER").is_ok_and(|v| v == "1");
-    let missing = if current_user().0 == 0 {
-        Some("these tests run as a non-root user (Airlock refuses root); `cargo xtask integration` runs them as one".to_owned())
-    } else if !Command::new("docker")
-        .args(["image", "inspect", &image()])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        Some(format!(
-            "Docker with the image {} is needed: run `cargo xtask image`",
-            image()
-        ))
-    } else {
-        None
-    };
-    match missing {
-        None => true,
-        Some(why) if required => panic!("{why}"),
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            false
-        }
-    }
-}
 
 /// A site on this machine: `/` links to `/second`; `/traps` aims at forbidden places.
-async fn serve_site() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0_u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head);
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-                let (status, extra, body) = match path.as_str() {
-                    "/" => ("200 OK", "", "<html><head><title>Airlock home</title></head><body><h1>Welcome</h1><a href=\"/second\">Second page</a></body></html>".to_owned()),
-                    "/second" => ("200 OK", "", "<html><head><title>Second</title></head><body><p id=\"fact\">The answer is 42.</p></body></html>".to_owned()),
-                    "/redirect" => ("302 Found", "location: http://169.254.169.254/latest/meta-data/\r\n", String::new()),
-                    "/traps" => ("200 OK", "", "<html><body><h1>Traps</h1><iframe src=\"http://127.0.0.1:8081/frame\"></iframe><script>fetch('http://10.0.0.1/secret').catch(() => {});</script></body></html>".to_owned()),
-                    _ => ("404 Not Found", "", String::new()),
-                };
-                let response = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    port
+fn serve_site() -> u16 {
+    let page = |body: &str| ("200 OK", String::new(), body.to_owned());
+    site(move |_| {
+        HashMap::from([
+            ("/", page("<html><head><title>Airlock home</title></head><body><h1>Welcome</h1><a href=\"/second\">Second page</a></body></html>")),
+            ("/second", page("<html><head><title>Second</title></head><body><p id=\"fact\">The answer is 42.</p></body></html>")),
+            ("/redirect", ("302 Found", "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(), String::new())),
+            ("/traps", page("<html><body><h1>Traps</h1><iframe src=\"http://127.0.0.1:8081/frame\"></iframe><script>fetch('http://10.0.0.1/secret').catch(() => {});</script></body></html>")),
+        ])
+    })
+    .0
 }
 
 async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
@@ -115,33 +59,6 @@ async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimit
 
 async fn call(session: &BrowserSession, input: serde_json::Value) -> ToolOutput {
     session.tools[0].execute(input).await.unwrap()
-}
-
-fn task_containers() -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label={LABEL_TASK}"),
-            "--format",
-            "{{.Names}}",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn inspect(name: &str) -> serde_json::Value {
-    let out = Command::new("docker")
-        .args(["inspect", name])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker inspect {name}");
-    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
 }
 
 /// The container matches the locked-down spec; returns the host's socket directory.
@@ -224,7 +141,7 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
     let before = task_containers();
     let context = TaskContext::new(CancellationToken::new(), limits);
@@ -303,7 +220,7 @@ async fn forbidden_requests_from_a_page_are_refused_and_reported_to_the_worker()
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
     let context = TaskContext::new(CancellationToken::new(), limits);
     let session = driver.start(context.clone()).await.unwrap();
@@ -343,7 +260,7 @@ async fn a_container_left_alone_exits_by_itself_after_its_lifetime() {
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(5)).await;
     let session = driver
         .start(TaskContext::new(CancellationToken::new(), limits))
@@ -382,7 +299,7 @@ async fn cancelling_a_task_mid_command_leaves_nothing_behind() {
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
     let cancel = CancellationToken::new();
     let progress_cancel = cancel.clone();
@@ -419,7 +336,7 @@ async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -494,7 +411,7 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let events: Arc<std::sync::Mutex<Vec<airlock_proxy::ProxyEvent>>> = Arc::default();
     let sink = Arc::clone(&events);
     let policy = EgressPolicy::new(
@@ -634,15 +551,7 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
 
 /// Task containers owned by this test process.
 fn my_containers() -> Vec<String> {
-    task_containers()
-        .into_iter()
-        .filter(|n| {
-            inspect(n)["Config"]["Labels"]["airlock.owner"]
-                .as_str()
-                .unwrap_or("")
-                .contains(&format!("pid={};", std::process::id()))
-        })
-        .collect()
+    containers_of(std::process::id())
 }
 
 /// The task `waiting_runner` is given.
@@ -676,7 +585,7 @@ async fn a_timed_out_task_leaves_nothing_behind() {
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(5)).await;
     let result = waiting_runner(driver, limits)
         .run(wait_task(), CancellationToken::new())
@@ -694,7 +603,7 @@ async fn a_dropped_task_future_still_removes_its_container() {
     if !docker_ready() {
         return;
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
     let docker = driver.docker().clone();
     let (started, mut running) = tokio::sync::mpsc::unbounded_channel();

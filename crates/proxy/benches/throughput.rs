@@ -249,6 +249,8 @@ async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, server: 
     assert!(head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"));
 }
 
+/// Not the testkit's `read_head`: that one bounds every byte with a time-out, which would be
+/// measured here along with the proxy.
 async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Vec<u8> {
     let mut head = Vec::new();
     let mut byte = [0_u8; 1];

@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,48 +15,14 @@ use std::time::Duration;
 
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_proxy::{EgressProxy, Outcome, ProxyConfig, ProxyEvent, TcpConnector};
-use support::{ScriptedResolver, read_head};
-use tokio::io::AsyncWriteExt;
+use airlock_testkit::site::site;
+use support::ScriptedResolver;
 use tokio::net::TcpListener;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// The test site: `/` holds the traps, `/ok.txt` is allowed content, `/redirect` points at metadata.
-async fn serve_site() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let head = read_head(&mut stream).await;
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-                let (status, kind, body) = match path.as_str() {
-                    "/" => ("200 OK", "text/html", page()),
-                    "/ok.txt" => ("200 OK", "text/plain", "ok loaded".to_owned()),
-                    "/redirect" => ("302 Found", "text/plain", String::new()),
-                    _ => ("404 Not Found", "text/plain", String::new()),
-                };
-                let location = if path == "/redirect" {
-                    "location: http://169.254.169.254/latest/meta-data/\r\n"
-                } else {
-                    ""
-                };
-                let response = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{location}connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    port
-}
-
-fn page() -> String {
-    let forbidden_port = FORBIDDEN_PORT.load(Ordering::SeqCst);
+/// The page with the traps; its iframe aims at a server on this machine that must never be reached.
+fn page(forbidden_port: u16) -> String {
     format!(
         r#"<!doctype html><html><head><title>airlock</title></head><body>
 <h1>Airlock test page</h1>
@@ -70,8 +37,6 @@ try {{ new WebSocket('ws://10.0.0.2/socket'); }} catch (e) {{}}
 </script></body></html>"#
     )
 }
-
-static FORBIDDEN_PORT: AtomicUsize = AtomicUsize::new(0);
 
 /// Chromium speaks TCP to its proxy. As `airlock-relay` does in the container, accept each of
 /// its connections and hand the socket itself to the proxy.
@@ -104,10 +69,7 @@ async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused(
 
     // A server that must never be reached, though it listens on this machine.
     let forbidden = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    FORBIDDEN_PORT.store(
-        usize::from(forbidden.local_addr().unwrap().port()),
-        Ordering::SeqCst,
-    );
+    let forbidden_port = forbidden.local_addr().unwrap().port();
     let forbidden_hits = Arc::new(AtomicUsize::new(0));
     let hits = Arc::clone(&forbidden_hits);
     tokio::spawn(async move {
@@ -116,7 +78,21 @@ async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused(
         }
     });
 
-    let site = serve_site().await;
+    // `/` holds the traps, `/ok.txt` is allowed content, `/redirect` points at metadata.
+    let (site, _) = site(move |_| {
+        HashMap::from([
+            ("/", ("200 OK", String::new(), page(forbidden_port))),
+            ("/ok.txt", ("200 OK", String::new(), "ok loaded".to_owned())),
+            (
+                "/redirect",
+                (
+                    "302 Found",
+                    "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(),
+                    String::new(),
+                ),
+            ),
+        ])
+    });
     let policy = EgressPolicy::new(
         Profile::Public,
         None,
@@ -175,7 +151,6 @@ async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused(
     );
 
     let refused = refused_targets(&events.lock().unwrap());
-    let forbidden_port = FORBIDDEN_PORT.load(Ordering::SeqCst);
     for expected in [
         format!("http://127.0.0.1:{forbidden_port}/frame"),
         "http://127.0.0.1/pixel.png".to_owned(),

@@ -11,7 +11,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use airlock_policy::EgressPolicy;
 use airlock_proxy::{
@@ -20,6 +19,8 @@ use airlock_proxy::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+pub use airlock_testkit::http::{read_head, within};
 
 /// Answers per name, one list per lookup in order (the last repeats), and a count of lookups.
 #[derive(Default)]
@@ -179,29 +180,6 @@ pub async fn exchange_at(socket: &Path, request: &str) -> String {
     let mut response = Vec::new();
     within(stream.read_to_end(&mut response)).await.unwrap();
     String::from_utf8_lossy(&response).into_owned()
-}
-
-/// Bound every wait in a test, so a broken proxy fails the test instead of hanging it.
-pub async fn within<F: std::future::Future>(future: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(10), future)
-        .await
-        .expect("the proxy did not answer within 10 s")
-}
-
-/// Read one response head (up to the blank line) from a stream.
-pub async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> String {
-    let mut head = Vec::new();
-    let mut byte = [0_u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        let n = within(stream.read(&mut byte)).await.unwrap();
-        assert!(
-            n > 0,
-            "stream closed inside a head: {}",
-            String::from_utf8_lossy(&head)
-        );
-        head.push(byte[0]);
-    }
-    String::from_utf8(head).unwrap()
 }
 
 /// What the HTTP upstream saw, one request head per connection.

@@ -1,0 +1,98 @@
+//! The gate for tests that need Docker, and the task containers they leave or must not leave.
+
+use std::process::Command;
+
+/// The image under test: `AIRLOCK_IMAGE` (set by `cargo xtask integration`), else this version's.
+pub fn image() -> String {
+    std::env::var("AIRLOCK_IMAGE")
+        .unwrap_or_else(|_| format!("airlock-browser:{}", env!("CARGO_PKG_VERSION")))
+}
+
+/// Whether Docker, the image and a non-root user are here. Without them the test should return
+/// early; with `AIRLOCK_REQUIRE_DOCKER=1` (set by `cargo xtask integration`, which CI runs) a
+/// missing prerequisite panics instead, so CI never passes by skipping.
+pub fn docker_ready() -> bool {
+    let required = std::env::var("AIRLOCK_REQUIRE_DOCKER").is_ok_and(|v| v == "1");
+    let missing = if is_root() {
+        Some(
+            "these tests run as a non-root user (Airlock refuses root); `cargo xtask integration` runs them as one"
+                .to_owned(),
+        )
+    } else if !Command::new("docker")
+        .args(["image", "inspect", &image()])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        Some(format!(
+            "Docker with the image {} is needed: run `cargo xtask image`",
+            image()
+        ))
+    } else {
+        None
+    };
+    match missing {
+        None => true,
+        Some(why) if required => panic!("{why}"),
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+/// Whether this process's real uid is 0.
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// Every container labelled `airlock.task`, by name, with its `airlock.owner` label.
+fn task_containers_with_owners() -> Vec<(String, String)> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=airlock.task",
+            "--format",
+            "{{.Names}}\t{{.Label \"airlock.owner\"}}",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker ps failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(name, owner)| (name.to_owned(), owner.to_owned()))
+        .collect()
+}
+
+/// The names of every task container (`airlock.task` label) on this daemon.
+pub fn task_containers() -> Vec<String> {
+    task_containers_with_owners()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The names of the task containers whose owner label names process `pid`.
+pub fn containers_of(pid: u32) -> Vec<String> {
+    let marker = format!("pid={pid};");
+    task_containers_with_owners()
+        .into_iter()
+        .filter(|(_, owner)| owner.contains(&marker))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// `docker inspect NAME`, parsed.
+pub fn inspect(name: &str) -> serde_json::Value {
+    let out = Command::new("docker")
+        .args(["inspect", name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker inspect {name}");
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+}

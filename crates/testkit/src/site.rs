@@ -1,0 +1,70 @@
+//! A lab site on 127.0.0.1: fixed pages by path, every path asked recorded.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::sync::{Arc, Mutex};
+
+/// The paths a site was asked for, in order.
+pub type Seen = Arc<Mutex<Vec<String>>>;
+
+/// A page: (status line, extra headers, body).
+pub type Page = (&'static str, String, String);
+
+/// An HTTP server on 127.0.0.1 serving the pages `pages(port)` returns, by path (404 otherwise);
+/// it records every path asked. Pages get the port so they can link to themselves.
+pub fn site(pages: impl FnOnce(u16) -> HashMap<&'static str, Page>) -> (u16, Seen) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let pages = pages(port);
+    let seen: Seen = Arc::default();
+    let record = Arc::clone(&seen);
+    let pages = Arc::new(pages);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let pages = Arc::clone(&pages);
+            let record = Arc::clone(&record);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    return;
+                }
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let path = request_line.split(' ').nth(1).unwrap_or("/").to_owned();
+                record.lock().unwrap().push(path.clone());
+                let (status, extra, body) = pages.get(path.as_str()).cloned().unwrap_or((
+                    "404 Not Found",
+                    String::new(),
+                    String::new(),
+                ));
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// A one-page site for tests that only need something to open.
+pub fn simple_site(title: &'static str, text: &'static str) -> u16 {
+    site(move |_| {
+        HashMap::from([(
+            "/",
+            (
+                "200 OK",
+                String::new(),
+                format!(
+                    "<html><head><title>{title}</title></head><body><p>{text}</p></body></html>"
+                ),
+            ),
+        )])
+    })
+    .0
+}
