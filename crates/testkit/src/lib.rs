@@ -9,7 +9,13 @@
 //!
 //! Everything here is real (sockets, servers, the `docker` CLI); nothing stands in for Airlock.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::missing_panics_doc)]
+// Test support: a failed step should panic the test that called it, with the reason.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::missing_panics_doc,
+    clippy::implicit_hasher
+)]
 
 pub mod dns;
 pub mod docker;
