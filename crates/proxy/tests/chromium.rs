@@ -21,6 +21,25 @@ use tokio::net::TcpListener;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The test site: `/` holds the traps, `/ok.txt` is allowed content, `/redirect` points at metadata.
+fn trap_site(forbidden_port: u16) -> u16 {
+    site(move |_| {
+        HashMap::from([
+            ("/", ("200 OK", String::new(), page(forbidden_port))),
+            ("/ok.txt", ("200 OK", String::new(), "ok loaded".to_owned())),
+            (
+                "/redirect",
+                (
+                    "302 Found",
+                    "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(),
+                    String::new(),
+                ),
+            ),
+        ])
+    })
+    .0
+}
+
 /// The page with the traps; its iframe aims at a server on this machine that must never be reached.
 fn page(forbidden_port: u16) -> String {
     format!(
@@ -78,21 +97,7 @@ async fn chromium_loads_the_allowed_page_and_every_forbidden_request_is_refused(
         }
     });
 
-    // `/` holds the traps, `/ok.txt` is allowed content, `/redirect` points at metadata.
-    let (site, _) = site(move |_| {
-        HashMap::from([
-            ("/", ("200 OK", String::new(), page(forbidden_port))),
-            ("/ok.txt", ("200 OK", String::new(), "ok loaded".to_owned())),
-            (
-                "/redirect",
-                (
-                    "302 Found",
-                    "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(),
-                    String::new(),
-                ),
-            ),
-        ])
-    });
+    let site = trap_site(forbidden_port);
     let policy = EgressPolicy::new(
         Profile::Public,
         None,
