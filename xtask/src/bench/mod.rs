@@ -1,0 +1,221 @@
+//! `cargo xtask bench`: how fast Airlock is against what a user would pick instead, measured in
+//! alternation in one run and reported as ratios. Never fails for being slow.
+//!
+//! - Start-up: task requested → first snapshot of a local page through Airlock (container, proxy,
+//!   agent-browser, Chromium), against bare agent-browser with Chromium on the host. Cold and warm.
+//! - Page load: a page with 100 subresources, loaded by headless Chromium directly, through the
+//!   Airlock proxy (behind `airlock-relay`, as in the container), through tinyproxy and through
+//!   squid (Debian packages, installed if missing); over HTTP, then over HTTPS with a local CA.
+//! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests; tinyproxy as
+//!   a peer) and the proxy's memory with idle tunnels.
+//! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
+//!
+//! `--quick` runs a small version; the full run also writes `target/bench/report.md`.
+
+mod concurrency;
+mod page_load;
+mod processes;
+mod proxy;
+mod site;
+mod startup;
+mod stats;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use crate::util::{is_root, run_loud, succeeds, workspace_root};
+use processes::{Children, free_port, wait_for_port};
+
+/// Arguments of `cargo xtask bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A small run (a few rounds each), in a few minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Run only these benchmarks (repeatable); all of them by default.
+    #[arg(long, value_enum)]
+    only: Vec<Section>,
+}
+
+/// The benchmarks `cargo xtask bench` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    Startup,
+    PageLoad,
+    ProxyMicro,
+    IdleTunnels,
+    Concurrency,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "cargo xtask bench installs packages and runs Airlock as a separate non-root user: run it as root"
+        );
+    }
+    let root = workspace_root();
+    let out_dir = root.join("target/bench");
+    fs::create_dir_all(&out_dir)?;
+    let rounds = if args.quick { 3 } else { 10 };
+    // Page loads are short and the noisiest, so they get more rounds.
+    let load_rounds = if args.quick { 3 } else { 20 };
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "# Airlock benchmarks\n\nMeasured in one run, in alternation; times in ms. Ratios are Airlock / baseline.\n"
+    );
+
+    let agent_browser = prepare(&root)?;
+
+    let mut children = Children::default();
+    let site_port = free_port()?;
+    let site_dir = out_dir.join("site");
+    // Every load gets a page of its own (no cache): a warm-up round plus `load_rounds`, per mode.
+    site::write_site(&site_dir, (load_rounds + 1) * page_load::LOADS_PER_ROUND)?;
+    children.0.push(
+        Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &site_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(&site_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the site server (python3)")?,
+    );
+    wait_for_port(site_port, "the site server")?;
+    // Everyone must be able to read the site and run the binaries.
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&out_dir)
+        .status();
+
+    let wanted = |section| args.only.is_empty() || args.only.contains(&section);
+    if wanted(Section::Startup) {
+        startup::startup(&root, &agent_browser, site_port, rounds, &mut report)?;
+    }
+    if wanted(Section::PageLoad) {
+        page_load::page_load(
+            &root,
+            &agent_browser,
+            site_port,
+            load_rounds,
+            &mut children,
+            &mut report,
+        )?;
+    }
+    if wanted(Section::ProxyMicro) {
+        proxy::proxy_micro(&root, args.quick, &mut report)?;
+    }
+    if wanted(Section::IdleTunnels) {
+        proxy::idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;
+    }
+    if wanted(Section::Concurrency) {
+        concurrency::concurrency(
+            &root,
+            site_port,
+            if args.quick { 4 } else { 12 },
+            &mut report,
+        )?;
+    }
+
+    println!("\n{report}");
+    if !args.quick {
+        let path = out_dir.join("report.md");
+        fs::write(&path, &report)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Everything the benchmarks run: packages, the image, the test user, release builds, and the
+/// host copy of agent-browser (returned).
+fn prepare(root: &Path) -> anyhow::Result<PathBuf> {
+    ensure_packages(&[
+        "tinyproxy",
+        "squid",
+        "socat",
+        "chromium",
+        "openssl",
+        "libnss3-tools",
+    ])?;
+    crate::image::run(&crate::image::ImageArgs::for_integration())?;
+    crate::integration::ensure_test_user()?;
+    run_loud(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "-p",
+        "airlock",
+        "-p",
+        "airlock-driver-docker",
+        "--example",
+        "bench",
+    ]))?;
+    run_loud(Command::new(env!("CARGO")).args([
+        "build",
+        "--release",
+        "-p",
+        "airlock",
+        "-p",
+        "airlock-relay",
+    ]))?;
+    host_agent_browser(root)
+}
+
+fn ensure_packages(packages: &[&str]) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !succeeds(Command::new("dpkg").args(["-s", p])))
+        .collect();
+    if !missing.is_empty() {
+        run_loud(
+            Command::new("apt-get")
+                .args(["install", "-y", "-qq"])
+                .args(&missing),
+        )?;
+    }
+    // Debian starts these as services; the bench runs its own instances.
+    for service in ["tinyproxy", "squid"] {
+        let _ = Command::new("pkill").args(["-x", service]).status();
+    }
+    Ok(())
+}
+
+/// The agent-browser binary from the same checked tarball the image uses.
+fn host_agent_browser(root: &Path) -> anyhow::Result<PathBuf> {
+    let cache = root.join("target/airlock-cache");
+    let tarball = fs::read_dir(&cache)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tgz"))
+        .context("no agent-browser tarball in target/airlock-cache: run cargo xtask image first")?;
+    let dir = root.join("target/bench/agent-browser");
+    fs::create_dir_all(&dir)?;
+    run_loud(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&dir)
+            .args([
+                "--strip-components=1",
+                "package/bin/agent-browser-linux-x64",
+                "package/skill-data",
+            ]),
+    )?;
+    let binary = dir.join("bin/agent-browser-linux-x64");
+    // npm tarballs do not keep the execute bit.
+    fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    Ok(binary)
+}
