@@ -4,6 +4,7 @@
 mod bench;
 mod image;
 mod integration;
+mod tidy;
 mod util;
 
 use std::process::ExitCode;
@@ -27,6 +28,9 @@ enum Task {
     /// Benchmarks against bare agent-browser, direct loads, tinyproxy and squid (as root; never
     /// fails for being slow). `--quick` for a short run; the full run writes target/bench/report.md.
     Bench(bench::BenchArgs),
+    /// Check the layers in ARCHITECTURE.md against the crates' real dependencies: arrows point
+    /// down only, every crate is in the diagram, pure crates do no I/O, the test kit is dev-only.
+    Tidy,
 }
 
 fn main() -> ExitCode {
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
         Task::Image(args) => image::run(&args),
         Task::Integration(args) => integration::run(&args),
         Task::Bench(args) => bench::run(&args),
+        Task::Tidy => tidy::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
