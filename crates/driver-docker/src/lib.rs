@@ -19,7 +19,7 @@
 
 mod error;
 mod exec;
-pub mod owner;
+mod owner;
 mod spec;
 mod tool;
 
@@ -39,12 +39,10 @@ use bollard::query_parameters::{
 };
 
 pub use error::DockerError;
-pub use exec::{ExecError, ExecOutput, TIMED_OUT_EXIT};
-pub use spec::{
-    ContainerOptions, EGRESS_MOUNT, LABEL_OWNER, LABEL_TASK, LABEL_VERSION, Resources,
-    container_spec,
-};
-pub use tool::{AgentBrowserInput, TOOL_NAME};
+pub use exec::ExecError;
+pub use spec::{ContainerOptions, Resources, container_spec};
+use spec::{LABEL_OWNER, LABEL_TASK};
+pub use tool::AgentBrowserInput;
 
 /// The image tag this version of Airlock expects.
 pub fn default_image() -> String {
@@ -91,7 +89,7 @@ impl Default for DriverConfig {
 }
 
 /// The command that builds the image, quoted when it is missing.
-pub const BUILD_COMMAND: &str = "cargo xtask image";
+pub(crate) const BUILD_COMMAND: &str = "cargo xtask image";
 
 /// Runs each task in its own sealed container.
 pub struct DockerDriver {
@@ -323,7 +321,7 @@ const RELAY_READY_FILE: &str = "/tmp/.airlock-relay-ready";
 const RELAY_NOT_READY_EXIT: i64 = 97;
 
 /// What the driver adds to agent-browser's guide.
-pub const DRIVER_PROMPT: &str = "\
+const DRIVER_PROMPT: &str = "\
 How to run the commands in the guide: call the `agent_browser` tool with the words after \
 `agent-browser` as a list in `args`, one command per call. There is no shell: no quoting, no \
 pipes, no `&&`, no redirection, no environment variables. For example, the guide's \

@@ -42,11 +42,7 @@ pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,
 };
-pub use egress::{
-    AllowEntry, Allowance, DEFAULT_PORTS, Decision, EgressPolicy, NEVER_OPENED, PolicyError,
-    Profile, never_opened,
-};
-pub use url::{UrlTarget, browser_clean, parse_http_url, scheme_of};
+pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Profile};
 
 /// Why a destination is refused. The `Display` text is what users, logs and the worker read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

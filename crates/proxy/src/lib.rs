@@ -52,19 +52,18 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{ProxyConfig, ProxyLimits};
 pub use events::{EventSink, Outcome, ProxyEvent, ProxyStats, Via};
-pub use network::{
-    BoxFuture, Connector, HickoryResolver, ResolveError, Resolver, TcpConnector, Upstream,
-};
+pub use network::{BoxFuture, Connector, ResolveError, Resolver, TcpConnector, Upstream};
 
 use accept::accept_loop;
 use connection::Shared;
 use events::Counters;
+use network::HickoryResolver;
 
 /// The response header that carries the reason for a refusal.
 pub const REFUSED_HEADER: &str = "x-airlock-refused";
 
 /// The socket's file name inside the private directory.
-pub const SOCKET_NAME: &str = "proxy.sock";
+const SOCKET_NAME: &str = "proxy.sock";
 
 /// The hand-off socket's file name inside the private directory.
 pub const HANDOFF_SOCKET_NAME: &str = "handoff.sock";
