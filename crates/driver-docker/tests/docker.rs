@@ -7,134 +7,21 @@
 // Scenario tests read top to bottom; splitting them would hide the story.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-use std::collections::HashMap;
+mod support;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_driver_docker::{DockerDriver, DockerError, DriverConfig, current_user};
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_testkit::docker::{containers_of, docker_ready, image, inspect, task_containers};
-use airlock_testkit::site::site;
-use airlock_worker::{
-    BrowserDriver, BrowserSession, CancellationToken, TaskContext, TaskLimits, ToolOutput,
-};
+use airlock_testkit::docker::{docker_ready, image, task_containers};
+use airlock_worker::{BrowserDriver, CancellationToken, TaskContext};
 use serde_json::json;
-
-/// A site on this machine: `/` links to `/second`; `/traps` aims at forbidden places.
-fn serve_site() -> u16 {
-    let page = |body: &str| ("200 OK", String::new(), body.to_owned());
-    site(move |_| {
-        HashMap::from([
-            ("/", page("<html><head><title>Airlock home</title></head><body><h1>Welcome</h1><a href=\"/second\">Second page</a></body></html>")),
-            ("/second", page("<html><head><title>Second</title></head><body><p id=\"fact\">The answer is 42.</p></body></html>")),
-            ("/redirect", ("302 Found", "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(), String::new())),
-            ("/traps", page("<html><body><h1>Traps</h1><iframe src=\"http://127.0.0.1:8081/frame\"></iframe><script>fetch('http://10.0.0.1/secret').catch(() => {});</script></body></html>")),
-        ])
-    })
-    .0
-}
-
-async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
-    let policy = EgressPolicy::new(
-        Profile::Public,
-        None,
-        [format!("127.0.0.1:{site}").parse().unwrap()],
-    )
-    .unwrap();
-    let config = DriverConfig {
-        image: image(),
-        egress: policy,
-        lifetime_grace: Duration::ZERO,
-        ..DriverConfig::default()
-    };
-    let driver = DockerDriver::connect(config).await.unwrap();
-    driver.check().await.unwrap();
-    let limits = TaskLimits {
-        timeout: limits_timeout,
-        ..TaskLimits::default()
-    };
-    (driver, limits)
-}
-
-async fn call(session: &BrowserSession, input: serde_json::Value) -> ToolOutput {
-    session.tools[0].execute(input).await.unwrap()
-}
-
-/// The container matches the locked-down spec; returns the host's socket directory.
-fn assert_sealed(name: &str) -> String {
-    let info = inspect(name);
-    let host = &info["HostConfig"];
-    let (uid, gid) = current_user();
-    assert_eq!(info["Config"]["User"], format!("{uid}:{gid}"));
-    assert_eq!(host["NetworkMode"], "none");
-    assert_eq!(host["ReadonlyRootfs"], true);
-    assert_eq!(host["CapDrop"], json!(["ALL"]));
-    assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
-    assert_eq!(host["Memory"], 1024 * 1024 * 1024);
-    assert_eq!(host["MemorySwap"], 1024 * 1024 * 1024);
-    assert_eq!(host["NanoCpus"], 1_500_000_000_i64);
-    assert_eq!(host["PidsLimit"], 512);
-    assert!(
-        host["Tmpfs"]["/tmp"]
-            .as_str()
-            .unwrap()
-            .contains("size=512m")
-    );
-    let bind = host["Binds"][0].as_str().unwrap();
-    assert!(bind.ends_with(":/egress:ro"), "{bind}");
-    let socket_dir = bind.trim_end_matches(":/egress:ro").to_owned();
-    assert!(
-        std::path::Path::new(&socket_dir)
-            .join("proxy.sock")
-            .exists()
-    );
-    let labels = &info["Config"]["Labels"];
-    assert!(
-        labels["airlock.owner"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("pid={}", std::process::id()))
-    );
-    assert_eq!(labels["airlock.version"], env!("CARGO_PKG_VERSION"));
-
-    socket_dir
-}
-
-/// TCP to host loopback, private, metadata and public addresses, and DNS, all fail from inside.
-fn assert_no_direct_way_out(name: &str) {
-    // Direct ways out fail: TCP to host loopback, private, metadata and public addresses, and DNS.
-    for target in [
-        "127.0.0.1:3129",
-        "10.0.0.1:80",
-        "169.254.169.254:80",
-        "1.1.1.1:443",
-    ] {
-        let (host, port) = target.split_once(':').unwrap();
-        // bash's /dev/tcp makes a plain TCP connection; the image carries no network tools.
-        let out = Command::new("docker")
-            .args([
-                "exec",
-                name,
-                "timeout",
-                "3",
-                "bash",
-                "-c",
-                &format!("exec 3<>/dev/tcp/{host}/{port}"),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            !out.status.success(),
-            "{target} was reachable from inside the container"
-        );
-    }
-    let dns = Command::new("docker")
-        .args(["exec", name, "getent", "hosts", "example.com"])
-        .output()
-        .unwrap();
-    assert!(!dns.status.success(), "DNS worked inside the container");
-}
+use support::{
+    RemoveOnDrop, assert_no_direct_way_out, assert_sealed, call, driver, exec_in, my_containers,
+    serve_site, wait_task, waiting_runner,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind() {
@@ -380,30 +267,6 @@ async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
     );
 }
 
-/// Removes a container started by hand, even when the test panics.
-struct RemoveOnDrop(String);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
-    }
-}
-
-fn exec_in(name: &str, args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .arg("exec")
-        .arg(name)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The image itself, run by hand with the lockdown flags and a proxy socket: pinned tools, the
 /// guide, the managed policy, a page through the socket, and no traffic the page did not cause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -547,37 +410,6 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
         assert!(!found.status.success(), "{tool} is in the image");
     }
     proxy.stop().await;
-}
-
-/// Task containers owned by this test process.
-fn my_containers() -> Vec<String> {
-    containers_of(std::process::id())
-}
-
-/// The task `waiting_runner` is given.
-fn wait_task() -> airlock_worker::TaskRequest {
-    airlock_worker::TaskRequest {
-        task: "wait".into(),
-        url: None,
-    }
-}
-
-fn waiting_runner(driver: DockerDriver, limits: TaskLimits) -> airlock_worker::TaskRunner {
-    let script = airlock_worker::Script {
-        turns: vec![airlock_worker::ScriptedTurn {
-            tool_calls: vec![airlock_worker::ScriptedCall {
-                name: "agent_browser".into(),
-                input: json!({"args": ["wait", "60000"]}),
-            }],
-            ..Default::default()
-        }],
-    };
-    airlock_worker::TaskRunner::new(
-        Arc::new(driver),
-        Arc::new(airlock_worker::ScriptedModel::new(script)),
-        limits,
-    )
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,27 @@
 //! This crate knows no async runtime: [`receive_stream`] is one non-blocking-friendly `recvmsg`,
 //! which the proxy calls when its channel is readable, and [`relay`] is the relay's whole loop
 //! (blocking), run by the `airlock-relay` binary and, on a thread, by tests and benchmarks.
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::{TcpListener, TcpStream};
+//! use std::os::unix::net::UnixStream;
+//! use airlock_relay::{Received, receive_stream, send_stream};
+//!
+//! let (relay_side, proxy_side) = UnixStream::pair()?;
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let mut browser = TcpStream::connect(listener.local_addr()?)?;
+//! let (accepted, _) = listener.accept()?;
+//!
+//! send_stream(&relay_side, &accepted)?; // the relay hands the browser's connection over
+//! drop(accepted);
+//! let Received::Stream(mut served) = receive_stream(&proxy_side)? else { panic!() };
+//! browser.write_all(b"ping")?;
+//! let mut seen = [0_u8; 4];
+//! served.read_exact(&mut seen)?; // the proxy reads the browser's own socket
+//! assert_eq!(&seen, b"ping");
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;

@@ -8,6 +8,20 @@
 //! - [`http`]: reading a response head, and bounding a wait.
 //!
 //! Everything here is real (sockets, servers, the `docker` CLI); nothing stands in for Airlock.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use std::io::{Read, Write};
+//! use airlock_testkit::site::site;
+//!
+//! let (port, seen) = site(|_| HashMap::from([("/", ("200 OK", String::new(), "hi".to_owned()))]));
+//! let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+//! stream.write_all(b"GET / HTTP/1.1\r\nhost: lab\r\n\r\n").unwrap();
+//! let mut answer = String::new();
+//! stream.read_to_string(&mut answer).unwrap();
+//! assert!(answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("hi"));
+//! assert_eq!(*seen.lock().unwrap(), ["/"]);
+//! ```
 
 // Test support: a failed step should panic the test that called it, with the reason.
 #![allow(
