@@ -54,13 +54,33 @@ impl NotPublic {
 }
 
 impl fmt::Display for NotPublic {
-    /// `private (10.0.0.0/8)`, or `loopback (127.0.0.0/8) embedded as IPv4-mapped 127.0.0.1`.
+    /// `private (10.0.0.0/8)`, `loopback (127.0.0.0/8) embedded as NAT64 127.0.0.1`, or
+    /// `IPv4-mapped (::ffff:0.0.0.0/96, carrying 8.8.8.8, another spelling of …)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.range)?;
-        if let Some(embedded) = self.embedded {
-            write!(f, " embedded as {} {}", embedded.via.label(), embedded.ipv4)?;
+        let range = self.range;
+        match self.embedded {
+            // `IPv4-mapped (::ffff:0.0.0.0/96, carrying 8.8.8.8, another spelling of …)`
+            Some(embedded) if range.kind.embeds_ipv4() => {
+                write!(
+                    f,
+                    "{} ({}, carrying {}",
+                    range.kind.label(),
+                    range.net,
+                    embedded.ipv4
+                )?;
+                if let Some(note) = range.note {
+                    write!(f, ", {note}")?;
+                }
+                f.write_str(")")
+            }
+            Some(embedded) => write!(
+                f,
+                "{range} embedded as {} {}",
+                embedded.via.label(),
+                embedded.ipv4
+            ),
+            None => write!(f, "{range}"),
         }
-        Ok(())
     }
 }
 
@@ -84,14 +104,16 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<Embedded> {
     })
 }
 
-/// Judge an address: `Ok(())` when it is globally routable unicast, otherwise the block that
-/// refuses it. IPv6 addresses that embed IPv4 are judged by the embedded address.
+/// Judge an address: `Ok(())` when it is globally reachable unicast, otherwise the block that
+/// refuses it. A NAT64 address (`64:ff9b::/96`) is judged by the IPv4 address it carries;
+/// IPv4-mapped and IPv4-compatible addresses are never public, whatever they carry.
 ///
 /// ```
 /// use std::net::IpAddr;
-/// let ip: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
-/// let why = airlock_address::classify(ip).unwrap_err();
-/// assert_eq!(why.to_string(), "private (10.0.0.0/8) embedded as IPv4-mapped 10.1.2.3");
+/// let why = airlock_address::classify("::ffff:8.8.8.8".parse().unwrap()).unwrap_err();
+/// assert!(why.to_string().starts_with("IPv4-mapped (::ffff:0.0.0.0/96, carrying 8.8.8.8, "));
+/// let why = airlock_address::classify("64:ff9b::10.1.2.3".parse().unwrap()).unwrap_err();
+/// assert_eq!(why.to_string(), "private (10.0.0.0/8) embedded as NAT64 10.1.2.3");
 /// assert!(airlock_address::classify("93.184.216.34".parse().unwrap()).is_ok());
 /// ```
 pub fn classify(ip: IpAddr) -> Result<(), NotPublic> {
@@ -99,7 +121,15 @@ pub fn classify(ip: IpAddr) -> Result<(), NotPublic> {
         IpAddr::V4(v4) => classify_v4(v4, None),
         IpAddr::V6(v6) => {
             if let Some(embedded) = embedded_ipv4(v6) {
-                return classify_v4(embedded.ipv4, Some(embedded));
+                return match embedded.via {
+                    Embedding::Nat64 => classify_v4(embedded.ipv4, Some(embedded)),
+                    // A second spelling of an IPv4 address: refused, so that nothing (no allow
+                    // entry, no profile) opens an IPv4 address under another name.
+                    Embedding::Mapped | Embedding::Compatible => Err(NotPublic {
+                        range: range_of(ip).unwrap_or(&IPV6_RESERVED),
+                        embedded: Some(embedded),
+                    }),
+                };
             }
             match range_of(IpAddr::V6(v6)) {
                 Some(range) if range.kind.is_public() => Ok(()),
@@ -120,6 +150,7 @@ pub fn classify(ip: IpAddr) -> Result<(), NotPublic> {
 fn classify_v4(ip: Ipv4Addr, embedded: Option<Embedded>) -> Result<(), NotPublic> {
     match range_of(IpAddr::V4(ip)) {
         None => Ok(()),
+        Some(range) if range.kind.is_public() => Ok(()),
         Some(range) => Err(NotPublic { range, embedded }),
     }
 }

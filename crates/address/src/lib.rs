@@ -5,8 +5,9 @@
 //! other address is refused with the block that refuses it, so a reason reads like
 //! `private (10.0.0.0/8)` or `link-local (169.254.0.0/16, cloud metadata lives here)`.
 //!
-//! - [`classify`] judges an [`IpAddr`](std::net::IpAddr); IPv6 forms that carry IPv4
-//!   (mapped, compatible, NAT64) are judged by the IPv4 address they carry.
+//! - [`classify`] judges an [`IpAddr`](std::net::IpAddr); a NAT64 address is judged by the IPv4
+//!   address it carries, and IPv4-mapped and IPv4-compatible addresses are refused whatever they
+//!   carry (they are other spellings of an IPv4 address).
 //! - [`parse_host`] reads a URL host as a browser does and refuses spellings that would let a
 //!   check and a browser disagree (`2130706433`, `0x7f.1`, `127.1`, `[fe80::1%25eth0]`, `localhost`).
 //! - [`SPECIAL_RANGES`] is the table itself, listed once.

@@ -3,6 +3,12 @@
 //! Sources: the IANA IPv4 and IPv6 Special-Purpose Address Registries, plus the blocks IANA
 //! lists elsewhere (multicast, site-local, unique-local). Lookups pick the longest matching
 //! prefix, so a narrow block (for example `255.255.255.255/32` inside `240.0.0.0/4`) names itself.
+//!
+//! The registries mark each entry "globally reachable" or not. Entries marked not globally
+//! reachable are refused; entries marked globally reachable are listed too, as
+//! [`RangeKind::GloballyReachable`], because some sit inside a refused block (the anycast services
+//! `192.0.0.9/32` and `192.0.0.10/32` inside `192.0.0.0/24`; PCP, TURN, DNS-SD SRP, AMT, AS112,
+//! ORCHIDv2 and DRIP inside `2001::/23`) and the most specific entry must win.
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -46,20 +52,25 @@ pub enum RangeKind {
     Teredo,
     /// `2002::/16`: tunnels to an address we cannot see.
     SixToFour,
-    /// `2001:10::/28`, `2001:20::/28`: cryptographic identifiers, not locators.
+    /// `2001:10::/28`: deprecated cryptographic identifiers, not locators (ORCHIDv2,
+    /// `2001:20::/28`, is globally reachable).
     Orchid,
     /// `100::/64`: discard-only.
     DiscardOnly,
     /// `64:ff9b:1::/48`: NAT64 prefix for local use, whose reach is not ours to judge.
     LocalNat64,
-    /// `::ffff:0:0/96`: judged by the embedded IPv4 address.
+    /// `::ffff:0:0/96`: never public unicast, whatever IPv4 address it carries (a host's stack
+    /// delivers it to that IPv4 address, so it would be a second spelling of it).
     Ipv4Mapped,
-    /// `::/96` (deprecated): judged by the embedded IPv4 address.
+    /// `::/96` (deprecated): never public unicast, whatever IPv4 address it carries.
     Ipv4Compatible,
     /// `64:ff9b::/96`: judged by the embedded IPv4 address.
     Nat64,
     /// `2000::/3`: the only IPv6 block from which public unicast is allocated.
     GlobalUnicast,
+    /// A special-purpose entry the registry marks globally reachable (an anycast service, AS112,
+    /// AMT, ORCHIDv2, DRIP): public, even inside a refused block.
+    GloballyReachable,
 }
 
 impl RangeKind {
@@ -90,17 +101,20 @@ impl RangeKind {
             Self::Ipv4Compatible => "IPv4-compatible",
             Self::Nat64 => "NAT64",
             Self::GlobalUnicast => "global unicast",
+            Self::GloballyReachable => "globally reachable special-purpose",
         }
     }
 
-    /// Whether addresses in this block are judged by the IPv4 address embedded in their low 32 bits.
+    /// Whether addresses in this block carry an IPv4 address in their low 32 bits. Only NAT64
+    /// addresses are judged by it; mapped and compatible ones are refused whatever they carry.
     pub const fn embeds_ipv4(self) -> bool {
         matches!(self, Self::Ipv4Mapped | Self::Ipv4Compatible | Self::Nat64)
     }
 
-    /// Whether the block is public space (only `2000::/3`; IPv4 public space is "not listed").
+    /// Whether the block is public space: `2000::/3`, and the entries the registries mark
+    /// globally reachable (other IPv4 public space is simply not listed).
     pub const fn is_public(self) -> bool {
-        matches!(self, Self::GlobalUnicast)
+        matches!(self, Self::GlobalUnicast | Self::GloballyReachable)
     }
 }
 
@@ -178,9 +192,20 @@ pub static SPECIAL_RANGES: &[SpecialRange] = &[
     ),
     v4(172, 16, 0, 0, 12, K::Private),
     v4(192, 0, 0, 0, 24, K::IetfProtocol),
+    noted(
+        v4(192, 0, 0, 9, 32, K::GloballyReachable),
+        "Port Control Protocol anycast",
+    ),
+    noted(v4(192, 0, 0, 10, 32, K::GloballyReachable), "TURN anycast"),
     noted(v4(192, 0, 2, 0, 24, K::Documentation), "TEST-NET-1"),
-    v4(192, 88, 99, 0, 24, K::SixToFourRelay),
+    noted(v4(192, 31, 196, 0, 24, K::GloballyReachable), "AS112-v4"),
+    noted(v4(192, 52, 193, 0, 24, K::GloballyReachable), "AMT"),
+    noted(v4(192, 88, 99, 0, 24, K::SixToFourRelay), "deprecated"),
     v4(192, 168, 0, 0, 16, K::Private),
+    noted(
+        v4(192, 175, 48, 0, 24, K::GloballyReachable),
+        "direct delegation AS112 service",
+    ),
     v4(198, 18, 0, 0, 15, K::Benchmarking),
     noted(v4(198, 51, 100, 0, 24, K::Documentation), "TEST-NET-2"),
     noted(v4(203, 0, 113, 0, 24, K::Documentation), "TEST-NET-3"),
@@ -191,29 +216,72 @@ pub static SPECIAL_RANGES: &[SpecialRange] = &[
     IPV6_RESERVED,
     v6([0, 0, 0, 0, 0, 0, 0, 0], 128, K::Unspecified),
     v6([0, 0, 0, 0, 0, 0, 0, 1], 128, K::Loopback),
-    v6([0, 0, 0, 0, 0, 0, 0, 0], 96, K::Ipv4Compatible),
-    v6([0, 0, 0, 0, 0, 0xffff, 0, 0], 96, K::Ipv4Mapped),
+    noted(
+        v6([0, 0, 0, 0, 0, 0, 0, 0], 96, K::Ipv4Compatible),
+        "another spelling of an IPv4 address: write that address itself",
+    ),
+    noted(
+        v6([0, 0, 0, 0, 0, 0xffff, 0, 0], 96, K::Ipv4Mapped),
+        "another spelling of an IPv4 address: write that address itself",
+    ),
     v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96, K::Nat64),
     v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48, K::LocalNat64),
     v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64, K::DiscardOnly),
-    v6([0x2000, 0, 0, 0, 0, 0, 0, 0], 3, K::GlobalUnicast),
     noted(
-        v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 23, K::IetfProtocol),
-        "its few anycast services are not web destinations",
+        v6([0x100, 0, 0, 1, 0, 0, 0, 0], 64, K::Reserved),
+        "dummy IPv6 prefix",
     ),
+    v6([0x2000, 0, 0, 0, 0, 0, 0, 0], 3, K::GlobalUnicast),
+    v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 23, K::IetfProtocol),
     v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32, K::Teredo),
+    noted(
+        v6([0x2001, 1, 0, 0, 0, 0, 0, 1], 128, K::GloballyReachable),
+        "Port Control Protocol anycast",
+    ),
+    noted(
+        v6([0x2001, 1, 0, 0, 0, 0, 0, 2], 128, K::GloballyReachable),
+        "TURN anycast",
+    ),
+    noted(
+        v6([0x2001, 1, 0, 0, 0, 0, 0, 3], 128, K::GloballyReachable),
+        "DNS-SD service registration anycast",
+    ),
     v6([0x2001, 2, 0, 0, 0, 0, 0, 0], 48, K::Benchmarking),
+    noted(
+        v6([0x2001, 3, 0, 0, 0, 0, 0, 0], 32, K::GloballyReachable),
+        "AMT",
+    ),
+    noted(
+        v6([0x2001, 4, 0x112, 0, 0, 0, 0, 0], 48, K::GloballyReachable),
+        "AS112-v6",
+    ),
     noted(
         v6([0x2001, 0x10, 0, 0, 0, 0, 0, 0], 28, K::Orchid),
         "deprecated",
     ),
     noted(
-        v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, K::Orchid),
+        v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, K::GloballyReachable),
         "ORCHIDv2",
+    ),
+    noted(
+        v6([0x2001, 0x30, 0, 0, 0, 0, 0, 0], 28, K::GloballyReachable),
+        "DRIP entity tags",
     ),
     v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, K::Documentation),
     v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, K::SixToFour),
+    noted(
+        v6(
+            [0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0],
+            48,
+            K::GloballyReachable,
+        ),
+        "direct delegation AS112 service",
+    ),
     v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, K::Documentation),
+    noted(
+        v6([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16, K::Reserved),
+        "segment routing (SRv6) SIDs",
+    ),
     v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, K::UniqueLocal),
     v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, K::LinkLocal),
     noted(

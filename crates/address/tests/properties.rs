@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use airlock_address::{Host, classify, parse_host};
+use airlock_address::{Embedding, Host, RangeKind, classify, parse_host};
 use proptest::prelude::*;
 
 fn nat64(v4: Ipv4Addr) -> Ipv6Addr {
@@ -15,19 +15,29 @@ fn nat64(v4: Ipv4Addr) -> Ipv6Addr {
 
 proptest! {
     #[test]
-    fn embedded_forms_get_the_verdict_of_the_ipv4_they_carry(bits in any::<u32>()) {
+    fn nat64_gets_the_verdict_of_the_ipv4_it_carries(bits in any::<u32>()) {
         let v4 = Ipv4Addr::from(bits);
         let expected = classify(IpAddr::V4(v4)).is_ok();
-        prop_assert_eq!(classify(IpAddr::V6(v4.to_ipv6_mapped())).is_ok(), expected);
-        prop_assert_eq!(classify(IpAddr::V6(v4.to_ipv6_compatible())).is_ok(), expected);
         prop_assert_eq!(classify(IpAddr::V6(nat64(v4))).is_ok(), expected);
     }
 
     #[test]
-    fn mapped_spellings_parse_to_the_same_verdict(bits in any::<u32>()) {
+    fn mapped_and_compatible_forms_are_refused_whatever_they_carry(bits in any::<u32>()) {
+        let v4 = Ipv4Addr::from(bits);
+        let mapped = classify(IpAddr::V6(v4.to_ipv6_mapped())).unwrap_err();
+        prop_assert_eq!(mapped.kind(), RangeKind::Ipv4Mapped);
+        // `::` and `::1` are compatible-form spellings with blocks of their own.
+        let compatible = classify(IpAddr::V6(v4.to_ipv6_compatible())).unwrap_err();
+        prop_assert!(matches!(
+            compatible.kind(),
+            RangeKind::Ipv4Compatible | RangeKind::Unspecified | RangeKind::Loopback
+        ));
+    }
+
+    #[test]
+    fn every_mapped_spelling_parses_and_is_refused(bits in any::<u32>()) {
         let v4 = Ipv4Addr::from(bits);
         let [a, b, c, d] = v4.octets();
-        let expected = classify(IpAddr::V4(v4)).is_ok();
         for spelling in [
             format!("[::ffff:{v4}]"),
             format!("[::FFFF:{:x}:{:x}]", u16::from_be_bytes([a, b]), u16::from_be_bytes([c, d])),
@@ -36,16 +46,17 @@ proptest! {
             let Ok(Host::Ip(ip)) = parse_host(&spelling) else {
                 return Err(TestCaseError::fail(format!("{spelling} did not parse as an address")));
             };
-            prop_assert_eq!(classify(ip).is_ok(), expected, "{}", spelling);
+            prop_assert_eq!(ip, IpAddr::V6(v4.to_ipv6_mapped()), "{}", spelling);
+            prop_assert!(classify(ip).is_err(), "{}", spelling);
         }
     }
 
     #[test]
-    fn ipv6_outside_2000_slash_3_is_never_public_unless_it_embeds(bits in any::<u128>()) {
+    fn ipv6_outside_2000_slash_3_is_never_public_unless_nat64(bits in any::<u128>()) {
         let ip = Ipv6Addr::from(bits);
         let in_global = bits >> 125 == 0b001;
-        let embeds = airlock_address::embedded_ipv4(ip).is_some();
-        if !in_global && !embeds {
+        let nat64 = airlock_address::embedded_ipv4(ip).is_some_and(|e| e.via == Embedding::Nat64);
+        if !in_global && !nat64 {
             prop_assert!(classify(IpAddr::V6(ip)).is_err());
         }
     }

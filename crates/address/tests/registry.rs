@@ -43,6 +43,11 @@ const CASES: &[(&str, Option<RangeKind>)] = &[
     // 192.0.0.0/24
     ("191.255.255.255", None),
     ("192.0.0.0", Some(RangeKind::IetfProtocol)),
+    ("192.0.0.8", Some(RangeKind::IetfProtocol)),
+    ("192.0.0.9", None),  // Port Control Protocol anycast: globally reachable
+    ("192.0.0.10", None), // TURN anycast: globally reachable
+    ("192.0.0.11", Some(RangeKind::IetfProtocol)),
+    ("192.0.0.170", Some(RangeKind::IetfProtocol)),
     ("192.0.0.192", Some(RangeKind::IetfProtocol)),
     ("192.0.0.255", Some(RangeKind::IetfProtocol)),
     ("192.0.1.0", None),
@@ -85,14 +90,17 @@ const CASES: &[(&str, Option<RangeKind>)] = &[
     // Well-known public addresses, so "public" is not vacuous.
     ("8.8.8.8", None),
     ("93.184.216.34", None),
-    ("192.31.196.1", None),
+    ("192.31.196.1", None), // AS112-v4
+    ("192.52.193.1", None), // AMT
+    ("192.175.48.1", None), // direct delegation AS112
     // IPv6
     ("::", Some(RangeKind::Unspecified)),
     ("::1", Some(RangeKind::Loopback)),
-    ("::2", Some(RangeKind::ThisNetwork)), // compatible form of 0.0.0.2
+    ("::2", Some(RangeKind::Ipv4Compatible)), // compatible form of 0.0.0.2
     ("100::", Some(RangeKind::DiscardOnly)),
     ("100::ffff:ffff:ffff:ffff", Some(RangeKind::DiscardOnly)),
-    ("100:0:0:1::", Some(RangeKind::Reserved)),
+    ("100:0:0:1::", Some(RangeKind::Reserved)), // dummy IPv6 prefix
+    ("100:0:0:2::", Some(RangeKind::Reserved)),
     (
         "1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
         Some(RangeKind::Reserved),
@@ -103,23 +111,38 @@ const CASES: &[(&str, Option<RangeKind>)] = &[
         "2001:0:ffff:ffff:ffff:ffff:ffff:ffff",
         Some(RangeKind::Teredo),
     ),
-    ("2001:1::1", Some(RangeKind::IetfProtocol)),
+    ("2001:1::", Some(RangeKind::IetfProtocol)),
+    ("2001:1::1", None), // Port Control Protocol anycast
+    ("2001:1::2", None), // TURN anycast
+    ("2001:1::3", None), // DNS-SD service registration anycast
+    ("2001:1::4", Some(RangeKind::IetfProtocol)),
     ("2001:2::", Some(RangeKind::Benchmarking)),
     (
         "2001:2:0:ffff:ffff:ffff:ffff:ffff",
         Some(RangeKind::Benchmarking),
     ),
     ("2001:2:1::", Some(RangeKind::IetfProtocol)),
+    ("2001:2:ffff::", Some(RangeKind::IetfProtocol)),
+    ("2001:3::", None), // AMT
+    ("2001:3:ffff:ffff:ffff:ffff:ffff:ffff", None),
+    ("2001:4::", Some(RangeKind::IetfProtocol)),
+    (
+        "2001:4:111:ffff:ffff:ffff:ffff:ffff",
+        Some(RangeKind::IetfProtocol),
+    ),
+    ("2001:4:112::", None), // AS112-v6
+    ("2001:4:112:ffff:ffff:ffff:ffff:ffff", None),
+    ("2001:4:113::", Some(RangeKind::IetfProtocol)),
     ("2001:10::", Some(RangeKind::Orchid)),
     (
         "2001:1f:ffff:ffff:ffff:ffff:ffff:ffff",
         Some(RangeKind::Orchid),
     ),
-    ("2001:20::", Some(RangeKind::Orchid)),
-    (
-        "2001:2f:ffff:ffff:ffff:ffff:ffff:ffff",
-        Some(RangeKind::Orchid),
-    ),
+    ("2001:20::", None), // ORCHIDv2: globally reachable
+    ("2001:2f:ffff:ffff:ffff:ffff:ffff:ffff", None),
+    ("2001:30::", None), // DRIP entity tags
+    ("2001:3f:ffff:ffff:ffff:ffff:ffff:ffff", None),
+    ("2001:40::", Some(RangeKind::IetfProtocol)),
     (
         "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",
         Some(RangeKind::IetfProtocol),
@@ -147,9 +170,10 @@ const CASES: &[(&str, Option<RangeKind>)] = &[
         Some(RangeKind::Documentation),
     ),
     ("3fff:1000::", None),
+    ("2620:4f:8000::", None), // direct delegation AS112
     ("3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", None),
     ("4000::", Some(RangeKind::Reserved)),
-    ("5f00::1", Some(RangeKind::Reserved)),
+    ("5f00::1", Some(RangeKind::Reserved)), // segment routing SIDs
     (
         "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
         Some(RangeKind::Reserved),
@@ -173,14 +197,16 @@ const CASES: &[(&str, Option<RangeKind>)] = &[
     ),
     ("ff00::", Some(RangeKind::Multicast)),
     ("ff02::1", Some(RangeKind::Multicast)),
-    // Embeddings are judged by what they carry.
-    ("::ffff:127.0.0.1", Some(RangeKind::Loopback)),
-    ("::ffff:7f00:1", Some(RangeKind::Loopback)),
-    ("0:0:0:0:0:ffff:a9fe:a9fe", Some(RangeKind::LinkLocal)),
-    ("::ffff:8.8.8.8", None),
-    ("::10.0.0.1", Some(RangeKind::Private)),
-    ("::8.8.8.8", None),
+    // Mapped and compatible forms are refused whatever they carry; NAT64 by what it carries.
+    ("::ffff:127.0.0.1", Some(RangeKind::Ipv4Mapped)),
+    ("::ffff:7f00:1", Some(RangeKind::Ipv4Mapped)),
+    ("0:0:0:0:0:ffff:a9fe:a9fe", Some(RangeKind::Ipv4Mapped)),
+    ("::ffff:8.8.8.8", Some(RangeKind::Ipv4Mapped)),
+    ("::10.0.0.1", Some(RangeKind::Ipv4Compatible)),
+    ("::8.8.8.8", Some(RangeKind::Ipv4Compatible)),
+    ("::7f00:1", Some(RangeKind::Ipv4Compatible)),
     ("64:ff9b::10.0.0.1", Some(RangeKind::Private)),
+    ("64:ff9b::192.0.0.9", None),
     ("64:ff9b::7f00:1", Some(RangeKind::Loopback)),
     ("64:ff9b::8.8.8.8", None),
     ("64:ff9b:1::8.8.8.8", Some(RangeKind::LocalNat64)),
@@ -213,7 +239,7 @@ fn every_registry_case_gets_its_expected_verdict() {
 fn first_and_last_address_of_every_refusing_block_is_refused() {
     for range in SPECIAL_RANGES
         .iter()
-        .filter(|r| !r.kind.is_public() && !r.kind.embeds_ipv4())
+        .filter(|r| !r.kind.is_public() && r.kind != RangeKind::Nat64)
     {
         for ip in [range.net.network(), range.net.broadcast()] {
             let matched = range_of(ip).expect("an address in a listed block matches an entry");
@@ -238,6 +264,14 @@ fn reasons_name_the_block_and_the_embedding() {
         reason("64:ff9b::a9fe:a9fe"),
         "link-local (169.254.0.0/16, cloud metadata lives here) embedded as NAT64 169.254.169.254"
     );
+    assert_eq!(
+        reason("::ffff:8.8.8.8"),
+        "IPv4-mapped (::ffff:0.0.0.0/96, carrying 8.8.8.8, another spelling of an IPv4 address: write that address itself)"
+    );
+    assert_eq!(
+        reason("::7f00:1"),
+        "IPv4-compatible (::/96, carrying 127.0.0.1, another spelling of an IPv4 address: write that address itself)"
+    );
     assert_eq!(reason("fe80::1"), "link-local (fe80::/10)");
     assert_eq!(
         reason("4000::1"),
@@ -252,4 +286,19 @@ fn range_table_snapshot() {
         .map(|range| format!("{:<22} {range}", range.net.to_string()))
         .collect();
     insta::assert_snapshot!(table.join("\n"));
+}
+
+#[test]
+fn every_globally_reachable_entry_is_public_at_both_ends() {
+    let reachable: Vec<_> = SPECIAL_RANGES
+        .iter()
+        .filter(|r| r.kind == RangeKind::GloballyReachable)
+        .collect();
+    assert_eq!(reachable.len(), 13, "{reachable:?}");
+    for range in reachable {
+        for ip in [range.net.network(), range.net.broadcast()] {
+            assert_eq!(range_of(ip), Some(range), "{ip} is not named by {range}");
+            assert!(classify(ip).is_ok(), "{ip} in {range} was refused");
+        }
+    }
 }

@@ -422,8 +422,9 @@ impl EgressPolicy {
     }
 
     /// Judge every address a name resolved to. All must pass, or the name is refused: a name
-    /// that resolves to a mix of public and refused addresses is refused as a whole. Returns the
-    /// vetted addresses, in resolver order, without duplicates, IPv4-mapped ones as IPv4.
+    /// that resolves to a mix of allowed and refused addresses is refused as a whole. Returns the
+    /// vetted addresses exactly as judged (a caller connects to nothing else), in resolver order,
+    /// without duplicates.
     pub fn decide_resolved(
         &self,
         name: &str,
@@ -440,7 +441,6 @@ impl EgressPolicy {
         for &ip in addresses {
             match self.judge_address(Some(name), ip, Some(port)) {
                 Ok(_) => {
-                    let ip = ip.to_canonical();
                     if !vetted.contains(&ip) {
                         vetted.push(ip);
                     }
@@ -454,7 +454,7 @@ impl EgressPolicy {
             None => Ok(vetted),
             Some(refusal) => Err(Refusal::Resolved {
                 name: name.to_owned(),
-                mixed: !vetted.is_empty(),
+                allowed_answers: vetted.len(),
                 refusal: Box::new(refusal),
             }),
         }
@@ -466,20 +466,24 @@ impl EgressPolicy {
         ip: IpAddr,
         port: Option<u16>,
     ) -> Result<Allowance, Refusal> {
-        // Entries and the never list see the address a connection would actually reach.
-        let reached = match ip {
-            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(ip, |e| IpAddr::V4(e.ipv4)),
-            IpAddr::V4(_) => ip,
+        // The never list also sees an IPv4 address carried inside an IPv6 one, so its reason
+        // names the service rather than the spelling.
+        let carried = match ip {
+            IpAddr::V6(v6) => embedded_ipv4(v6).map(|e| IpAddr::V4(e.ipv4)),
+            IpAddr::V4(_) => None,
         };
-        for candidate in [ip, reached] {
+        for candidate in std::iter::once(ip).chain(carried) {
             if let Some(what) = never_opened(candidate) {
                 return Err(Refusal::Never { ip, what });
             }
         }
+        // An entry opens exactly the address it names: not a mapped, compatible or NAT64
+        // spelling of it, which would reach another address (or the same one another way).
         if let Some(port) = port
-            && let Some(entry) = self.allow.iter().find(|entry| {
-                entry.matches(name, Some(reached), port) || entry.matches(name, Some(ip), port)
-            })
+            && let Some(entry) = self
+                .allow
+                .iter()
+                .find(|entry| entry.matches(name, Some(ip), port))
         {
             return Ok(Allowance::Entry(entry.clone()));
         }

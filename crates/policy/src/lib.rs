@@ -100,12 +100,13 @@ pub enum Refusal {
         why: NotPublic,
     },
     /// A name whose answers include a refused address.
-    #[error("`{name}` resolves to {}{refusal}", if *mixed { "public and refused addresses; " } else { "" })]
+    #[error("`{name}` resolves to {}{refusal}", allowed_part(*allowed_answers))]
     Resolved {
         /// The name.
         name: String,
-        /// Whether some answers passed (a mix is refused as a whole).
-        mixed: bool,
+        /// How many of its answers passed on their own (a name is refused as a whole when any
+        /// answer is refused).
+        allowed_answers: usize,
         /// The first refused answer.
         refusal: Box<Refusal>,
     },
@@ -135,9 +136,33 @@ impl Refusal {
     }
 }
 
+/// What a mixed answer adds to the refusal: the answers that passed do not open the name.
+fn allowed_part(allowed_answers: usize) -> String {
+    match allowed_answers {
+        0 => String::new(),
+        1 => {
+            "one allowed address and a refused one, so the name is refused as a whole; ".to_owned()
+        }
+        n => {
+            format!("{n} allowed addresses and a refused one, so the name is refused as a whole; ")
+        }
+    }
+}
+
 /// `10.0.0.0/8`, plus the note and the embedding when there are any.
 fn range_detail(why: &NotPublic) -> String {
     let note = why.range.note.map(|note| format!(", {note}"));
+    if let Some(e) = why.embedded
+        && why.range.kind.embeds_ipv4()
+    {
+        // Refused for its spelling: say what it carries before why the spelling is refused.
+        return format!(
+            "{}, carrying {}{}",
+            why.range.net,
+            e.ipv4,
+            note.unwrap_or_default()
+        );
+    }
     let embedded = why
         .embedded
         .map(|e| format!(", embedded as {} {}", e.via.label(), e.ipv4));

@@ -68,7 +68,10 @@ fn refusals_before_resolution() {
     assert_eq!(class("http://[fe80::1%25eth0]/"), "host-spelling");
     assert_eq!(class("http://127.0.0.1/"), "loopback");
     assert_eq!(class("http://[::1]/"), "loopback");
-    assert_eq!(class("http://[::ffff:127.0.0.1]/"), "loopback");
+    assert_eq!(class("http://[::ffff:127.0.0.1]/"), "IPv4-mapped");
+    assert_eq!(class("http://[::ffff:93.184.216.34]/"), "IPv4-mapped");
+    assert_eq!(class("http://[::7f00:1]/"), "IPv4-compatible");
+    assert_eq!(class("http://[::5db8:d822]/"), "IPv4-compatible");
     assert_eq!(class("http://10.0.0.5/"), "private");
     assert_eq!(class("http://[64:ff9b::10.0.0.5]/"), "private");
     assert_eq!(class("http://100.64.0.1/"), "carrier-grade NAT");
@@ -115,14 +118,25 @@ fn every_resolved_answer_must_pass() {
         .decide_resolved(
             "example.com",
             443,
-            &[
-                ip("93.184.216.34"),
-                ip("::ffff:93.184.216.34"),
-                ip("2606:2800::1"),
-            ],
+            &[ip("93.184.216.34"), ip("2606:2800::1"), ip("93.184.216.34")],
         )
         .unwrap();
     assert_eq!(vetted, vec![ip("93.184.216.34"), ip("2606:2800::1")]);
+    // A mapped answer is another spelling of an IPv4 address: refused, and with it the name.
+    let mapped = p
+        .decide_resolved(
+            "example.com",
+            443,
+            &[ip("93.184.216.34"), ip("::ffff:93.184.216.34")],
+        )
+        .unwrap_err();
+    assert_eq!(mapped.class(), "IPv4-mapped");
+    // NAT64 answers are judged by what they carry, and kept exactly as answered.
+    assert_eq!(
+        p.decide_resolved("nat64.example", 443, &[ip("64:ff9b::5db8:d822")])
+            .unwrap(),
+        vec![ip("64:ff9b::5db8:d822")]
+    );
 
     let mixed = p
         .decide_resolved(
@@ -133,7 +147,7 @@ fn every_resolved_answer_must_pass() {
         .unwrap_err();
     assert_eq!(
         mixed.to_string(),
-        "`rebind.example` resolves to public and refused addresses; private address 10.0.0.1 (10.0.0.0/8)"
+        "`rebind.example` resolves to one allowed address and a refused one, so the name is refused as a whole; private address 10.0.0.1 (10.0.0.0/8)"
     );
     let single = p
         .decide_resolved("evil.example", 80, &[ip("169.254.169.254")])
@@ -180,10 +194,28 @@ fn allow_entries_open_exactly_what_they_name() {
         p.decide_resolved("alias.test", 8080, &[ip("127.0.0.1")])
             .is_ok()
     );
-    assert!(
+    // A mix of an answer the entry opens and a refused one says what was wrong, not "public".
+    assert_eq!(
         p.decide_resolved("alias.test", 8080, &[ip("127.0.0.1"), ip("10.9.9.9")])
-            .is_err()
+            .unwrap_err()
+            .to_string(),
+        "`alias.test` resolves to one allowed address and a refused one, so the name is refused as a whole; private address 10.9.9.9 (10.0.0.0/8)"
     );
+    // The entry opens exactly 127.0.0.1: no embedded spelling of it, as a literal or an answer.
+    for (literal, class) in [
+        ("http://[::ffff:127.0.0.1]:8080/", "IPv4-mapped"),
+        ("http://[::7f00:1]:8080/", "IPv4-compatible"),
+        ("http://[64:ff9b::127.0.0.1]:8080/", "loopback"),
+    ] {
+        assert_eq!(refusal(p.decide_url(literal)).class(), class, "{literal}");
+    }
+    for answer in ["::ffff:127.0.0.1", "::7f00:1", "64:ff9b::7f00:1"] {
+        assert!(
+            p.decide_resolved("alias.test", 8080, &[ip(answer)])
+                .is_err(),
+            "{answer} was let through by the entry for 127.0.0.1"
+        );
+    }
     // A name entry opens that name on that port, whatever it resolves to, but not metadata.
     assert!(matches!(
         p.decide_url("http://lab.test:9000/"),
@@ -300,6 +332,8 @@ fn refusal_reasons_snapshot() {
         "http://169.254.169.254/latest/meta-data/",
         "http://169.254.1.1/",
         "http://[::ffff:10.0.0.5]/",
+        "http://[::ffff:93.184.216.34]/",
+        "http://[::7f00:1]:8080/",
         "http://[64:ff9b::7f00:1]/",
         "http://[2001:db8::1]/",
         "http://[fe80::1]/",

@@ -25,7 +25,8 @@ impl Shared {
     pub(crate) async fn vet(&self, decision: Decision) -> Result<(Vec<IpAddr>, u16), Stop> {
         match decision {
             Decision::Refuse(refusal) => Err(Stop::Refused(refusal)),
-            Decision::Allow { ip, port, .. } => Ok((vec![ip.to_canonical()], port)),
+            // The exact address vetted: never another spelling of it.
+            Decision::Allow { ip, port, .. } => Ok((vec![ip], port)),
             Decision::Resolve { name, port } => {
                 let lookup =
                     tokio::time::timeout(self.limits.resolve_timeout, self.resolver.resolve(&name));

@@ -85,7 +85,11 @@ const REFUSAL_CASES: &[(&str, &str)] = &[
     ),
     (
         "CONNECT [::ffff:10.0.0.1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-        "private",
+        "IPv4-mapped",
+    ),
+    (
+        "CONNECT [::5db8:d822]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "IPv4-compatible",
     ),
     (
         "CONNECT [64:ff9b::7f00:1]:443 HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -129,7 +133,7 @@ const REFUSAL_CASES: &[(&str, &str)] = &[
     ),
     (
         "CONNECT mapped.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
-        "loopback",
+        "IPv4-mapped",
     ),
     (
         "CONNECT mixed.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -178,7 +182,8 @@ async fn every_refusal_class_is_refused_before_any_connection() {
         stats.refusals.values().sum::<u64>(),
         REFUSAL_CASES.len() as u64
     );
-    assert_eq!(stats.refusals["loopback"], 4);
+    assert_eq!(stats.refusals["loopback"], 3);
+    assert_eq!(stats.refusals["IPv4-mapped"], 2);
 }
 
 #[tokio::test]
@@ -542,4 +547,56 @@ async fn dropping_the_proxy_also_removes_its_directory() {
 
 fn nix_uid() -> u32 {
     std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap())
+}
+
+#[tokio::test]
+async fn an_exact_entry_admits_no_other_spelling_of_its_address() {
+    let harness = Harness::start(policy(&["127.0.0.1:8080"]), ProxyLimits::default());
+    harness
+        .resolver
+        .answer("mapped-lab.test", &[&["::ffff:127.0.0.1"]]);
+    harness
+        .resolver
+        .answer("nat64-lab.test", &[&["64:ff9b::7f00:1"]]);
+    for target in [
+        "[::ffff:127.0.0.1]:8080",
+        "[::7f00:1]:8080",
+        "[64:ff9b::127.0.0.1]:8080",
+        "mapped-lab.test:8080",
+        "nat64-lab.test:8080",
+    ] {
+        let response = harness
+            .exchange(&format!(
+                "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
+            ))
+            .await;
+        assert_eq!(status_of(&response), 403, "{target}: {response}");
+    }
+    assert!(
+        harness.connector.attempted().is_empty(),
+        "dialled {:?}",
+        harness.connector.attempted()
+    );
+}
+
+#[tokio::test]
+async fn the_proxy_dials_exactly_the_address_it_vetted() {
+    let (upstream, _) = http_upstream().await;
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
+    // A NAT64 answer carrying a public address is allowed, and dialled as answered, not as the
+    // IPv4 address it carries.
+    harness
+        .resolver
+        .answer("nat64.test", &[&["64:ff9b::5db8:d822"]]);
+    harness.connector.route("[64:ff9b::5db8:d822]:80", upstream);
+    let response = harness
+        .exchange(
+            "GET http://nat64.test/ HTTP/1.1\r\nHost: nat64.test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    assert_eq!(
+        harness.connector.attempted(),
+        vec!["[64:ff9b::5db8:d822]:80".parse().unwrap()]
+    );
 }
