@@ -64,6 +64,15 @@ pub enum Refusal {
         /// What to write instead.
         why: &'static str,
     },
+    /// A URL that a browser (WHATWG) and an RFC 3986 parser would read with different hosts, so
+    /// a check by one could be walked around by a fetch with the other.
+    #[error("`{input}` is refused: {why}")]
+    Ambiguous {
+        /// The URL as given.
+        input: String,
+        /// How the parsers would disagree, and what to write instead.
+        why: &'static str,
+    },
     /// A host spelling refused by the address crate.
     #[error(transparent)]
     Host(HostError),
@@ -126,6 +135,7 @@ impl Refusal {
             Self::Scheme { .. } => "scheme",
             Self::Userinfo => "userinfo",
             Self::Unreadable { .. } => "unreadable",
+            Self::Ambiguous { .. } => "ambiguous-url",
             Self::Host(_) => "host-spelling",
             Self::BadPort { .. } | Self::PortNotAllowed { .. } => "port",
             Self::Never { .. } => "never-opened",

@@ -4,6 +4,11 @@
 //! delete every tab and newline anywhere, accept the scheme in any case, and treat `\` like `/` in
 //! http(s) URLs. A check that skips those steps can be walked around (`java\tscript:`), so every
 //! URL decision here starts from the cleaned text.
+//!
+//! Other programs reuse these decisions before fetching with non-browser clients, which follow RFC
+//! 3986 instead. Where the two standards would find different hosts in the same text (a `\` in or
+//! before the authority, a slash count other than two, tabs or newlines inside, a percent-encoded
+//! host), the URL is refused as ambiguous rather than judged by one reading of it.
 
 use airlock_address::{Host, parse_host};
 
@@ -48,6 +53,7 @@ pub fn scheme_of(cleaned: &str) -> Option<String> {
 /// with its scheme.
 pub fn parse_http_url(input: &str) -> Result<UrlTarget, Refusal> {
     let cleaned = browser_clean(input);
+    let explicit_scheme = scheme_of(&cleaned).is_some();
     let (scheme, rest) = match scheme_of(&cleaned) {
         Some(scheme) => {
             let rest = &cleaned[scheme.len() + 1..];
@@ -79,6 +85,12 @@ pub fn parse_http_url(input: &str) -> Result<UrlTarget, Refusal> {
         None => ("https", cleaned.as_str()),
     };
 
+    if let Some(why) = ambiguity(input, rest, explicit_scheme) {
+        return Err(Refusal::Ambiguous {
+            input: input.to_owned(),
+            why,
+        });
+    }
     // Special schemes skip any run of slashes and backslashes before the authority.
     let after_slashes = rest.trim_start_matches(['/', '\\']);
     let authority_end = after_slashes
@@ -96,6 +108,45 @@ pub fn parse_http_url(input: &str) -> Result<UrlTarget, Refusal> {
         host,
         port: port.unwrap_or(default_port),
     })
+}
+
+/// How a browser (WHATWG) and an RFC 3986 parser would disagree on where `rest` (the cleaned text
+/// after `scheme:`) goes, if they would.
+fn ambiguity(input: &str, rest: &str, explicit_scheme: bool) -> Option<&'static str> {
+    let inner = input.trim_matches(|c: char| c <= ' ');
+    if inner.contains(['\t', '\n', '\r']) {
+        return Some(
+            "browsers delete tabs and newlines inside a URL and other parsers do not, so they could read different hosts; remove them",
+        );
+    }
+    if !explicit_scheme {
+        return None;
+    }
+    let slashes = rest.len() - rest.trim_start_matches(['/', '\\']).len();
+    if !rest.starts_with("//") || slashes != 2 {
+        return Some(
+            "browsers read any run of slashes or backslashes after `http:` as `//`, other parsers read a different host or none; write exactly `//`",
+        );
+    }
+    // The authority as RFC 3986 reads it ends at the first `/`, `?` or `#`; a browser also ends it
+    // at `\`. A backslash there means the two see different hosts (`http://a\@b/`).
+    let authority = &rest[2..];
+    let rfc_end = authority.find(['/', '?', '#']).unwrap_or(authority.len());
+    if authority[..rfc_end].contains('\\') {
+        return Some(
+            "a `\\` in the host part is `/` to browsers but part of the host or user name to other parsers; write `/`",
+        );
+    }
+    let browser_end = authority
+        .find(['/', '\\', '?', '#'])
+        .unwrap_or(authority.len());
+    // (A bracketed IPv6 zone, `[fe80::1%25eth0]`, is refused as a host spelling instead.)
+    if !authority.starts_with('[') && authority[..browser_end].contains('%') {
+        return Some(
+            "browsers decode a percent-encoded host and other parsers do not, so they could read different hosts; write the host without `%`",
+        );
+    }
+    None
 }
 
 /// Split `host[:port]` where an IPv6 host is bracketed. An empty port means the default.

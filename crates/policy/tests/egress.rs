@@ -29,9 +29,6 @@ fn urls_are_read_as_a_browser_reads_them() {
         "https://example.com",
         "HTTPS://example.com/",
         "  https://example.com/\n",
-        "ht\ttps://exa\nmple.com/",
-        "https:example.com",
-        "https:\\\\example.com\\path",
         "http://example.com:80/",
         "http://example.com:0443/",
         "example.com/path",
@@ -44,6 +41,41 @@ fn urls_are_read_as_a_browser_reads_them() {
             p.decide_url(url)
         );
     }
+}
+
+#[test]
+fn urls_that_browsers_and_other_parsers_read_differently_are_refused() {
+    let p = EgressPolicy::default();
+    for (url, because) in [
+        // WHATWG: host good.example, path `/@evil.example/`; RFC 3986: user `good.example\`.
+        (
+            "http://good.example\\@evil.example/",
+            "`\\` in the host part",
+        ),
+        (
+            "http://good.example\\.evil.example/",
+            "`\\` in the host part",
+        ),
+        ("https:\\\\example.com\\path", "exactly `//`"),
+        ("https:example.com", "exactly `//`"),
+        ("https:/example.com", "exactly `//`"),
+        ("https:///example.com", "exactly `//`"),
+        ("http:/\\example.com/", "exactly `//`"),
+        ("ht\ttps://example.com/", "tabs and newlines"),
+        ("https://exa\nmple.com/", "tabs and newlines"),
+        ("https://example.com/\r\npath", "tabs and newlines"),
+        ("http://127.0.0.%31/", "percent-encoded host"),
+        ("http://exa%6dple.com/", "percent-encoded host"),
+    ] {
+        let why = refusal(p.decide_url(url));
+        assert_eq!(why.class(), "ambiguous-url", "{url:?}: {why}");
+        assert!(why.to_string().contains(because), "{url:?}: {why}");
+    }
+    // A backslash in the path or query is read the same way by both: only the host matters.
+    assert!(matches!(
+        p.decide_url("https://example.com/a\\b?c=\\"),
+        Decision::Resolve { ref name, .. } if name == "example.com"
+    ));
 }
 
 #[test]
