@@ -7,7 +7,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::ExecConfig;
+use bollard::models::{ExecConfig, ExecInspectResponse};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
@@ -36,6 +36,15 @@ pub enum ExecError {
     /// The command outlived its time-out even on the host side.
     #[error("the command did not finish within {0:?}")]
     TimedOut(Duration),
+    /// Docker started the exec detached although it was asked to attach: nothing can be read.
+    #[error("docker started the command detached, so its output and exit code cannot be read")]
+    Detached,
+    /// The command's output ended but Docker reports no exit code for it.
+    #[error("docker reported no exit code for the command (still running: {running:?})")]
+    NoExitCode {
+        /// What Docker said about it still running.
+        running: Option<bool>,
+    },
 }
 
 /// Exit code `timeout(1)` reports when it stopped the command.
@@ -88,14 +97,7 @@ async fn execute(
         tty: false,
         output_capacity: Some(64 * 1024),
     };
-    let StartExecResults::Attached {
-        mut output,
-        mut input,
-    } = docker.start_exec(&exec.id, Some(options)).await?
-    else {
-        // We asked for an attached exec; Docker answered detached, so there is no output to read.
-        return Ok(ExecOutput::default());
-    };
+    let (mut output, mut input) = attached(docker.start_exec(&exec.id, Some(options)).await?)?;
     if let Some(stdin) = stdin {
         input.write_all(stdin).await.map_err(ExecError::Stdin)?;
         input.shutdown().await.map_err(ExecError::Stdin)?;
@@ -116,7 +118,74 @@ async fn execute(
         target.extend_from_slice(&bytes[..kept]);
         result.dropped += bytes.len() - kept;
     }
-    let inspect = docker.inspect_exec(&exec.id).await?;
-    result.exit_code = inspect.exit_code.unwrap_or(-1);
+    // The output ends when the process does, but Docker may record the exit code a moment later.
+    let mut inspect = docker.inspect_exec(&exec.id).await?;
+    for _ in 0..EXIT_CODE_POLLS {
+        if inspect.exit_code.is_some() || inspect.running == Some(false) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        inspect = docker.inspect_exec(&exec.id).await?;
+    }
+    result.exit_code = exit_code(&inspect)?;
     Ok(result)
+}
+
+/// How often to ask again for an exit code Docker has not recorded yet (20 ms apart).
+const EXIT_CODE_POLLS: usize = 50;
+
+/// The streams of an attached exec; a detached answer is an error, never a silent success.
+fn attached(results: StartExecResults) -> Result<(AttachedOutput, AttachedInput), ExecError> {
+    match results {
+        StartExecResults::Attached { output, input } => Ok((output, input)),
+        StartExecResults::Detached => Err(ExecError::Detached),
+    }
+}
+
+/// The exit code Docker reported; none at all is an error, never read as success.
+fn exit_code(inspect: &ExecInspectResponse) -> Result<i64, ExecError> {
+    inspect.exit_code.ok_or(ExecError::NoExitCode {
+        running: inspect.running,
+    })
+}
+
+type AttachedOutput = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+>;
+type AttachedInput = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Docker cannot be made to answer these ways on purpose; the answers are built by hand.
+
+    #[test]
+    fn a_detached_answer_is_an_error() {
+        assert!(matches!(
+            attached(StartExecResults::Detached),
+            Err(ExecError::Detached)
+        ));
+    }
+
+    #[test]
+    fn a_missing_exit_code_is_an_error_not_success() {
+        let unknown = ExecInspectResponse {
+            exit_code: None,
+            running: Some(true),
+            ..ExecInspectResponse::default()
+        };
+        assert!(matches!(
+            exit_code(&unknown),
+            Err(ExecError::NoExitCode {
+                running: Some(true)
+            })
+        ));
+        let failed = ExecInspectResponse {
+            exit_code: Some(3),
+            running: Some(false),
+            ..ExecInspectResponse::default()
+        };
+        assert_eq!(exit_code(&failed).unwrap(), 3);
+    }
 }

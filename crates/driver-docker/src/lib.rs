@@ -214,6 +214,9 @@ impl DockerDriver {
     }
 
     async fn start_session(&self, context: TaskContext) -> Result<BrowserSession, DriverError> {
+        // Here as well as in `check()`: a library caller that skips the check still never runs a
+        // task as root, on the host or in the container.
+        refuse_root(current_user().0, self.user.0)?;
         let task_id = task_id();
         let pending: tool::PendingRefusals = Arc::default();
         let sink = Arc::clone(&pending);
@@ -335,12 +338,7 @@ destinations that are not public. When a request is refused, the tool result say
 impl BrowserDriver for DockerDriver {
     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
         Box::pin(async move {
-            if current_user().0 == 0 {
-                return Err(DockerError::RunningAsRoot.into());
-            }
-            if self.user.0 == 0 {
-                return Err(DockerError::RootContainerUser.into());
-            }
+            refuse_root(current_user().0, self.user.0)?;
             self.docker
                 .ping()
                 .await
@@ -445,6 +443,17 @@ async fn remove_container(docker: &Docker, name: &str) -> bool {
     }
 }
 
+/// Neither this process nor the container may run as uid 0.
+fn refuse_root(process_uid: u32, container_uid: u32) -> Result<(), DockerError> {
+    if process_uid == 0 {
+        return Err(DockerError::RunningAsRoot);
+    }
+    if container_uid == 0 {
+        return Err(DockerError::RootContainerUser);
+    }
+    Ok(())
+}
+
 /// A task id unique on this host: time, pid and a counter.
 fn task_id() -> String {
     let nanos = std::time::SystemTime::now()
@@ -471,4 +480,23 @@ pub fn current_user() -> (u32, u32) {
             .unwrap_or(0)
     };
     (field("Uid:"), field("Gid:"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_refused_on_the_host_and_in_the_container() {
+        assert!(matches!(
+            refuse_root(0, 1000),
+            Err(DockerError::RunningAsRoot)
+        ));
+        assert!(matches!(
+            refuse_root(1000, 0),
+            Err(DockerError::RootContainerUser)
+        ));
+        assert!(matches!(refuse_root(0, 0), Err(DockerError::RunningAsRoot)));
+        assert!(refuse_root(1000, 1000).is_ok());
+    }
 }

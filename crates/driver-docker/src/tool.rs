@@ -226,3 +226,75 @@ fn looks_like_path(arg: &str) -> bool {
                 .iter()
                 .any(|ext| lower.ends_with(ext)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_worker::{CancellationToken, TaskLimits};
+    use serde_json::json;
+
+    /// A tool whose Docker "socket" is a plain file: any exec would fail, and `execute` would
+    /// return an error, so these tests see only what is refused before Docker is asked.
+    fn tool(dir: &tempfile::TempDir) -> AgentBrowserTool {
+        let socket = dir.path().join("docker.sock");
+        std::fs::write(&socket, "").unwrap();
+        AgentBrowserTool {
+            docker: Docker::connect_with_unix(
+                socket.to_str().unwrap(),
+                5,
+                bollard::API_DEFAULT_VERSION,
+            )
+            .unwrap(),
+            container: "never-used".to_owned(),
+            context: TaskContext::new(CancellationToken::new(), TaskLimits::default()),
+            pending: PendingRefusals::default(),
+            command_timeout: Duration::from_secs(5),
+            max_output_bytes: 1024,
+            screenshots_taken: AtomicU64::new(0),
+        }
+    }
+
+    #[tokio::test]
+    async fn stdin_is_only_accepted_for_eval_with_the_stdin_flag() {
+        for args in [
+            json!(["snapshot"]),
+            json!(["snapshot", "--stdin"]),
+            json!(["eval", "document.title"]),
+            json!(["open", "https://example.com"]),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let output = tool(&dir)
+                .execute(json!({"args": args, "stdin": "document.cookie"}))
+                .await
+                .unwrap();
+            assert!(output.is_error, "{args}: {output:?}");
+            assert!(
+                output.text.contains("[\"eval\", \"--stdin\"]"),
+                "{args}: {}",
+                output.text
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_exec_through_the_stand_in_socket_fails() {
+        // The premise of the tests above: reaching Docker here is an error, not a quiet pass.
+        let dir = tempfile::tempdir().unwrap();
+        let result = tool(&dir).execute(json!({"args": ["snapshot"]})).await;
+        assert!(result.is_err(), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn refused_commands_and_bad_input_never_reach_the_container() {
+        for input in [
+            json!({"args": ["cookies"]}),
+            json!({"args": ["open", "file:///etc/passwd"]}),
+            json!({"args": ["snapshot"], "shell": "sh"}),
+            json!({"argv": ["snapshot"]}),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let output = tool(&dir).execute(input.clone()).await.unwrap();
+            assert!(output.is_error, "{input}: {output:?}");
+        }
+    }
+}

@@ -481,3 +481,32 @@ async fn a_missing_image_is_its_own_error_naming_the_command_that_builds_it() {
     );
     assert!(error.to_string().contains("cargo xtask image"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_skips_check_still_cannot_start_a_root_container() {
+    if !docker_ready() {
+        return;
+    }
+    let config = DriverConfig {
+        image: image(),
+        user: Some((0, 0)),
+        ..DriverConfig::default()
+    };
+    let driver = DockerDriver::connect(config).await.unwrap();
+    let context = TaskContext::new(
+        CancellationToken::new(),
+        airlock_worker::TaskLimits::default(),
+    );
+    let error = match driver.start(context).await {
+        Ok(_) => panic!("a session started with a uid-0 container user"),
+        Err(error) => error,
+    };
+    assert!(
+        matches!(
+            error.downcast_ref::<DockerError>(),
+            Some(DockerError::RootContainerUser)
+        ),
+        "{error:?}"
+    );
+    assert!(my_containers().is_empty(), "{:?}", my_containers());
+}
