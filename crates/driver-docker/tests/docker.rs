@@ -497,9 +497,8 @@ async fn a_caller_that_skips_check_still_cannot_start_a_root_container() {
         CancellationToken::new(),
         airlock_worker::TaskLimits::default(),
     );
-    let error = match driver.start(context).await {
-        Ok(_) => panic!("a session started with a uid-0 container user"),
-        Err(error) => error,
+    let Err(error) = driver.start(context).await else {
+        panic!("a session started with a uid-0 container user")
     };
     assert!(
         matches!(
