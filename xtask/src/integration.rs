@@ -2,12 +2,18 @@
 //!
 //! Airlock refuses to run as root, so when started as root this task builds the test binaries
 //! as root, then runs them as a non-root user in the docker group (created if missing).
+//!
+//! Every integration-test binary of the workspace runs, whole, with Docker required
+//! (`AIRLOCK_REQUIRE_DOCKER=1`: a test whose prerequisites are missing fails instead of skipping).
+//! The summary's rows are the tests that asked for Docker (recorded by the test kit's gate), so a
+//! new Docker test shows up by itself. An ignored test, a filtered one, a binary that runs no test,
+//! a failed one, or a proxy directory left in the temp dir fails the run.
 
-use std::collections::HashMap;
-use std::process::Command;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::util::{is_root, run_loud, succeeds, workspace_root};
@@ -23,98 +29,57 @@ pub struct IntegrationArgs {
     image: bool,
 }
 
-/// One row of the summary: a label, the test binary (package, test target), and the test to run
-/// in it (`None` runs the whole binary).
-struct Row {
-    label: &'static str,
-    package: &'static str,
-    target: &'static str,
-    test: Option<&'static str>,
-}
-
-const fn row(
-    label: &'static str,
-    package: &'static str,
-    target: &'static str,
-    test: Option<&'static str>,
-) -> Row {
-    Row {
-        label,
-        package,
-        target,
-        test,
-    }
-}
-
-/// Everything that needs Docker: the driver and CLI suites, then the numbered scenarios.
-const ROWS: &[Row] = &[
-    row(
-        "driver: sealed containers, image, cleanup",
-        "airlock-driver-docker",
-        "docker",
-        None,
-    ),
-    row(
-        "cli: airlock task (JSON, files, Ctrl-C)",
-        "airlock",
-        "task",
-        None,
-    ),
-    row(
+/// Readable names for the scenarios the summary table is known for; any other Docker test is
+/// listed under its own name. Rows come from the test binaries, not from this list.
+const LABELS: &[(&str, &str)] = &[
+    (
+        "scenario_1_open_click_read_and_keep_a_screenshot",
         "1. open, click through, read, keep a screenshot",
-        "airlock",
-        "scenarios",
-        Some("scenario_1_open_click_read_and_keep_a_screenshot"),
     ),
-    row(
+    (
+        "scenario_2_without_the_allow_entry_the_site_is_refused_as_loopback",
         "2. without --allow the site is refused",
-        "airlock",
-        "scenarios",
-        Some("scenario_2_without_the_allow_entry_the_site_is_refused_as_loopback"),
     ),
-    row(
+    (
+        "scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads",
         "3. redirect/iframe/fetch/ws/numeric/DNS traps",
-        "airlock",
-        "scenarios",
-        Some("scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads"),
     ),
-    row(
+    (
+        "scenario_4_refused_commands_and_flags_get_reasons",
         "4. refused commands and flags",
-        "airlock",
-        "scenarios",
-        Some("scenario_4_refused_commands_and_flags_get_reasons"),
     ),
-    row(
+    (
+        "scenario_5_step_limit_time_out_and_cancellation_leave_no_container",
         "5. step limit, time-out, cancellation",
-        "airlock",
-        "scenarios",
-        Some("scenario_5_step_limit_time_out_and_cancellation_leave_no_container"),
     ),
-    row(
+    (
+        "scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup",
         "6. SIGKILLed host, then airlock cleanup",
-        "airlock",
-        "scenarios",
-        Some("scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup"),
     ),
-    row(
+    (
+        "initialize_list_and_call_browser_task_with_progress_and_an_image",
         "7. airlock mcp over stdio",
-        "airlock",
-        "mcp",
-        Some("initialize_list_and_call_browser_task_with_progress_and_an_image"),
     ),
-    row(
+    (
+        "a_cancelled_call_and_a_closed_stdin_leave_no_container",
         "7b. MCP cancellation and stdin close clean up",
-        "airlock",
-        "mcp",
-        Some("a_cancelled_call_and_a_closed_stdin_leave_no_container"),
     ),
-    row(
+    (
+        "direct_mode_gives_the_client_its_own_sealed_browser",
         "7c. airlock mcp --direct",
-        "airlock",
-        "mcp",
-        Some("direct_mode_gives_the_client_its_own_sealed_browser"),
     ),
 ];
+
+/// What one test binary reported, read from libtest's plain output.
+#[derive(Debug, Default)]
+struct BinaryRun {
+    /// `(test, "ok" | "FAILED" | "ignored")`, in order.
+    results: Vec<(String, String)>,
+    /// The `N filtered out` count of the summary line.
+    filtered: usize,
+    /// Whether the binary exited 0.
+    passed: bool,
+}
 
 pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {
@@ -131,9 +96,13 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if as_root {
         ensure_test_user()?;
     }
-    let mut results = Vec::new();
-    for row in ROWS {
-        let binary = &binaries[&(row.package.to_owned(), row.target.to_owned())];
+    let egress_before = egress_dirs();
+    let log_dir = tempfile_dir()?;
+    let log = format!("{log_dir}/docker-tests.log");
+    // Every test binary runs, as the non-root user, with Docker required: a Docker test in any
+    // binary, old or new, runs for real here (as root it would only skip).
+    let mut runs = Vec::new();
+    for ((package, target), binary) in &binaries {
         let mut test = if as_root {
             let mut command = Command::new("runuser");
             command.args(["-u", TEST_USER, "--"]).arg(binary);
@@ -143,50 +112,163 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         };
         test.current_dir(&root)
             .env("AIRLOCK_REQUIRE_DOCKER", "1")
+            .env("AIRLOCK_DOCKER_TESTS_LOG", &log)
             .env("AIRLOCK_IMAGE", crate::image::default_tag())
             .args(["--test-threads", "1"]);
-        if let Some(name) = row.test {
-            // A renamed test would otherwise "pass" by running nothing.
-            let listed =
-                crate::util::output(Command::new(binary).args(["--list", "--exact", name]))?;
-            if !listed.lines().any(|line| line == format!("{name}: test")) {
-                bail!(
-                    "{} has no test named {name}: update ROWS in xtask/src/integration.rs",
-                    row.target
-                );
-            }
-            test.args(["--exact", name]);
-        }
-        eprintln!("== {}", row.label);
+        eprintln!("== {package} / {target}");
         let started = Instant::now();
-        let passed = run_loud(&mut test).is_ok();
-        results.push((row.label, passed, started.elapsed()));
+        let run = run_binary(&mut test)?;
+        runs.push((
+            package.clone(),
+            target.clone(),
+            binary.clone(),
+            run,
+            started.elapsed(),
+        ));
     }
-    println!("\n| scenario | result | seconds |\n|---|---|---|");
-    for (label, passed, took) in &results {
-        println!(
-            "| {label} | {} | {:.1} |",
-            if *passed { "pass" } else { "FAIL" },
-            took.as_secs_f64()
-        );
+    let recorded = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&log_dir);
+    let docker_tests: BTreeSet<(String, String)> = recorded
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(binary, test)| (binary.to_owned(), test.to_owned()))
+        .collect();
+
+    let mut problems = report(&runs, &docker_tests);
+    let left: Vec<String> = egress_dirs().difference(&egress_before).cloned().collect();
+    if !left.is_empty() {
+        problems.push(format!(
+            "proxy directories were left behind: {}",
+            left.join(", ")
+        ));
     }
-    let failed = results.iter().filter(|(_, passed, _)| !passed).count();
-    if failed > 0 {
-        bail!("{failed} of {} integration rows failed", results.len());
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("integration: {problem}");
+        }
+        bail!("{} integration problem(s)", problems.len());
     }
     Ok(())
 }
 
+/// Print the summary table and return what is wrong with the runs.
+fn report(
+    runs: &[(String, String, String, BinaryRun, std::time::Duration)],
+    docker_tests: &BTreeSet<(String, String)>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    println!("\n| Docker test | binary | result |\n|---|---|---|");
+    for (package, target, binary, run, _) in runs {
+        let file = std::path::Path::new(binary)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (test, result) in &run.results {
+            if docker_tests.contains(&(file.clone(), test.clone())) {
+                let label = LABELS
+                    .iter()
+                    .find(|(name, _)| name == test)
+                    .map_or(test.as_str(), |(_, label)| label);
+                println!("| {label} | {package}/{target} | {result} |");
+            }
+            if result == "ignored" {
+                problems.push(format!(
+                    "{package}/{target}: {test} is ignored; CI runs every test"
+                ));
+            }
+        }
+        if run.results.is_empty() {
+            problems.push(format!("{package}/{target} ran no test"));
+        }
+        if run.filtered > 0 {
+            problems.push(format!(
+                "{package}/{target} filtered out {} test(s)",
+                run.filtered
+            ));
+        }
+        if !run.passed {
+            problems.push(format!("{package}/{target} failed"));
+        }
+    }
+    let total: usize = runs.iter().map(|(.., run, _)| run.results.len()).sum();
+    let seconds: f64 = runs.iter().map(|(.., took)| took.as_secs_f64()).sum();
+    println!(
+        "\n{} Docker tests among {total} tests in {} binaries, as a non-root user, {seconds:.0} s",
+        docker_tests.len(),
+        runs.len()
+    );
+    if docker_tests.is_empty() {
+        problems.push("no test asked for Docker: the gate did not record any".to_owned());
+    }
+    for (test, _) in LABELS {
+        if !docker_tests.iter().any(|(_, name)| name == test) {
+            problems.push(format!("the scenario {test} did not run: update LABELS in xtask/src/integration.rs if it was renamed"));
+        }
+    }
+    problems
+}
+
+/// Run one test binary, echoing its output, and read each test's result from it.
+fn run_binary(command: &mut Command) -> anyhow::Result<BinaryRun> {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not start {}", crate::util::display(command)))?;
+    let mut run = BinaryRun::default();
+    if let Some(stdout) = child.stdout.take() {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line?;
+            println!("{line}");
+            if let Some(rest) = line.strip_prefix("test ")
+                && let Some((name, result)) = rest.rsplit_once(" ... ")
+            {
+                run.results
+                    .push((name.to_owned(), result.trim().to_owned()));
+            }
+            if let Some(summary) = line.strip_prefix("test result: ") {
+                run.filtered = summary
+                    .split(';')
+                    .find_map(|part| part.trim().strip_suffix(" filtered out"))
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    run.passed = child.wait()?.success();
+    Ok(run)
+}
+
+/// The `airlock-egress-*` directories in the temp dir now.
+fn egress_dirs() -> BTreeSet<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("airlock-egress-"))
+        .collect()
+}
+
+/// A fresh directory the test user can write its record into.
+fn tempfile_dir() -> anyhow::Result<String> {
+    let dir = std::env::temp_dir().join(format!("airlock-integration-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // The tests run as another user; the directory is this run's alone and removed after it.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
+    Ok(dir.display().to_string())
+}
+
 /// Every integration-test executable of the workspace, by (package, target), built with the same
 /// flags as `cargo test --workspace`, so nothing is compiled twice.
-fn build_test_binaries() -> anyhow::Result<HashMap<(String, String), String>> {
+fn build_test_binaries() -> anyhow::Result<BTreeMap<(String, String), String>> {
     let out = crate::util::output(Command::new(env!("CARGO")).args([
         "test",
         "--workspace",
         "--no-run",
         "--message-format=json",
     ]))?;
-    let mut binaries = HashMap::new();
+    let mut binaries = BTreeMap::new();
     for message in out
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -211,15 +293,6 @@ fn build_test_binaries() -> anyhow::Result<HashMap<(String, String), String>> {
             named
         };
         binaries.insert((name.to_owned(), target.to_owned()), executable.to_owned());
-    }
-    for row in ROWS {
-        if !binaries.contains_key(&(row.package.to_owned(), row.target.to_owned())) {
-            bail!(
-                "cargo built no test target {} in {}: update ROWS in xtask/src/integration.rs",
-                row.target,
-                row.package
-            );
-        }
     }
     Ok(binaries)
 }

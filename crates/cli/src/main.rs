@@ -130,6 +130,9 @@ async fn cleanup() -> anyhow::Result<u8> {
     for name in removed {
         println!("removed {name}");
     }
+    for dir in driver.removed_egress_dirs() {
+        println!("removed {}", dir.display());
+    }
     Ok(0)
 }
 

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use airlock_testkit::dns::dns;
-use airlock_testkit::docker::{containers_of, docker_ready};
+use airlock_testkit::docker::{containers_of, docker_ready, egress_dir_of};
 use airlock_testkit::site::{Page, Seen, site};
 use serde_json::{Value, json};
 use support::spawn_task_at_first_step;
@@ -381,10 +381,12 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
     let pid = child.id();
     child.kill().unwrap(); // SIGKILL: no handler, no cleanup.
     child.wait().unwrap();
-    assert_eq!(
-        containers_of(pid).len(),
-        1,
-        "the container outlives its killed owner"
+    let orphans = containers_of(pid);
+    assert_eq!(orphans.len(), 1, "the container outlives its killed owner");
+    let egress = egress_dir_of(&orphans[0]);
+    assert!(
+        egress.join("proxy.sock").exists(),
+        "the proxy directory outlives its killed owner"
     );
     let cleanup = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
         .arg("cleanup")
@@ -393,9 +395,18 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
     assert!(cleanup.status.success());
     let said = String::from_utf8_lossy(&cleanup.stdout);
     assert!(said.contains("removed airlock-task-"), "{said}");
+    assert!(
+        said.contains(&format!("removed {}", egress.display())),
+        "{said}"
+    );
     assert_eq!(
         containers_of(pid).len(),
         0,
         "airlock cleanup left the orphan"
+    );
+    assert!(
+        !egress.exists(),
+        "airlock cleanup left {}",
+        egress.display()
     );
 }

@@ -24,6 +24,7 @@ mod spec;
 mod tool;
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -101,6 +102,8 @@ pub struct DockerDriver {
     failed_removals: Arc<Mutex<Vec<String>>>,
     /// Orphans removed when the driver connected.
     removed_orphans: Vec<String>,
+    /// Proxy directories of dead owners removed when the driver connected.
+    removed_egress_dirs: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for DockerDriver {
@@ -138,6 +141,7 @@ impl DockerDriver {
             user,
             failed_removals: Arc::default(),
             removed_orphans: Vec::new(),
+            removed_egress_dirs: Vec::new(),
         };
         match driver.cleanup_orphans().await {
             Ok(removed) => {
@@ -147,6 +151,10 @@ impl DockerDriver {
                 driver.removed_orphans = removed;
             }
             Err(error) => tracing::warn!(%error, "could not look for orphaned task containers"),
+        }
+        driver.removed_egress_dirs = remove_orphaned_egress_dirs(&std::env::temp_dir());
+        if !driver.removed_egress_dirs.is_empty() {
+            tracing::info!(removed = ?driver.removed_egress_dirs, "removed proxy directories whose owner is gone");
         }
         Ok(driver)
     }
@@ -159,6 +167,11 @@ impl DockerDriver {
     /// The orphaned task containers removed when this driver connected.
     pub fn removed_orphans(&self) -> &[String] {
         &self.removed_orphans
+    }
+
+    /// The proxy directories of dead owners removed when this driver connected.
+    pub fn removed_egress_dirs(&self) -> &[PathBuf] {
+        &self.removed_egress_dirs
     }
 
     /// The configuration.
@@ -221,6 +234,7 @@ impl DockerDriver {
         let pending: tool::PendingRefusals = Arc::default();
         let sink = Arc::clone(&pending);
         let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
+            .with_dir_tag(owner::dir_tag())
             .with_limits(self.config.proxy_limits)
             .with_events(Arc::new(move |event| {
                 if event.is_refusal() {
@@ -443,6 +457,36 @@ async fn remove_container(docker: &Docker, name: &str) -> bool {
     }
 }
 
+/// Remove the proxy directories in `parent` whose owning process is gone (a host killed with
+/// SIGKILL never ran its proxy's cleanup). Only directories of this user whose name carries an
+/// owner tag are considered; symlinks are never followed. Returns what was removed.
+fn remove_orphaned_egress_dirs(parent: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let uid = current_user().0;
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(gone) = name.to_str().and_then(owner::dir_owner_gone) else {
+            continue;
+        };
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path)
+            .is_ok_and(|meta| meta.is_dir() && std::os::unix::fs::MetadataExt::uid(&meta) == uid);
+        if !gone || !ours {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => removed.push(path),
+            Err(error) => {
+                tracing::warn!(%error, path = %path.display(), "could not remove an orphaned proxy directory");
+            }
+        }
+    }
+    removed
+}
+
 /// Neither this process nor the container may run as uid 0.
 fn refuse_root(process_uid: u32, container_uid: u32) -> Result<(), DockerError> {
     if process_uid == 0 {
@@ -498,5 +542,38 @@ mod tests {
         ));
         assert!(matches!(refuse_root(0, 0), Err(DockerError::RunningAsRoot)));
         assert!(refuse_root(1000, 1000).is_ok());
+    }
+
+    #[test]
+    fn only_this_users_tagged_directories_of_dead_owners_are_removed() {
+        let parent = tempfile::tempdir().unwrap();
+        let boot = owner::dir_tag().get(1..9).unwrap().to_owned();
+        // This process's pid with a start time it never had: that owner is gone.
+        let dead = parent.path().join(format!(
+            "airlock-egress-b{boot}p{}s1-dead01",
+            std::process::id()
+        ));
+        let alive = parent
+            .path()
+            .join(format!("airlock-egress-{}-live01", owner::dir_tag()));
+        let untagged = parent.path().join("airlock-egress-AbC123");
+        for dir in [&dead, &alive, &untagged] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("proxy.sock"), "").unwrap();
+        }
+        // A link named like a dead owner's directory is not followed.
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep"), "").unwrap();
+        let link = parent.path().join(format!(
+            "airlock-egress-b{boot}p{}s1-link01",
+            std::process::id()
+        ));
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+
+        let removed = remove_orphaned_egress_dirs(parent.path());
+        assert_eq!(removed, vec![dead.clone()]);
+        assert!(!dead.exists());
+        assert!(alive.exists() && untagged.exists());
+        assert!(target.path().join("keep").exists(), "followed a symlink");
     }
 }

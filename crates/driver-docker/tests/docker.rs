@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use airlock_driver_docker::{DockerDriver, DockerError, DriverConfig, current_user};
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_testkit::docker::{docker_ready, image, task_containers};
+use airlock_testkit::docker::{docker_ready, egress_dir_of, image, task_containers};
 use airlock_worker::{BrowserDriver, CancellationToken, TaskContext};
 use serde_json::json;
 use support::{
@@ -259,12 +259,23 @@ async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
         task_containers().contains(&name),
         "the container should outlive its killed owner"
     );
+    let egress = egress_dir_of(&name);
+    assert!(
+        egress.join("handoff.sock").exists(),
+        "the proxy directory should outlive its killed owner"
+    );
 
-    let (_driver, _) = driver(site, Duration::from_secs(60)).await; // connecting cleans up orphans
+    let (driver, _) = driver(site, Duration::from_secs(60)).await; // connecting cleans up orphans
     assert!(
         !task_containers().contains(&name),
         "the orphan {name} was not removed"
     );
+    assert!(
+        !egress.exists(),
+        "the orphaned {} was left",
+        egress.display()
+    );
+    assert!(driver.removed_egress_dirs().contains(&egress));
 }
 
 /// The image itself, run by hand with the lockdown flags and a proxy socket: pinned tools, the

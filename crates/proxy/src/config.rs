@@ -110,6 +110,9 @@ pub struct ProxyConfig {
     pub events: Option<EventSink>,
     /// Where the private socket directory is made; the system temp dir by default.
     pub socket_parent: Option<PathBuf>,
+    /// A short tag naming who made the proxy, put into the private directory's name
+    /// (`airlock-egress-<tag>-XXXXXX`), so the maker can find its directories after a crash.
+    pub dir_tag: Option<String>,
 }
 
 impl std::fmt::Debug for ProxyConfig {
@@ -120,6 +123,7 @@ impl std::fmt::Debug for ProxyConfig {
             .field("custom_resolver", &self.resolver.is_some())
             .field("events", &self.events.is_some())
             .field("socket_parent", &self.socket_parent)
+            .field("dir_tag", &self.dir_tag)
             .finish_non_exhaustive()
     }
 }
@@ -134,6 +138,7 @@ impl ProxyConfig {
             connector: Arc::new(TcpConnector),
             events: None,
             socket_parent: None,
+            dir_tag: None,
         }
     }
 
@@ -161,6 +166,14 @@ impl ProxyConfig {
     #[must_use]
     pub fn with_events(mut self, sink: EventSink) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Name the private directory `airlock-egress-<tag>-XXXXXX`. The tag is up to 48 ASCII letters,
+    /// digits and dashes (checked at start), so socket paths stay short.
+    #[must_use]
+    pub fn with_dir_tag(mut self, tag: impl Into<String>) -> Self {
+        self.dir_tag = Some(tag.into());
         self
     }
 

@@ -62,6 +62,9 @@ use network::HickoryResolver;
 /// The response header that carries the reason for a refusal.
 pub const REFUSED_HEADER: &str = "x-airlock-refused";
 
+/// How every private directory's name starts.
+pub const DIR_PREFIX: &str = "airlock-egress-";
+
 /// The socket's file name inside the private directory.
 const SOCKET_NAME: &str = "proxy.sock";
 
@@ -90,6 +93,12 @@ pub enum ProxyError {
     /// The resolver could not be set up.
     #[error(transparent)]
     Resolver(#[from] ResolveError),
+    /// A directory tag that is not 1 to 48 ASCII letters, digits and dashes.
+    #[error("the directory tag `{tag}` must be 1 to 48 ASCII letters, digits and dashes")]
+    DirTag {
+        /// The tag given.
+        tag: String,
+    },
     /// A limit out of range.
     #[error("proxy limit `{limit}` {why}")]
     Limit {
@@ -127,8 +136,19 @@ impl EgressProxy {
             .socket_parent
             .clone()
             .unwrap_or_else(std::env::temp_dir);
+        let prefix = match &config.dir_tag {
+            Some(tag)
+                if !tag.is_empty()
+                    && tag.len() <= 48
+                    && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+            {
+                format!("{DIR_PREFIX}{tag}-")
+            }
+            Some(tag) => return Err(ProxyError::DirTag { tag: tag.clone() }),
+            None => DIR_PREFIX.to_owned(),
+        };
         let dir = tempfile::Builder::new()
-            .prefix("airlock-egress-")
+            .prefix(&prefix)
             .tempdir_in(&parent)
             .map_err(|source| ProxyError::Io {
                 action: "create a private directory in",

@@ -10,7 +10,8 @@ pub fn image() -> String {
 
 /// Whether Docker, the image and a non-root user are here. Without them the test should return
 /// early; with `AIRLOCK_REQUIRE_DOCKER=1` (set by `cargo xtask integration`, which CI runs) a
-/// missing prerequisite panics instead, so CI never passes by skipping.
+/// missing prerequisite panics instead, so CI never passes by skipping. With
+/// `AIRLOCK_DOCKER_TESTS_LOG=FILE` the calling test is recorded there as one that needs Docker.
 pub fn docker_ready() -> bool {
     let required = std::env::var("AIRLOCK_REQUIRE_DOCKER").is_ok_and(|v| v == "1");
     let missing = if is_root() {
@@ -30,6 +31,9 @@ pub fn docker_ready() -> bool {
     } else {
         None
     };
+    if let Ok(log) = std::env::var("AIRLOCK_DOCKER_TESTS_LOG") {
+        record_docker_test(&log);
+    }
     match missing {
         None => true,
         Some(why) if required => panic!("{why}"),
@@ -38,6 +42,26 @@ pub fn docker_ready() -> bool {
             false
         }
     }
+}
+
+/// Append the calling test's name (libtest names each test's thread after it) to `log`, so
+/// `cargo xtask integration` knows which tests needed Docker without a hand-kept list.
+fn record_docker_test(log: &str) {
+    use std::io::Write as _;
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test thread>")
+        .to_owned();
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap_or_else(|error| panic!("cannot record Docker tests in {log}: {error}"));
+    writeln!(file, "{binary}\t{name}").unwrap();
 }
 
 /// Whether this process's real uid is 0.
@@ -95,4 +119,17 @@ pub fn inspect(name: &str) -> serde_json::Value {
         .unwrap();
     assert!(out.status.success(), "docker inspect {name}");
     serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+}
+
+/// The host directory a task container has bind-mounted as its way out (`/egress`).
+pub fn egress_dir_of(container: &str) -> std::path::PathBuf {
+    let info = inspect(container);
+    let bind = info["HostConfig"]["Binds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .find_map(|bind| bind.strip_suffix(":/egress:ro"))
+        .unwrap_or_else(|| panic!("{container} has no /egress bind: {info}"));
+    std::path::PathBuf::from(bind)
 }
