@@ -114,6 +114,10 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
             .env("AIRLOCK_REQUIRE_DOCKER", "1")
             .env("AIRLOCK_DOCKER_TESTS_LOG", &log)
             .env("AIRLOCK_IMAGE", crate::image::default_tag())
+            // The test user cannot run cargo; snapshot tests find the workspace from this, and
+            // compare without writing.
+            .env("INSTA_WORKSPACE_ROOT", &root)
+            .env("INSTA_UPDATE", "no")
             .args(["--test-threads", "1"]);
         eprintln!("== {package} / {target}");
         let started = Instant::now();

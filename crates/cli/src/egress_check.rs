@@ -1,10 +1,11 @@
 //! `airlock egress check`: ask the egress policy about destinations, one line per target.
 
 use std::io::{BufRead, Write};
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 
 use airlock_address::{Host, parse_host};
 use airlock_policy::{Decision, EgressPolicy, Refusal};
+use airlock_proxy::{HickoryResolver, ProxyLimits, Resolver};
 use clap::Args;
 use serde::Serialize;
 
@@ -20,9 +21,14 @@ pub struct CheckArgs {
     #[arg(long)]
     json: bool,
 
-    /// Resolve names (with this machine's resolver) and judge every answer, as the proxy would.
+    /// Resolve names and judge every answer, exactly as the proxy would: its own resolver (no
+    /// `/etc/hosts`, no search domains), the system's nameservers unless --nameserver is given.
     #[arg(long)]
     resolve: bool,
+
+    /// With --resolve: ask this nameserver (`ip:port`) instead of the system's. Repeatable.
+    #[arg(long = "nameserver", value_name = "ADDR", requires = "resolve")]
+    nameservers: Vec<SocketAddr>,
 
     /// URLs (`https://host/path`), authorities (`host:port`, `[ipv6]:port`) or IP literals.
     /// A bare name is read as `https://name`. Read from stdin, one per line, when none are given.
@@ -75,10 +81,15 @@ impl Judgement {
 /// Run the command; refused targets are output, not errors.
 pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     let policy = args.egress.policy().map_err(crate::bad_input)?;
+    let lookup = if args.resolve {
+        Some(Lookup::new(&args.nameservers)?)
+    } else {
+        None
+    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut emit = |target: &str| -> anyhow::Result<()> {
-        let verdict = judge(&policy, target.trim(), args.resolve);
+        let verdict = judge(&policy, target.trim(), lookup.as_ref());
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&verdict)?)?;
         } else {
@@ -102,7 +113,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn judge(policy: &EgressPolicy, target: &str, resolve: bool) -> Judgement {
+fn judge(policy: &EgressPolicy, target: &str, lookup: Option<&Lookup>) -> Judgement {
     if let Ok(ip) = target.parse::<IpAddr>() {
         return match policy.decide_address(ip, None) {
             Ok(allowance) => Judgement::allow(target, allowance.to_string(), Vec::new()),
@@ -125,35 +136,64 @@ fn judge(policy: &EgressPolicy, target: &str, resolve: bool) -> Judgement {
             Judgement::allow(target, allowance.to_string(), Vec::new())
         }
         Decision::Refuse(refusal) => Judgement::refuse(target, &refusal),
-        Decision::Resolve { name, port } if resolve => match lookup(&name, port) {
-            Ok(addresses) => match policy.decide_resolved(&name, port, &addresses) {
+        Decision::Resolve { name, port } => match lookup.map(|lookup| lookup.resolve(&name)) {
+            Some(Ok(addresses)) => match policy.decide_resolved(&name, port, &addresses) {
                 Ok(vetted) => Judgement::allow(target, "every answer passed".into(), vetted),
                 Err(refusal) => Judgement::refuse(target, &refusal),
             },
-            Err(why) => Judgement {
+            Some(Err(why)) => Judgement {
                 target: target.to_owned(),
                 verdict: "refuse",
-                reason: Some(format!("`{name}` does not resolve: {why}")),
+                reason: Some(why),
                 class: Some("no-address"),
                 addresses: Vec::new(),
             },
-        },
-        Decision::Resolve { .. } => Judgement {
-            target: target.to_owned(),
-            verdict: "resolve",
-            reason: Some(
-                "the verdict depends on what the name resolves to; add --resolve to look it up"
-                    .into(),
-            ),
-            class: None,
-            addresses: Vec::new(),
+            None => Judgement {
+                target: target.to_owned(),
+                verdict: "resolve",
+                reason: Some(
+                    "the verdict depends on what the name resolves to; add --resolve to look it up"
+                        .into(),
+                ),
+                class: None,
+                addresses: Vec::new(),
+            },
         },
     }
 }
 
-fn lookup(name: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
-    Ok((name, port)
-        .to_socket_addrs()?
-        .map(|addr| addr.ip())
-        .collect())
+/// The proxy's own resolver, on a small runtime of its own: what `--resolve` sees is what the
+/// proxy would connect to.
+struct Lookup {
+    runtime: tokio::runtime::Runtime,
+    resolver: HickoryResolver,
+    timeout: std::time::Duration,
+}
+
+impl Lookup {
+    fn new(nameservers: &[SocketAddr]) -> anyhow::Result<Self> {
+        let resolver = if nameservers.is_empty() {
+            HickoryResolver::system()?
+        } else {
+            HickoryResolver::with_nameservers(nameservers).map_err(crate::bad_input)?
+        };
+        Ok(Self {
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            resolver,
+            timeout: ProxyLimits::default().resolve_timeout,
+        })
+    }
+
+    /// Every address of `name`, or why there is none, in the proxy's words.
+    fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, String> {
+        self.runtime.block_on(async {
+            match tokio::time::timeout(self.timeout, self.resolver.resolve(name)).await {
+                Ok(Ok(addresses)) => Ok(addresses),
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(_) => Err(format!("looking up `{name}` timed out")),
+            }
+        })
+    }
 }

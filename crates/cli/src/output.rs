@@ -2,13 +2,14 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use airlock_worker::Image;
 use anyhow::{Context, bail};
 
-/// Make `dir` (mode 0700) if missing; refuse a symlink or a non-directory.
+/// Make `dir` (mode 0700) if missing. An existing one must be a real directory (not a symlink)
+/// that this user owns and nobody else can write to, so no one can swap or plant files in it.
 pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     match fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -18,6 +19,17 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
             )
         }
         Ok(meta) if !meta.is_dir() => bail!("--out {} is not a directory", dir.display()),
+        Ok(meta) if meta.uid() != current_uid() => bail!(
+            "--out {} belongs to uid {}, not to you: give a directory of your own (or a new path, which is created 0700)",
+            dir.display(),
+            meta.uid()
+        ),
+        Ok(meta) if meta.mode() & 0o022 != 0 => bail!(
+            "--out {} can be written by other users (mode {:o}): run `chmod go-w {}`, or give a private directory",
+            dir.display(),
+            meta.mode() & 0o7777,
+            dir.display()
+        ),
         Ok(_) => Ok(()),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => fs::DirBuilder::new()
             .recursive(true)
@@ -63,4 +75,9 @@ pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<V
         }
     }
     Ok(saved)
+}
+
+/// This process's uid, as the owner of directories it may write into.
+fn current_uid() -> u32 {
+    airlock_driver_docker::current_user().0
 }

@@ -207,3 +207,42 @@ fn a_failure_that_is_not_bad_input_exits_1_not_2() {
         );
     }
 }
+
+#[test]
+fn an_out_directory_others_could_tamper_with_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+    // A directory somebody else owns: made and given away as root, or a system one otherwise.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let foreign = if root {
+        let given = dir.path().join("given");
+        std::fs::create_dir(&given).unwrap();
+        std::os::unix::fs::chown(&given, Some(65534), Some(65534)).unwrap();
+        given
+    } else {
+        std::path::PathBuf::from("/usr")
+    };
+    for (out, needle) in [
+        (&open, "chmod go-w"),
+        (&link, "is a symlink"),
+        (&foreign, "not to you"),
+    ] {
+        let output = airlock()
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .args(["browse", "http://lab.test/", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{}: {stderr}", out.display());
+        assert!(stderr.contains(needle), "{}: {stderr}", out.display());
+    }
+}

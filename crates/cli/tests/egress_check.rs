@@ -103,3 +103,66 @@ fn help_describes_targets_and_flags() {
         assert!(out.contains(needle), "{needle} missing from help:\n{out}");
     }
 }
+
+#[test]
+fn resolve_asks_the_proxys_resolver_not_the_hosts_file() {
+    use std::collections::HashMap;
+    use std::net::Ipv4Addr;
+    // A name from this machine's /etc/hosts: the system resolver would answer it, the proxy's
+    // resolver must not (it never reads the hosts file).
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
+    let local_name = hosts
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .flat_map(|line| line.split_whitespace().skip(1))
+        .find(|name| !name.ends_with("localhost") && !name.contains(':'))
+        .expect("this test needs a name besides localhost in /etc/hosts, as every Docker or Debian host has")
+        .to_owned();
+    let port = airlock_testkit::dns::dns(HashMap::from([
+        ("lab.test", vec![Ipv4Addr::new(10, 1, 2, 3)]),
+        ("pub.test", vec![Ipv4Addr::new(93, 184, 216, 34)]),
+    ]));
+    let nameserver = format!("127.0.0.1:{port}");
+    let out = stdout_of(&[
+        "egress",
+        "check",
+        "--json",
+        "--resolve",
+        "--nameserver",
+        &nameserver,
+        "lab.test",
+        "pub.test",
+        &local_name,
+    ]);
+    let verdicts: Vec<serde_json::Value> = out
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(verdicts[0]["verdict"], "refuse", "{out}");
+    assert_eq!(verdicts[0]["class"], "private", "{out}");
+    assert_eq!(verdicts[1]["verdict"], "allow", "{out}");
+    assert_eq!(
+        verdicts[1]["addresses"],
+        serde_json::json!(["93.184.216.34"]),
+        "{out}"
+    );
+    assert_eq!(verdicts[2]["verdict"], "refuse", "{out}");
+    assert_eq!(verdicts[2]["class"], "no-address", "{out}");
+    assert!(
+        verdicts[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not resolve"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_nameserver_without_resolve_is_a_usage_error() {
+    let output = airlock()
+        .args(["egress", "check", "--nameserver", "127.0.0.1:53", "x.test"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--resolve"));
+}

@@ -52,12 +52,13 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{ProxyConfig, ProxyLimits};
 pub use events::{EventSink, Outcome, ProxyEvent, ProxyStats, Via};
-pub use network::{BoxFuture, Connector, ResolveError, Resolver, TcpConnector, Upstream};
+pub use network::{
+    BoxFuture, Connector, HickoryResolver, ResolveError, Resolver, TcpConnector, Upstream,
+};
 
 use accept::accept_loop;
 use connection::Shared;
 use events::Counters;
-use network::HickoryResolver;
 
 /// The response header that carries the reason for a refusal.
 pub const REFUSED_HEADER: &str = "x-airlock-refused";
