@@ -126,8 +126,7 @@ async fn post_json(
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs);
+                    .and_then(|v| retry_after(v, std::time::SystemTime::now()));
                 let text = response.text().await.unwrap_or_default();
                 let retryable = status.as_u16() == 429 || status.is_server_error();
                 if !retryable || attempt >= retry.attempts {
@@ -162,10 +161,39 @@ async fn post_json(
     }
 }
 
+/// A `Retry-After` value: delay-seconds, or an HTTP date (RFC 9110 §10.2.3) measured from `now`.
+fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    // A date in the past means "now".
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 /// The `error.message` of an API error body, or the body cut short.
 fn error_message(body: &str) -> String {
     serde_json::from_str::<Value>(body)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
         .unwrap_or_else(|| body.chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        assert_eq!(retry_after("7", now), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(" 0 ", now), Some(Duration::ZERO));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(42));
+        assert_eq!(retry_after(&later, now), Some(Duration::from_secs(42)));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(42));
+        assert_eq!(retry_after(&earlier, now), Some(Duration::ZERO));
+        assert_eq!(retry_after("soon", now), None);
+        assert_eq!(retry_after("-3", now), None);
+    }
 }

@@ -54,7 +54,6 @@ impl OpenAiModel {
             .collect();
         let mut body = json!({
             "model": self.model,
-            "max_tokens": self.options.max_tokens,
             "messages": messages,
             "tools": tools,
         });
@@ -67,8 +66,33 @@ impl OpenAiModel {
         if let Some(effort) = effort {
             body["reasoning_effort"] = json!(effort);
         }
+        // Reasoning models refuse `max_tokens` (their limit covers hidden reasoning as well);
+        // older models and most compatible servers know only `max_tokens`.
+        let limit = if effort.is_some() || is_reasoning_model(&self.model) {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[limit] = json!(self.options.max_tokens);
         body
     }
+}
+
+/// OpenAI's reasoning families (o1, o3, o4, gpt-5 and later), by model name.
+fn is_reasoning_model(model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model);
+    let family = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.']))
+    };
+    ["o1", "o3", "o4", "o4-mini", "o3-mini", "o1-mini"]
+        .iter()
+        .any(|prefix| family(prefix))
+        || name
+            .strip_prefix("gpt-")
+            .and_then(|rest| rest.split(['.', '-']).next())
+            .and_then(|major| major.parse::<u32>().ok())
+            .is_some_and(|major| major >= 5)
 }
 
 fn part(block: &Content) -> Value {
@@ -167,5 +191,37 @@ impl Model for OpenAiModel {
                 .await?;
             turn_from(&answer)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_models_are_known_by_name() {
+        for model in [
+            "o1",
+            "o1-mini",
+            "o3",
+            "o3-mini-2025-01-31",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5.1",
+            "gpt-5-mini",
+            "openai/gpt-5",
+        ] {
+            assert!(is_reasoning_model(model), "{model}");
+        }
+        for model in [
+            "gpt-4o",
+            "gpt-4.1-mini",
+            "gpt-3.5-turbo",
+            "llama3.1",
+            "o1x",
+            "qwen2.5",
+        ] {
+            assert!(!is_reasoning_model(model), "{model}");
+        }
     }
 }

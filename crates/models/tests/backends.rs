@@ -290,3 +290,129 @@ fn specs_and_thinking_levels_are_validated() {
             .contains("--thinking")
     );
 }
+
+#[tokio::test]
+async fn anthropic_signed_thinking_is_echoed_back_unchanged_on_the_next_turn() {
+    // Shaped like the API's own blocks: a signed thinking block and a redacted one.
+    let thinking = json!({
+        "type": "thinking",
+        "thinking": "The page has a link to the second page; I should click it.",
+        "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds6tJ9kCVPfFfhhkFX1LpgHBM7VJFLPUz1RTw7x8Gv+nnfGcaHLQRaV+NbZXNKhTVTkmG1srz5/eHSFpw0nzvMmDBaRgC"
+    });
+    let redacted = json!({
+        "type": "redacted_thinking",
+        "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj2pPmNdRH3kx"
+    });
+    let first = json!({"content": [
+        thinking,
+        redacted,
+        {"type": "tool_use", "id": "toolu_1", "name": "agent_browser", "input": {"args": ["click", "@e1"]}},
+    ]});
+    let second = json!({"content": [{"type": "text", "text": "Done."}]});
+    let (base, seen) = server(vec![(200, "", first), (200, "", second)]).await;
+    let model = AnthropicModel::new(
+        "claude-test",
+        KEY,
+        BackendOptions {
+            thinking: Thinking::Low,
+            ..options(&base)
+        },
+    )
+    .unwrap();
+    let mut conversation = request();
+    let turn = model.next_turn(conversation.clone()).await.unwrap();
+    conversation.messages.push(Message::Assistant { turn });
+    conversation.messages.push(Message::ToolResults {
+        results: vec![ToolResult {
+            call_id: "toolu_1".into(),
+            content: vec![Content::text("Clicked.")],
+            is_error: false,
+        }],
+    });
+    let turn = model.next_turn(conversation).await.unwrap();
+    assert_eq!(turn.text, "Done.");
+    let seen = seen.lock().unwrap();
+    let echoed = &seen.bodies[1]["messages"][3];
+    assert_eq!(echoed["role"], "assistant");
+    // The thinking blocks come first, byte for byte, then the tool call they led to.
+    assert_eq!(echoed["content"][0], thinking);
+    assert_eq!(echoed["content"][1], redacted);
+    assert_eq!(echoed["content"][2]["type"], "tool_use");
+    insta::assert_json_snapshot!(seen.bodies[1]);
+}
+
+#[test]
+fn openai_reasoning_models_get_max_completion_tokens() {
+    let body = |model: &str, thinking: Thinking| {
+        OpenAiModel::new(
+            model,
+            Some(KEY),
+            BackendOptions {
+                thinking,
+                ..options("http://127.0.0.1:9")
+            },
+        )
+        .unwrap()
+        .body(&request())
+    };
+    for (model, thinking) in [
+        ("o3", Thinking::Off),
+        ("o4-mini", Thinking::Off),
+        ("gpt-5", Thinking::Off),
+        ("gpt-4o", Thinking::Medium),
+    ] {
+        let sent = body(model, thinking);
+        assert_eq!(sent["max_completion_tokens"], 1000, "{model}: {sent}");
+        assert!(sent.get("max_tokens").is_none(), "{model}: {sent}");
+    }
+    for model in ["gpt-4o", "gpt-4.1-mini", "llama3.1"] {
+        let sent = body(model, Thinking::Off);
+        assert_eq!(sent["max_tokens"], 1000, "{model}: {sent}");
+        assert!(
+            sent.get("max_completion_tokens").is_none(),
+            "{model}: {sent}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_instead_of_the_back_off() {
+    let (base, seen) = server(vec![
+        (
+            429,
+            "retry-after: 1\r\n",
+            json!({"error": {"message": "slow down"}}),
+        ),
+        (
+            200,
+            "",
+            json!({"content": [{"type": "text", "text": "ok"}]}),
+        ),
+    ])
+    .await;
+    // A back-off far longer than the server's Retry-After: only honouring it finishes quickly.
+    let model = AnthropicModel::new(
+        "claude-test",
+        KEY,
+        BackendOptions {
+            retry: RetryPolicy {
+                attempts: 2,
+                first_backoff: Duration::from_secs(120),
+                max_backoff: Duration::from_secs(120),
+            },
+            ..options(&base)
+        },
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let turn = tokio::time::timeout(Duration::from_secs(60), model.next_turn(request()))
+        .await
+        .expect("the back-off was used instead of Retry-After")
+        .unwrap();
+    assert_eq!(turn.text, "ok");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "retried before the server's Retry-After of 1 s"
+    );
+    assert_eq!(seen.lock().unwrap().bodies.len(), 2);
+}
