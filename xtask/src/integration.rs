@@ -68,6 +68,10 @@ const LABELS: &[(&str, &str)] = &[
         "direct_mode_gives_the_client_its_own_sealed_browser",
         "7c. airlock mcp --direct",
     ),
+    (
+        "scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json",
+        "8. a proxy failure is told as the proxy saw it",
+    ),
 ];
 
 /// What one test binary reported, read from libtest's plain output.

@@ -55,6 +55,7 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
     let first_line =
         |output: &ToolOutput| output.text.lines().next().unwrap_or_default().to_owned();
     let refusals = context.refusals();
+    let failures = context.failures();
     if args.json {
         println!(
             "{}",
@@ -64,6 +65,7 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
                 "snapshot": snapshot.text,
                 "screenshot": saved.first(),
                 "egress_refusals": refusals,
+                "egress_failures": failures,
             }))?
         );
     } else {
@@ -81,6 +83,9 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
         }
         for refusal in &refusals {
             eprintln!("egress refused {}: {}", refusal.target, refusal.reason);
+        }
+        for failure in &failures {
+            eprintln!("egress failed {}: {}", failure.target, failure.reason);
         }
     }
     Ok(0)

@@ -221,6 +221,17 @@ impl Server {
                 lines.join("\n")
             )));
         }
+        if !result.egress_failures.is_empty() {
+            let lines: Vec<String> = result
+                .egress_failures
+                .iter()
+                .map(|f| format!("- {}: {}", f.target, f.reason))
+                .collect();
+            blocks.push(ContentBlock::text(format!(
+                "The egress proxy could not reach:\n{}",
+                lines.join("\n")
+            )));
+        }
         for image in &result.screenshots {
             blocks.push(ContentBlock::image(
                 image.base64(),

@@ -76,9 +76,14 @@ impl<'a> DecisionLine<'a> {
                 line.class = Some(class);
                 line.reason = Some(reason);
             }
-            Outcome::Failed { status, reason } => {
+            Outcome::Failed {
+                status,
+                class,
+                reason,
+            } => {
                 line.verdict = "fail";
                 line.status = Some(*status);
+                line.class = Some(class);
                 line.reason = Some(reason);
             }
         }

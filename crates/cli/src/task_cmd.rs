@@ -112,6 +112,9 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         for refusal in &result.egress_refusals {
             eprintln!("egress refused {}: {}", refusal.target, refusal.reason);
         }
+        for failure in &result.egress_failures {
+            eprintln!("egress failed {}: {}", failure.target, failure.reason);
+        }
         for path in &saved {
             eprintln!("saved {}", path.display());
         }

@@ -410,3 +410,51 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
         egress.display()
     );
 }
+
+#[test]
+fn scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json() {
+    if !docker_ready() {
+        return;
+    }
+    // A lab resolver that knows no name: the proxy gets no answer for nowhere.test.
+    let nameserver = format!("127.0.0.1:{}", dns(HashMap::new()));
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", "https://nowhere.test/"]))]},
+        {"expect": {"shown_contains": ["The egress proxy could not reach nowhere.test:443", "`nowhere.test` does not resolve"]},
+         "text": "The site does not exist."}
+    ]});
+    let (result, output) = task(dir.path(), &script, &["--nameserver", &nameserver]);
+    assert_eq!(result["ended"], "completed", "{result}");
+    let failures = result["egress_failures"].as_array().unwrap();
+    assert!(
+        failures.iter().any(|f| f["target"] == "nowhere.test:443"
+            && f["class"] == "no-dns-answer"
+            && f["reason"] == "`nowhere.test` does not resolve"),
+        "{result}"
+    );
+    assert!(output.status.success());
+
+    let browse = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "browse",
+            "https://nowhere.test/",
+            "--nameserver",
+            &nameserver,
+            "--out",
+        ])
+        .arg(dir.path().join("shots"))
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&browse.stderr);
+    assert_eq!(browse.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the page did not open")
+            && stderr.contains(
+                "The egress proxy could not reach nowhere.test:443: `nowhere.test` does not resolve"
+            ),
+        "{stderr}"
+    );
+    no_task_containers_left();
+}

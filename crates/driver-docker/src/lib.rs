@@ -237,7 +237,8 @@ impl DockerDriver {
             .with_dir_tag(owner::dir_tag())
             .with_limits(self.config.proxy_limits)
             .with_events(Arc::new(move |event| {
-                if event.is_refusal() {
+                // Refusals and failures are told to the worker; allowed requests are not news.
+                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
                     sink.lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .push(event);

@@ -7,7 +7,8 @@ use std::time::Duration;
 use airlock_policy::check_command;
 use airlock_proxy::{Outcome, ProxyEvent};
 use airlock_worker::{
-    BoxFuture, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+    BoxFuture, EgressFailure, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure,
+    ToolOutput,
 };
 use base64::Engine;
 use bollard::Docker;
@@ -198,18 +199,31 @@ impl AgentBrowserTool {
         Ok(Image::png(data))
     }
 
-    /// Tell the worker which requests the proxy refused since the previous command.
+    /// Tell the worker which requests the proxy refused, or could not complete, since the
+    /// previous command: the browser's own error (`net::ERR_TUNNEL_CONNECTION_FAILED`) does not
+    /// say what happened; the proxy does.
     fn append_refusals(&self, output: &mut ToolOutput) {
         let events: Vec<ProxyEvent> =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
         for event in events {
-            if let Outcome::Refused { reason, .. } = &event.outcome {
-                output.text.push_str(&format!(
-                    "\nThe egress proxy refused {}: {reason}",
-                    event.target
-                ));
-                self.context
-                    .record_refusal(EgressRefusal::now(&event.target, reason));
+            match &event.outcome {
+                Outcome::Refused { reason, .. } => {
+                    output.text.push_str(&format!(
+                        "\nThe egress proxy refused {}: {reason}",
+                        event.target
+                    ));
+                    self.context
+                        .record_refusal(EgressRefusal::now(&event.target, reason));
+                }
+                Outcome::Failed { class, reason, .. } => {
+                    output.text.push_str(&format!(
+                        "\nThe egress proxy could not reach {}: {reason}",
+                        event.target
+                    ));
+                    self.context
+                        .record_failure(EgressFailure::now(&event.target, *class, reason));
+                }
+                Outcome::Allowed { .. } => {}
             }
         }
     }

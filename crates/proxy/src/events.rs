@@ -47,7 +47,11 @@ pub enum Outcome {
     Failed {
         /// The HTTP status answered.
         status: u16,
-        /// Why.
+        /// What the proxy saw, as a short stable class: `no-dns-answer`, `dns-failed`,
+        /// `dns-timeout`, `connect-refused`, `connect-failed`, `connect-timeout`,
+        /// `upstream-failed`, `upstream-timeout`, `no-address` or `bad-request`.
+        class: &'static str,
+        /// Why, as a person reads it.
         reason: String,
     },
 }

@@ -163,6 +163,7 @@ impl Shared {
             }
             None => Outcome::Failed {
                 status: status.as_u16(),
+                class: stop.failure_class(),
                 reason: reason.clone(),
             },
         };

@@ -88,6 +88,31 @@ impl Stop {
         }
     }
 
+    /// What the proxy saw when the request failed rather than was refused, for events.
+    pub(crate) fn failure_class(&self) -> &'static str {
+        match self {
+            Self::Refused(refusal) => refusal.class(),
+            Self::ConnectWithoutAuthority
+            | Self::NotAbsoluteForm
+            | Self::HttpsWithoutConnect
+            | Self::SchemeNotProxied { .. }
+            | Self::UpgradeOverHttp => "bad-request",
+            Self::Unresolved(ResolveError::NotFound { .. }) => "no-dns-answer",
+            Self::Unresolved(ResolveError::Failed { .. }) => "dns-failed",
+            Self::ResolveTimedOut { .. } => "dns-timeout",
+            Self::NoAddress => "no-address",
+            Self::ConnectFailed { source, .. }
+                if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                "connect-refused"
+            }
+            Self::ConnectFailed { .. } => "connect-failed",
+            Self::ConnectTimedOut { .. } => "connect-timeout",
+            Self::UpstreamFailed(_) => "upstream-failed",
+            Self::UpstreamTimedOut(_) => "upstream-timeout",
+        }
+    }
+
     /// The refusal's class when the policy refused, for counters and events.
     pub(crate) fn refusal_class(&self) -> Option<&'static str> {
         match self {

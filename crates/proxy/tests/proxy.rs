@@ -386,12 +386,41 @@ async fn unknown_names_get_502_and_silent_hosts_504() {
         .exchange("CONNECT silent.test:443 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .await;
     assert_eq!(status_of(&silent), 504, "{silent}");
-    let events = harness.events.lock().unwrap();
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e.outcome, Outcome::Failed { status: 504, .. }))
-    );
+    // A port on loopback that nothing listens on: the connection is refused for real.
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    harness.connector.route("93.184.216.35:443", closed_port);
+    harness
+        .resolver
+        .answer("closed.test", &[&["93.184.216.35"]]);
+    let closed = harness
+        .exchange("CONNECT closed.test:443 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&closed), 502, "{closed}");
+    let failures: Vec<(u16, &str, String)> = harness
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            Outcome::Failed {
+                status,
+                class,
+                reason,
+            } => Some((*status, *class, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    assert_eq!(failures[0].0, 502);
+    assert_eq!(failures[0].1, "no-dns-answer");
+    assert_eq!(failures[0].2, "`nowhere.test` does not resolve");
+    assert_eq!((failures[1].0, failures[1].1), (504, "connect-timeout"));
+    assert!(failures[1].2.contains("timed out"), "{failures:?}");
+    assert_eq!((failures[2].0, failures[2].1), (502, "connect-refused"));
+    assert!(failures[2].2.contains("93.184.216.35:443"), "{failures:?}");
 }
 
 #[tokio::test]

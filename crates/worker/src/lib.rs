@@ -49,8 +49,9 @@ pub use instructions::STANDING_INSTRUCTIONS;
 pub use limits::{LimitError, TaskLimits};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
 pub use ports::{
-    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressRefusal, KeepRefusal,
-    Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressFailure, EgressRefusal,
+    KeepRefusal, Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure,
+    ToolOutput,
 };
 pub use run::{
     Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner, Timings, cut,

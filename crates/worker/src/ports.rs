@@ -142,6 +142,37 @@ impl EgressRefusal {
     }
 }
 
+/// A destination the egress proxy allowed but could not reach during the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressFailure {
+    /// When, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u128,
+    /// The destination as the browser asked for it.
+    pub target: String,
+    /// What the proxy saw, as a short class (`no-dns-answer`, `connect-refused`, …).
+    pub class: String,
+    /// What the proxy saw, as a person reads it.
+    pub reason: String,
+}
+
+impl EgressFailure {
+    /// A failure happening now.
+    pub fn now(
+        target: impl Into<String>,
+        class: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            at_unix_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+            target: target.into(),
+            class: class.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Why the worker may not keep a screenshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeepRefusal {
@@ -172,6 +203,7 @@ pub struct TaskContext {
     pub limits: TaskLimits,
     screenshots: Arc<Mutex<Vec<Image>>>,
     refusals: Arc<Mutex<Vec<EgressRefusal>>>,
+    failures: Arc<Mutex<Vec<EgressFailure>>>,
 }
 
 impl TaskContext {
@@ -182,6 +214,7 @@ impl TaskContext {
             limits,
             screenshots: Arc::default(),
             refusals: Arc::default(),
+            failures: Arc::default(),
         }
     }
 
@@ -205,6 +238,16 @@ impl TaskContext {
     /// Record a refusal the egress proxy reported.
     pub fn record_refusal(&self, refusal: EgressRefusal) {
         lock(&self.refusals).push(refusal);
+    }
+
+    /// Record a destination the egress proxy could not reach.
+    pub fn record_failure(&self, failure: EgressFailure) {
+        lock(&self.failures).push(failure);
+    }
+
+    /// The failures recorded so far.
+    pub fn failures(&self) -> Vec<EgressFailure> {
+        lock(&self.failures).clone()
     }
 
     /// The screenshots kept so far.

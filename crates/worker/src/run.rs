@@ -15,8 +15,8 @@ use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::limits::{LimitError, TaskLimits};
 use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
 use crate::ports::{
-    BrowserDriver, Dispose, EgressRefusal, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
-    ToolOutput,
+    BrowserDriver, Dispose, EgressFailure, EgressRefusal, Model, ModelRequest, TaskContext, Tool,
+    ToolDefinition, ToolOutput,
 };
 use crate::scrub::{neutral_failure, scrub};
 
@@ -73,6 +73,8 @@ pub struct TaskResult {
     pub ended: Ended,
     /// Destinations the egress proxy refused.
     pub egress_refusals: Vec<EgressRefusal>,
+    /// Destinations the egress proxy allowed but could not reach, with what it saw.
+    pub egress_failures: Vec<EgressFailure>,
     /// Where the time went.
     pub timings: Timings,
 }
@@ -441,6 +443,7 @@ impl Run<'_> {
             steps_used: self.steps,
             ended,
             egress_refusals: self.context.refusals(),
+            egress_failures: self.context.failures(),
             timings: self.timings,
         }
     }

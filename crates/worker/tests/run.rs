@@ -672,6 +672,12 @@ fn result_json_shape() {
             target: "10.0.0.1:80".into(),
             reason: "private".into(),
         }],
+        egress_failures: vec![EgressFailure {
+            at_unix_ms: 2,
+            target: "nowhere.test:443".into(),
+            class: "no-dns-answer".into(),
+            reason: "`nowhere.test` does not resolve".into(),
+        }],
         timings: Timings::default(),
     };
     insta::assert_json_snapshot!(result);
