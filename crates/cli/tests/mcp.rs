@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use airlock_testkit::docker::{containers_of, docker_ready};
+use airlock_testkit::docker::{containers_of, docker_ready, wait_until_removed};
 use airlock_testkit::site::simple_site;
 
 use std::io::{BufRead, BufReader, Write};
@@ -152,9 +152,9 @@ fn a_cancelled_call_and_a_closed_stdin_leave_no_container() {
     }
     let port = simple_site("MCP page", "Hello from the lab");
     let dir = tempfile::tempdir().unwrap();
-    let script = json!({"turns": [
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}
-    ]});
+    let wait =
+        json!({"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]});
+    let script = json!({"turns": [wait, wait]});
     let mut client = Client::start(&script, port, dir.path());
     client.initialize();
     let pid = client.child.id();
@@ -165,14 +165,38 @@ fn a_cancelled_call_and_a_closed_stdin_leave_no_container() {
     // The first progress notification means the container is up and the command is running.
     let started = client.next();
     assert_eq!(started["method"], "notifications/progress", "{started}");
-    assert_eq!(containers_of(pid).len(), 1);
+    let running = containers_of(pid);
+    assert_eq!(running.len(), 1);
+    let cancelled_at = std::time::SystemTime::now();
     client.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "test"}}));
-    // Closing stdin ends the server, which first waits for the cancelled task's cleanup.
+    // Cancelling alone removes the container: stdin is still open and the server still runs.
+    assert!(
+        wait_until_removed(
+            &running[0],
+            cancelled_at,
+            std::time::Duration::from_secs(30)
+        ),
+        "cancelling the call did not remove its container"
+    );
+    assert!(
+        client.child.try_wait().unwrap().is_none(),
+        "the server exited"
+    );
+    assert_eq!(containers_of(pid).len(), 0);
+
+    // A second task, left running when stdin closes: the server removes it before exiting.
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "wait again"}, "_meta": {"progressToken": 10}}}),
+    );
+    // (A late answer to the cancelled call, if the server sends one, may come first.)
+    while client.next()["params"]["progressToken"] != 10 {}
+    assert_eq!(containers_of(pid).len(), 1);
     assert!(client.finish().success());
     assert_eq!(
         containers_of(pid).len(),
         0,
-        "the cancelled task's container is still there"
+        "closing stdin left the running task's container behind"
     );
 }
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use airlock_driver_docker::{DockerDriver, DockerError, DriverConfig, current_user};
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_testkit::docker::{docker_ready, egress_dir_of, image, task_containers};
+use airlock_testkit::docker::{
+    docker_ready, egress_dir_of, image, task_containers, wait_until_removed,
+};
 use airlock_worker::{BrowserDriver, CancellationToken, TaskContext};
 use serde_json::json;
 use support::{
@@ -148,7 +150,10 @@ async fn a_container_left_alone_exits_by_itself_after_its_lifetime() {
         return;
     }
     let site = serve_site();
-    let (driver, limits) = driver(site, Duration::from_secs(5)).await;
+    // The lifetime is the task's time limit (5 s) plus the grace (zero in these tests).
+    let lifetime = Duration::from_secs(5);
+    let (driver, limits) = driver(site, lifetime).await;
+    let before_start = std::time::SystemTime::now();
     let session = driver
         .start(TaskContext::new(CancellationToken::new(), limits))
         .await
@@ -156,27 +161,53 @@ async fn a_container_left_alone_exits_by_itself_after_its_lifetime() {
     let name = my_containers()
         .pop()
         .expect("this process runs a task container");
-    // `docker wait` returns when the container exits; its lifetime is 5 s here.
-    let waited = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new("docker")
-            .args(["wait", &name])
-            .output(),
-    )
-    .await
-    .expect("the container exited within 60 s")
-    .unwrap();
-    let _ = waited;
-    let gone = tokio::process::Command::new("docker")
-        .args(["inspect", &name])
+    // Nothing touches the container now: Docker's own events say when it died and why.
+    assert!(
+        wait_until_removed(&name, before_start, Duration::from_secs(60)),
+        "the container did not exit and go within 60 s"
+    );
+    let since = before_start
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .saturating_sub(1);
+    let events = Command::new("docker")
+        .args([
+            "events",
+            "--since",
+            &since.to_string(),
+            "--until",
+            &(std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                + 1)
+            .to_string(),
+            "--filter",
+            &format!("container={name}"),
+            "--format",
+            "{{.Status}} {{.TimeNano}}",
+        ])
         .output()
-        .await
         .unwrap();
-    // Auto-remove may take a moment after exit; either it is gone or it is no longer running.
-    if gone.status.success() {
-        let state: serde_json::Value = serde_json::from_slice(&gone.stdout).unwrap();
-        assert_ne!(state[0]["State"]["Running"], true);
-    }
+    let events = String::from_utf8_lossy(&events.stdout);
+    let at = |status: &str| {
+        events.lines().find_map(|line| {
+            let (event, nanos) = line.split_once(' ')?;
+            (event == status).then(|| nanos.trim().parse::<u128>().unwrap())
+        })
+    };
+    let started = at("start").unwrap_or_else(|| panic!("no start event: {events}"));
+    let died = at("die").unwrap_or_else(|| panic!("no die event: {events}"));
+    assert!(
+        at("kill").is_none(),
+        "something killed the container instead of it exiting by itself: {events}"
+    );
+    assert!(
+        died - started >= lifetime.as_nanos(),
+        "the container ran {} ms, less than its lifetime: {events}",
+        (died - started) / 1_000_000
+    );
     session.dispose.dispose().await;
     assert!(!task_containers().contains(&name));
 }

@@ -133,3 +133,44 @@ pub fn egress_dir_of(container: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("{container} has no /egress bind: {info}"));
     std::path::PathBuf::from(bind)
 }
+
+/// Wait, by Docker's own event stream, until `container` is destroyed (events since `since`
+/// count, so a removal that already happened is seen too). False if `timeout` passes first.
+pub fn wait_until_removed(
+    container: &str,
+    since: std::time::SystemTime,
+    timeout: std::time::Duration,
+) -> bool {
+    use std::io::BufRead;
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .saturating_sub(1);
+    let mut events = Command::new("docker")
+        .args([
+            "events",
+            "--since",
+            &since.to_string(),
+            "--filter",
+            &format!("container={container}"),
+            "--filter",
+            "event=destroy",
+            "--format",
+            "{{.Status}}",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = events.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = sender.send(read.is_ok_and(|n| n > 0));
+    });
+    let destroyed = receiver.recv_timeout(timeout).unwrap_or(false);
+    let _ = events.kill();
+    let _ = events.wait();
+    destroyed
+}

@@ -20,7 +20,8 @@
 //! let mut answer = String::new();
 //! stream.read_to_string(&mut answer).unwrap();
 //! assert!(answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("hi"));
-//! assert_eq!(*seen.lock().unwrap(), ["/"]);
+//! let heard = seen.lock().unwrap();
+//! assert_eq!((heard[0].host.as_str(), heard[0].path.as_str()), ("lab", "/"));
 //! ```
 
 // Test support: a failed step should panic the test that called it, with the reason.

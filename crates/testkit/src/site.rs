@@ -4,14 +4,23 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::sync::{Arc, Mutex};
 
-/// The paths a site was asked for, in order.
-pub type Seen = Arc<Mutex<Vec<String>>>;
+/// One request a site heard: the `Host` header it named (lower case) and the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heard {
+    /// The `Host` header, such as `alt.lab:8080`.
+    pub host: String,
+    /// The request path, such as `/a.png`.
+    pub path: String,
+}
+
+/// The requests a site heard, in order.
+pub type Seen = Arc<Mutex<Vec<Heard>>>;
 
 /// A page: (status line, extra headers, body).
 pub type Page = (&'static str, String, String);
 
 /// An HTTP server on 127.0.0.1 serving the pages `pages(port)` returns, by path (404 otherwise);
-/// it records every path asked. Pages get the port so they can link to themselves.
+/// it records every request's host and path. Pages get the port so they can link to themselves.
 pub fn site(pages: impl FnOnce(u16) -> HashMap<&'static str, Page>) -> (u16, Seen) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -30,12 +39,21 @@ pub fn site(pages: impl FnOnce(u16) -> HashMap<&'static str, Page>) -> (u16, See
                 if reader.read_line(&mut request_line).is_err() {
                     return;
                 }
+                let mut host = String::new();
                 let mut line = String::new();
                 while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("host")
+                    {
+                        host = value.trim().to_ascii_lowercase();
+                    }
                     line.clear();
                 }
                 let path = request_line.split(' ').nth(1).unwrap_or("/").to_owned();
-                record.lock().unwrap().push(path.clone());
+                record.lock().unwrap().push(Heard {
+                    host,
+                    path: path.clone(),
+                });
                 let (status, extra, body) = pages.get(path.as_str()).cloned().unwrap_or((
                     "404 Not Found",
                     String::new(),

@@ -118,16 +118,30 @@ pub fn assert_no_direct_way_out(name: &str) {
             ])
             .output()
             .unwrap();
+        // bash reports a failed connect with status 1 and the errno; 126/127 would mean the
+        // probe itself is missing, and 124 a connect that hung instead of failing at once.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{target}: the probe did not run as a connect attempt: {stderr}"
+        );
         assert!(
-            !out.status.success(),
-            "{target} was reachable from inside the container"
+            stderr.contains("Connection refused") || stderr.contains("Network is unreachable"),
+            "{target}: not refused by the network stack: {stderr}"
         );
     }
     let dns = Command::new("docker")
         .args(["exec", name, "getent", "hosts", "example.com"])
         .output()
         .unwrap();
-    assert!(!dns.status.success(), "DNS worked inside the container");
+    // getent exits 2 when the name is not found; 126/127 would mean it is missing.
+    assert_eq!(
+        dns.status.code(),
+        Some(2),
+        "DNS probe: {}",
+        String::from_utf8_lossy(&dns.stderr)
+    );
 }
 
 /// Removes a container started by hand, even when the test panics.
