@@ -551,3 +551,93 @@ async fn a_caller_that_skips_check_still_cannot_start_a_root_container() {
     );
     assert!(my_containers().is_empty(), "{:?}", my_containers());
 }
+
+/// The TCP ports listening inside a container, from its own `/proc/net/tcp{,6}`.
+fn listening_ports(name: &str) -> Vec<u16> {
+    let tables = exec_in(name, &["cat", "/proc/net/tcp", "/proc/net/tcp6"]);
+    let mut ports: Vec<u16> = tables
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // `sl local_address rem_address st …`; state 0A is LISTEN.
+            (fields.get(3) == Some(&"0A"))
+                .then(|| fields[1].rsplit_once(':'))
+                .flatten()
+                .and_then(|(_, port)| u16::from_str_radix(port, 16).ok())
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_port_in_the_container_but_the_relay_answers_anything_the_worker_can_send() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let (driver, limits) = driver(site, Duration::from_secs(180)).await;
+    let session = driver
+        .start(TaskContext::new(CancellationToken::new(), limits))
+        .await
+        .unwrap();
+    let lab = format!("http://127.0.0.1:{site}/");
+    let opened = call(&session, json!({"args": ["open", lab]})).await;
+    assert!(!opened.is_error, "{opened:?}");
+    // `read` fetches with agent-browser's own client: through the proxy, the allowed site works.
+    let read = call(
+        &session,
+        json!({"args": ["read", format!("http://127.0.0.1:{site}/second")]}),
+    )
+    .await;
+    assert!(
+        !read.is_error && read.text.contains("The answer is 42"),
+        "{read:?}"
+    );
+
+    // With the browser up, Chromium's DevTools and agent-browser's stream server listen too.
+    let name = my_containers().pop().unwrap();
+    let others: Vec<u16> = listening_ports(&name)
+        .into_iter()
+        .filter(|port| *port != 3128)
+        .collect();
+    assert!(
+        !others.is_empty(),
+        "only the relay listens: this check would prove nothing"
+    );
+    for port in others {
+        let url = format!("http://127.0.0.1:{port}/json/version");
+        let read = call(&session, json!({"args": ["read", url]})).await;
+        assert!(
+            read.is_error && read.text.contains("The egress proxy refused"),
+            "read {url}: {read:?}"
+        );
+        let open = call(&session, json!({"args": ["open", url]})).await;
+        assert!(
+            open.text.contains("The egress proxy refused"),
+            "open {url}: {open:?}"
+        );
+        let back = call(&session, json!({"args": ["open", lab]})).await;
+        assert!(!back.is_error, "{back:?}");
+        let fetched = call(
+            &session,
+            json!({"args": ["eval", format!("fetch('{url}').then(r => r.text()).catch(e => 'blocked: ' + e)")]}),
+        )
+        .await;
+        assert!(
+            fetched.text.contains("blocked") && !fetched.text.contains("Protocol-Version"),
+            "fetch {url}: {fetched:?}"
+        );
+        let socket = call(
+            &session,
+            json!({"args": ["eval", format!("new Promise(done => {{ const ws = new WebSocket('ws://127.0.0.1:{port}/'); ws.onopen = () => done('opened'); ws.onerror = () => done('failed'); }})")]}),
+        )
+        .await;
+        assert!(
+            socket.text.contains("failed") && !socket.text.contains("opened"),
+            "WebSocket to {port}: {socket:?}"
+        );
+    }
+    session.dispose.dispose().await;
+}
