@@ -69,6 +69,10 @@ const LABELS: &[(&str, &str)] = &[
         "7c. airlock mcp --direct",
     ),
     (
+        "a_direct_session_ends_at_the_task_time_limit_while_the_server_runs",
+        "7d. airlock mcp --direct ends at the time limit",
+    ),
+    (
         "scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json",
         "8. a proxy failure is told as the proxy saw it",
     ),

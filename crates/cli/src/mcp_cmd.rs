@@ -9,11 +9,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use airlock_driver_docker::{AgentBrowserInput, DockerDriver};
+use airlock_driver_docker::{AgentBrowserInput, DockerDriver, TOOL_NAME};
 use airlock_worker::{
-    BrowserDriver, BrowserSession, CancellationToken, Ended, Progress, TaskContext, TaskRequest,
+    BrowserDriver, CancellationToken, Content, DirectSession, Ended, Progress, TaskRequest,
     TaskRunner,
 };
 use anyhow::Context;
@@ -79,11 +78,11 @@ enum Mode {
     Direct(Arc<Direct>),
 }
 
-/// `--direct`: one browser for the MCP session, started at the first call.
+/// `--direct`: one browser for the MCP session, started at the first call, held to the task
+/// limits (steps, time, output, images, scrubbing) by the worker's [`DirectSession`].
 struct Direct {
     driver: Arc<DockerDriver>,
-    session: Mutex<Option<(BrowserSession, TaskContext)>>,
-    steps: AtomicUsize,
+    session: Mutex<Option<DirectSession>>,
 }
 
 fn schema<T: JsonSchema>() -> Arc<JsonObject> {
@@ -249,48 +248,40 @@ impl Server {
         direct: Arc<Direct>,
         arguments: serde_json::Value,
     ) -> CallToolResult {
-        let limits = self.settings.limits;
-        let step = direct.steps.fetch_add(1, Ordering::SeqCst) + 1;
-        if step > limits.max_steps {
-            return CallToolResult::error(vec![ContentBlock::text(format!(
-                "Step limit reached: this session has used all {} commands.",
-                limits.max_steps
-            ))]);
-        }
-        let mut guard = direct.session.lock().await;
-        if guard.is_none() {
-            let context = TaskContext::new(self.shutdown.child_token(), limits);
-            match direct.driver.start(context.clone()).await {
-                Ok(session) => *guard = Some((session, context)),
-                Err(error) => {
-                    return CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+        let session = {
+            let mut guard = direct.session.lock().await;
+            if let Some(session) = guard.as_ref() {
+                session.clone()
+            } else {
+                let started = DirectSession::start(
+                    direct.driver.as_ref(),
+                    self.settings.limits,
+                    &self.shutdown,
+                )
+                .await;
+                match started {
+                    Ok(session) => guard.insert(session).clone(),
+                    Err(error) => {
+                        return CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+                    }
                 }
             }
-        }
-        let Some((session, _)) = guard.as_ref() else {
-            return CallToolResult::error(vec![ContentBlock::text("the browser is not running")]);
         };
-        match session.tools[0].execute(arguments).await {
-            Ok(output) => {
-                let mut content = vec![ContentBlock::text(output.text)];
-                content.extend(
-                    output
-                        .images
-                        .iter()
-                        .map(|i| ContentBlock::image(i.base64(), i.media_type.clone())),
-                );
-                if output.is_error {
-                    CallToolResult::error(content)
-                } else {
-                    CallToolResult::success(content)
+        let output = session.call(TOOL_NAME, arguments).await;
+        let content = output
+            .content
+            .iter()
+            .map(|block| match block {
+                Content::Text { text } => ContentBlock::text(text.clone()),
+                Content::Image { image } => {
+                    ContentBlock::image(image.base64(), image.media_type.clone())
                 }
-            }
-            Err(failure) => {
-                tracing::error!(error = %failure, "agent_browser failed unexpectedly");
-                CallToolResult::error(vec![ContentBlock::text(
-                    "The command failed unexpectedly; see the server's log.",
-                )])
-            }
+            })
+            .collect();
+        if output.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
         }
     }
 }
@@ -308,7 +299,6 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         Mode::Direct(Arc::new(Direct {
             driver: Arc::clone(&driver),
             session: Mutex::new(None),
-            steps: AtomicUsize::new(0),
         }))
     } else {
         let model = crate::task_cmd::model(&settings).map_err(crate::bad_input)?;
@@ -343,9 +333,9 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     tracker.close();
     tracker.wait().await;
     if let Mode::Direct(direct) = mode
-        && let Some((session, _)) = direct.session.lock().await.take()
+        && let Some(session) = direct.session.lock().await.take()
     {
-        session.dispose.dispose().await;
+        session.end().await;
     }
     driver.shutdown().await;
     Ok(0)

@@ -266,3 +266,48 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
         "the session's browser outlived the server"
     );
 }
+
+#[test]
+fn a_direct_session_ends_at_the_task_time_limit_while_the_server_runs() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("MCP page", "Hello from the lab");
+    let mut client = Client::spawn(&[
+        "mcp",
+        "--direct",
+        "--allow",
+        &format!("127.0.0.1:{port}"),
+        "--timeout",
+        "5",
+    ]);
+    client.initialize();
+    let pid = client.child.id();
+    let started_at = std::time::SystemTime::now();
+    client.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}}));
+    let (opened, _) = client.response(3);
+    assert_eq!(opened["result"]["isError"], false, "{opened}");
+    let browser = containers_of(pid);
+    assert_eq!(browser.len(), 1);
+    // No more calls: the time limit alone removes the browser, and the server keeps running.
+    assert!(
+        wait_until_removed(&browser[0], started_at, std::time::Duration::from_secs(60)),
+        "the browser outlived its time limit"
+    );
+    assert!(
+        client.child.try_wait().unwrap().is_none(),
+        "the server exited"
+    );
+    client.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": ["snapshot"]}}}));
+    let (late, _) = client.response(4);
+    assert_eq!(late["result"]["isError"], true, "{late}");
+    assert!(
+        late["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("time limit of 5 s"),
+        "{late}"
+    );
+    assert!(client.finish().success());
+    assert_eq!(containers_of(pid).len(), 0);
+}

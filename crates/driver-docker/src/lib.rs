@@ -43,7 +43,7 @@ pub use error::DockerError;
 pub use exec::ExecError;
 pub use spec::{ContainerOptions, Resources, container_spec};
 use spec::{LABEL_OWNER, LABEL_TASK};
-pub use tool::AgentBrowserInput;
+pub use tool::{AgentBrowserInput, TOOL_NAME};
 
 /// The image tag this version of Airlock expects.
 pub fn default_image() -> String {

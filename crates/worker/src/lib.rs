@@ -37,6 +37,7 @@
 //! # });
 //! ```
 
+mod direct;
 mod instructions;
 mod limits;
 mod messages;
@@ -45,6 +46,7 @@ mod run;
 mod scripted;
 mod scrub;
 
+pub use direct::{DirectOutput, DirectSession};
 pub use instructions::STANDING_INSTRUCTIONS;
 pub use limits::{LimitError, TaskLimits};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};

@@ -16,7 +16,7 @@ use crate::limits::{LimitError, TaskLimits};
 use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
 use crate::ports::{
     BrowserDriver, Dispose, EgressFailure, EgressRefusal, Model, ModelRequest, TaskContext, Tool,
-    ToolDefinition, ToolOutput,
+    ToolDefinition, ToolFailure, ToolOutput,
 };
 use crate::scrub::{neutral_failure, scrub};
 
@@ -388,41 +388,12 @@ impl Run<'_> {
             Bounded::TimedOut => return Bounded::TimedOut,
             Bounded::Cancelled => return Bounded::Cancelled,
         };
-        Bounded::Done(match output {
-            Ok(output) => self.shown_result(call, output),
-            Err(failure) => {
-                let reference = FAILURE_REFERENCE.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(reference, tool = %call.name, error = %failure, "a tool failed unexpectedly");
-                error_result(call, neutral_failure(reference))
-            }
-        })
-    }
-
-    /// What the worker sees of a tool's output: scrubbed, cut to size, oversized images left out.
-    fn shown_result(&self, call: &ToolCall, output: ToolOutput) -> ToolResult {
-        let limits = self.runner.limits;
-        let text = if output.is_error {
-            scrub(&output.text)
-        } else {
-            output.text
-        };
-        let mut content = vec![Content::text(cut(&text, limits.max_output_chars))];
-        for image in output.images {
-            if image.data.len() > limits.max_screenshot_bytes {
-                content.push(Content::text(format!(
-                    "[A screenshot of {} bytes was taken but not shown: it is over the {}-byte limit. Take a smaller one.]",
-                    image.data.len(),
-                    limits.max_screenshot_bytes
-                )));
-            } else {
-                content.push(Content::Image { image });
-            }
-        }
-        ToolResult {
+        let (content, is_error) = shown(&call.name, output, &self.runner.limits);
+        Bounded::Done(ToolResult {
             call_id: call.id.clone(),
             content,
-            is_error: output.is_error,
-        }
+            is_error,
+        })
     }
 
     fn report_progress(&self, call: &ToolCall) {
@@ -480,6 +451,42 @@ fn task_message(request: &TaskRequest) -> String {
         Some(url) => format!("Task: {}\n\nStart at: {url}", request.task.trim()),
         None => format!("Task: {}", request.task.trim()),
     }
+}
+
+/// What the caller (a worker, or an agent driving the browser directly) sees of a tool's outcome:
+/// error text scrubbed, text cut to `max_output_chars`, oversized images left out, and a failure
+/// the tool did not expect replaced by a neutral message whose details go to the host's log.
+pub(crate) fn shown(
+    tool: &str,
+    outcome: Result<ToolOutput, ToolFailure>,
+    limits: &TaskLimits,
+) -> (Vec<Content>, bool) {
+    let output = match outcome {
+        Ok(output) => output,
+        Err(failure) => {
+            let reference = FAILURE_REFERENCE.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(reference, tool, error = %failure, "a tool failed unexpectedly");
+            return (vec![Content::text(neutral_failure(reference))], true);
+        }
+    };
+    let text = if output.is_error {
+        scrub(&output.text)
+    } else {
+        output.text
+    };
+    let mut content = vec![Content::text(cut(&text, limits.max_output_chars))];
+    for image in output.images {
+        if image.data.len() > limits.max_screenshot_bytes {
+            content.push(Content::text(format!(
+                "[A screenshot of {} bytes was taken but not shown: it is over the {}-byte limit. Take a smaller one.]",
+                image.data.len(),
+                limits.max_screenshot_bytes
+            )));
+        } else {
+            content.push(Content::Image { image });
+        }
+    }
+    (content, output.is_error)
 }
 
 fn error_result(call: &ToolCall, text: String) -> ToolResult {
