@@ -8,6 +8,7 @@
 // Benchmarks are test code: a failed setup step should stop the run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::cast_precision_loss)]
 
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_proxy::{EgressProxy, ProxyConfig, ProxyLimits};
+use airlock_testkit::stats::{Samples, is_warmup, rotation, total_rounds};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
@@ -80,53 +82,75 @@ async fn run(quick: bool) {
         targets
     };
 
-    println!("## Proxy micro-benchmark ({rounds} alternating rounds)\n");
-    let targets = via(bulk);
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); targets.len()];
-    for _ in 0..rounds {
-        for (index, (_, target)) in targets.iter().enumerate() {
-            times[index].push(bulk_run(target).await);
-        }
-    }
-    println!(
-        "| CONNECT bulk ({} MiB) | MiB/s (median) | ratio (time / direct) |",
-        BULK_BYTES >> 20
-    );
-    println!("|---|---|---|");
-    let direct_time = median(&mut times[0]);
-    for (index, (name, _)) in targets.iter().enumerate() {
-        let time = median(&mut times[index]);
-        println!(
-            "| {name} | {:.0} | {:.2}x |",
-            mib_per_s(time),
-            time.as_secs_f64() / direct_time.as_secs_f64()
-        );
-    }
-    println!();
+    println!("## Proxy micro-benchmark ({rounds} rounds after a warm-up, contenders rotating)\n");
+    bulk_table(&via(bulk), rounds).await;
+    requests_table(&via(small), rounds, requests).await;
+    proxy.stop().await;
+}
 
-    println!(
-        "| small HTTP requests (GET, 16 B body) | clients | req/s | p99 | ratio (rate direct / this) |"
-    );
-    println!("|---|---|---|---|---|");
-    let targets = via(small);
-    for clients in [1, 16, 256] {
-        let mut runs: Vec<Vec<(f64, Duration)>> = vec![Vec::new(); targets.len()];
-        for _ in 0..rounds {
-            for (index, (_, target)) in targets.iter().enumerate() {
-                runs[index].push(requests_run(target.clone(), clients, requests).await);
+/// CONNECT throughput, each contender in turn.
+async fn bulk_table(targets: &[(&str, Target)], rounds: usize) {
+    let mut times: Vec<Samples> = vec![Samples::default(); targets.len()];
+    for round in 0..total_rounds(rounds) {
+        for index in rotation(round, targets.len()) {
+            let took = bulk_run(&targets[index].1).await;
+            if !is_warmup(round) {
+                times[index].record(took.map(|t| t.as_secs_f64()));
             }
         }
-        let (direct_rate, _) = best_of(&runs[0]);
-        for (index, (name, _)) in targets.iter().enumerate() {
-            let (rate, p99) = best_of(&runs[index]);
-            println!(
-                "| {name} | {clients} | {rate:.0} | {:.2} ms | {:.2}x |",
-                p99.as_secs_f64() * 1e3,
-                direct_rate / rate
-            );
+    }
+    println!(
+        "| CONNECT bulk ({} MiB) | MiB/s (median) | failed | ratio (time / direct) |",
+        BULK_BYTES >> 20
+    );
+    println!("|---|---|---|---|");
+    let direct_time = times[0].summary().map(|s| s.median);
+    for (index, (name, _)) in targets.iter().enumerate() {
+        let failed = times[index].failed();
+        match (times[index].summary(), direct_time) {
+            (Some(time), Some(direct)) => println!(
+                "| {name} | {:.0} | {failed} | {:.2}x |",
+                mib_per_s(time.median),
+                time.median / direct
+            ),
+            _ => println!("| {name} | – | {failed} | n/a: no successful run |"),
         }
     }
-    proxy.stop().await;
+    println!();
+}
+
+/// Small-request rate and p99 at 1, 16 and 256 clients, each contender in turn.
+async fn requests_table(targets: &[(&str, Target)], rounds: usize, requests: usize) {
+    println!(
+        "| small HTTP requests (GET, 16 B body) | clients | req/s (median) | p99 (median) | failed | ratio (rate direct / this) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for clients in [1, 16, 256] {
+        let mut rates: Vec<Samples> = vec![Samples::default(); targets.len()];
+        let mut p99s: Vec<Samples> = vec![Samples::default(); targets.len()];
+        for round in 0..total_rounds(rounds) {
+            for index in rotation(round, targets.len()) {
+                let run = requests_run(targets[index].1.clone(), clients, requests).await;
+                if !is_warmup(round) {
+                    rates[index].record(run.map(|(rate, _)| rate));
+                    p99s[index].record(run.map(|(_, p99)| p99.as_secs_f64() * 1e3));
+                }
+            }
+        }
+        let direct_rate = rates[0].summary().map(|s| s.median);
+        for (index, (name, _)) in targets.iter().enumerate() {
+            let failed = rates[index].failed();
+            match (rates[index].summary(), p99s[index].summary(), direct_rate) {
+                (Some(rate), Some(p99), Some(direct)) => println!(
+                    "| {name} | {clients} | {:.0} | {:.2} ms | {failed} | {:.2}x |",
+                    rate.median,
+                    p99.median,
+                    direct / rate.median
+                ),
+                _ => println!("| {name} | {clients} | – | – | {failed} | n/a: no successful run |"),
+            }
+        }
+    }
 }
 
 /// `airlock-relay`'s loop, on a thread: accept TCP connections and pass each socket to the
@@ -155,20 +179,8 @@ impl airlock_proxy::Resolver for NoNames {
     }
 }
 
-fn mib_per_s(time: Duration) -> f64 {
-    (BULK_BYTES as f64 / (1024.0 * 1024.0)) / time.as_secs_f64()
-}
-
-fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-/// The median rate and the p99 of the run with the median rate.
-fn best_of(runs: &[(f64, Duration)]) -> (f64, Duration) {
-    let mut sorted = runs.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    sorted[sorted.len() / 2]
+fn mib_per_s(seconds: f64) -> f64 {
+    (BULK_BYTES as f64 / (1024.0 * 1024.0)) / seconds
 }
 
 /// A loopback listener with a deep accept queue: with the default of 128, 256 clients connecting at
@@ -208,57 +220,79 @@ fn bulk_server() -> SocketAddr {
     address
 }
 
-async fn drain<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) -> usize {
-    stream.write_all(b"g").await.unwrap();
+async fn drain<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) -> io::Result<usize> {
+    stream.write_all(b"g").await?;
     let mut buffer = vec![0_u8; 256 * 1024];
     let mut total = 0;
     loop {
-        let n = stream.read(&mut buffer).await.unwrap();
+        let n = stream.read(&mut buffer).await?;
         if n == 0 {
-            return total;
+            return Ok(total);
         }
         total += n;
     }
 }
 
-async fn bulk_run(target: &Target) -> Duration {
+/// One bulk transfer; `None` when it failed or came back short (counted, not timed).
+async fn bulk_run(target: &Target) -> Option<Duration> {
     let start = Instant::now();
-    let received = match target {
-        Target::Direct(server) => drain(&mut TcpStream::connect(server).await.unwrap()).await,
-        Target::Socket(socket, server) => {
-            let mut stream = UnixStream::connect(socket).await.unwrap();
-            open_tunnel(&mut stream, *server).await;
-            drain(&mut stream).await
+    let received = async {
+        match target {
+            Target::Direct(server) => drain(&mut TcpStream::connect(server).await?).await,
+            Target::Socket(socket, server) => {
+                let mut stream = UnixStream::connect(socket).await?;
+                open_tunnel(&mut stream, *server).await?;
+                drain(&mut stream).await
+            }
+            Target::TcpProxy(proxy, server) => {
+                let mut stream = TcpStream::connect(proxy).await?;
+                open_tunnel(&mut stream, *server).await?;
+                drain(&mut stream).await
+            }
         }
-        Target::TcpProxy(proxy, server) => {
-            let mut stream = TcpStream::connect(proxy).await.unwrap();
-            open_tunnel(&mut stream, *server).await;
-            drain(&mut stream).await
+    }
+    .await;
+    match received {
+        Ok(bytes) if bytes == BULK_BYTES => Some(start.elapsed()),
+        Ok(bytes) => {
+            eprintln!("a bulk run received {bytes} of {BULK_BYTES} bytes");
+            None
         }
-    };
-    assert_eq!(received, BULK_BYTES);
-    start.elapsed()
+        Err(error) => {
+            eprintln!("a bulk run failed: {error}");
+            None
+        }
+    }
 }
 
-async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, server: SocketAddr) {
+async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    server: SocketAddr,
+) -> io::Result<()> {
     stream
         .write_all(format!("CONNECT {server} HTTP/1.1\r\nHost: {server}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let head = read_head(stream).await;
-    assert!(head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"));
+        .await?;
+    let head = read_head(stream).await?;
+    if head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200") {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "the tunnel was not opened: {}",
+            String::from_utf8_lossy(&head)
+        )))
+    }
 }
 
 /// Not the testkit's `read_head`: that one bounds every byte with a time-out, which would be
 /// measured here along with the proxy.
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Vec<u8> {
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<Vec<u8>> {
     let mut head = Vec::new();
     let mut byte = [0_u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        stream.read_exact(&mut byte).await.unwrap();
+        stream.read_exact(&mut byte).await?;
         head.push(byte[0]);
     }
-    head
+    Ok(head)
 }
 
 /// Answers every request with a 16-byte body, then waits for the client to close first, so the
@@ -270,7 +304,9 @@ fn small_server() -> SocketAddr {
         loop {
             let (mut stream, _) = listener.accept().await.unwrap();
             tokio::spawn(async move {
-                read_head(&mut stream).await;
+                if read_head(&mut stream).await.is_err() {
+                    return;
+                }
                 let _ = stream
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 16\r\nconnection: close\r\n\r\n0123456789abcdef")
                     .await;
@@ -292,47 +328,45 @@ enum Target {
     TcpProxy(SocketAddr, SocketAddr),
 }
 
-async fn one_request(target: &Target) -> Duration {
+async fn one_request(target: &Target) -> io::Result<Duration> {
     let start = Instant::now();
     let mut response = Vec::new();
     match target {
         Target::Direct(server) => {
-            let mut stream = TcpStream::connect(server).await.unwrap();
+            let mut stream = TcpStream::connect(server).await?;
             stream
                 .write_all(b"GET /x HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            read_response(&mut stream, &mut response).await;
+                .await?;
+            read_response(&mut stream, &mut response).await?;
         }
         Target::Socket(socket, server) => {
-            let mut stream = UnixStream::connect(socket).await.unwrap();
-            stream
-                .write_all(proxied_get(*server).as_bytes())
-                .await
-                .unwrap();
-            read_response(&mut stream, &mut response).await;
+            let mut stream = UnixStream::connect(socket).await?;
+            stream.write_all(proxied_get(*server).as_bytes()).await?;
+            read_response(&mut stream, &mut response).await?;
         }
         Target::TcpProxy(proxy, server) => {
-            let mut stream = TcpStream::connect(proxy).await.unwrap();
-            stream
-                .write_all(proxied_get(*server).as_bytes())
-                .await
-                .unwrap();
-            read_response(&mut stream, &mut response).await;
+            let mut stream = TcpStream::connect(proxy).await?;
+            stream.write_all(proxied_get(*server).as_bytes()).await?;
+            read_response(&mut stream, &mut response).await?;
         }
     }
-    assert!(response.ends_with(b"0123456789abcdef"));
-    start.elapsed()
+    Ok(start.elapsed())
 }
 
 /// Read until the fixed body has arrived, then let the caller close first (see `small_server`).
-async fn read_response<S: AsyncRead + Unpin>(stream: &mut S, response: &mut Vec<u8>) {
+async fn read_response<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    response: &mut Vec<u8>,
+) -> io::Result<()> {
     let mut buffer = [0_u8; 1024];
     while !response.ends_with(b"0123456789abcdef") {
-        let n = stream.read(&mut buffer).await.unwrap();
-        assert!(n > 0, "closed before the body");
+        let n = stream.read(&mut buffer).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
         response.extend_from_slice(&buffer[..n]);
     }
+    Ok(())
 }
 
 fn proxied_get(server: SocketAddr) -> String {
@@ -340,7 +374,8 @@ fn proxied_get(server: SocketAddr) -> String {
 }
 
 /// `requests` requests spread over `clients` concurrent clients: (requests per second, p99).
-async fn requests_run(target: Target, clients: usize, requests: usize) -> (f64, Duration) {
+/// `None` when any request failed: the run is counted as failed, not timed.
+async fn requests_run(target: Target, clients: usize, requests: usize) -> Option<(f64, Duration)> {
     let start = Instant::now();
     let per_client = requests / clients;
     let mut tasks = Vec::new();
@@ -349,17 +384,27 @@ async fn requests_run(target: Target, clients: usize, requests: usize) -> (f64, 
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(per_client);
             for _ in 0..per_client {
-                latencies.push(one_request(&target).await);
+                latencies.push(one_request(&target).await?);
             }
-            latencies
+            Ok::<_, io::Error>(latencies)
         }));
     }
     let mut latencies = Vec::new();
     for task in tasks {
-        latencies.extend(task.await.unwrap());
+        match task.await {
+            Ok(Ok(done)) => latencies.extend(done),
+            Ok(Err(error)) => {
+                eprintln!("a request failed: {error}");
+                return None;
+            }
+            Err(error) => {
+                eprintln!("a client task failed: {error}");
+                return None;
+            }
+        }
     }
     let elapsed = start.elapsed();
     latencies.sort();
-    let p99 = latencies[latencies.len() * 99 / 100];
-    (latencies.len() as f64 / elapsed.as_secs_f64(), p99)
+    let p99 = *latencies.get(latencies.len() * 99 / 100)?;
+    Some((latencies.len() as f64 / elapsed.as_secs_f64(), p99))
 }

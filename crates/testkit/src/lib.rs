@@ -1,11 +1,12 @@
 //! Shared test support for Airlock's crates. Dev-only (`publish = false`): a dev-dependency of the
-//! crates whose tests need it, and a dependency of no library.
+//! crates whose tests and benchmarks need it, a dependency of `xtask`, and of no library.
 //!
 //! - [`docker`]: the gate for tests that need Docker, the image and a non-root user, and
 //!   bookkeeping of task containers.
 //! - [`site`]: a lab site on loopback serving fixed pages and recording what was asked.
 //! - [`dns`]: a lab DNS responder on loopback for names that must not need the public DNS.
 //! - [`http`]: reading a response head, and bounding a wait.
+//! - [`stats`]: the one way every benchmark summarizes, rotates and warms up (also used by xtask).
 //!
 //! Everything here is real (sockets, servers, the `docker` CLI); nothing stands in for Airlock.
 //!
@@ -36,3 +37,4 @@ pub mod dns;
 pub mod docker;
 pub mod http;
 pub mod site;
+pub mod stats;

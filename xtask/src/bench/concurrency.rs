@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use super::stats::summarize;
+use super::stats::Samples;
 use crate::util::output;
 
 pub(super) fn concurrency(
@@ -42,17 +42,28 @@ pub(super) fn concurrency(
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
             .unwrap_or_default();
-        let summary = summarize(&times);
+        let mut samples = Samples::default();
+        for time in times {
+            samples.record(Some(time));
+        }
+        let Some(summary) = samples.summary() else {
+            let _ = writeln!(
+                report,
+                "| {} | {} | – | – | – | – |",
+                level["tasks"], level["failures"]
+            );
+            continue;
+        };
         let base = *single.get_or_insert(summary.max);
         #[allow(clippy::cast_precision_loss)]
         let per_task = if memory.is_empty() {
-            f64::NAN
+            "n/a".to_owned()
         } else {
-            memory.iter().sum::<f64>() / memory.len() as f64
+            format!("{:.0}", memory.iter().sum::<f64>() / memory.len() as f64)
         };
         let _ = writeln!(
             report,
-            "| {} | {} | {:.0} | {:.0} | {:.2}x | {per_task:.0} |",
+            "| {} | {} | {:.0} | {:.0} | {:.2}x | {per_task} |",
             level["tasks"],
             level["failures"],
             summary.median,

@@ -102,7 +102,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
     let wanted = |section| args.only.is_empty() || args.only.contains(&section);
     if wanted(Section::Startup) {
-        startup::startup(&root, &agent_browser, site_port, rounds, &mut report)?;
+        startup::startup(&root, &agent_browser, site_port, rounds, &mut report);
     }
     if wanted(Section::PageLoad) {
         page_load::page_load(

@@ -5,13 +5,11 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use anyhow::bail;
-
 use super::processes::{
     Children, agent_browser_command, free_port, start_tinyproxy, wait_for_path, wait_for_port,
 };
 use super::site::start_https_site;
-use super::stats::{table_header, table_row};
+use super::stats::{Samples, is_warmup, rotation, table_header, table_row, total_rounds};
 
 /// How many page loads a round of the page-load benchmark makes (HTTP modes plus HTTPS modes).
 pub(super) const LOADS_PER_ROUND: usize = 9;
@@ -71,7 +69,7 @@ pub(super) fn page_load(
     ];
     let mut page = 0;
     for (heading, origin, modes, home) in variants {
-        let samples = measure_loads(agent_browser, &origin, modes, rounds, home, &mut page)?;
+        let samples = measure_loads(agent_browser, &origin, modes, rounds, home, &mut page);
         let _ = writeln!(report, "{heading}\n");
         write_load_table(report, modes, &samples);
     }
@@ -87,7 +85,7 @@ fn measure_loads(
     rounds: usize,
     home: Option<&Path>,
     page: &mut usize,
-) -> anyhow::Result<Vec<Vec<f64>>> {
+) -> Vec<Samples> {
     let scheme = origin.split(':').next().unwrap_or("http");
     let command = |mode: &LoadMode| {
         let mut command = agent_browser_command(
@@ -101,43 +99,45 @@ fn measure_loads(
         }
         command
     };
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    for round in 0..=rounds {
+    let mut samples: Vec<Samples> = vec![Samples::default(); modes.len()];
+    for round in 0..total_rounds(rounds) {
         // Each round starts with a different mode, so no mode always runs first (or right after
         // the same neighbour) on a machine whose load drifts.
-        for offset in 0..modes.len() {
-            let index = (round + offset) % modes.len();
+        for index in rotation(round, modes.len()) {
             let mode = &modes[index];
             let url = format!("{origin}/page-{page}.html");
             *page += 1;
-            let status = command(mode).args(["open", &url]).status()?;
-            if !status.success() {
-                bail!("loading {url} through {} failed", mode.label);
-            }
+            let opened = command(mode)
+                .args(["open", &url])
+                .status()
+                .is_ok_and(|status| status.success());
             let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
-            let measured = command(mode)
-                .args(["eval", script])
-                .stdout(Stdio::piped())
-                .output()?;
-            let value: f64 = String::from_utf8_lossy(&measured.stdout)
-                .trim()
-                .parse()
-                .unwrap_or(f64::NAN);
-            if round > 0 {
-                samples[index].push(value);
+            let value = if opened {
+                command(mode)
+                    .args(["eval", script])
+                    .stdout(Stdio::piped())
+                    .output()
+                    .ok()
+                    .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+            } else {
+                eprintln!("loading {url} through {} failed", mode.label);
+                None
+            };
+            if !is_warmup(round) {
+                samples[index].record(value);
             }
         }
     }
     for mode in modes {
         let _ = command(mode).arg("close").status();
     }
-    Ok(samples)
+    samples
 }
 
-fn write_load_table(report: &mut String, modes: &[LoadMode], samples: &[Vec<f64>]) {
+fn write_load_table(report: &mut String, modes: &[LoadMode], samples: &[Samples]) {
     table_header(report);
     for (index, mode) in modes.iter().enumerate() {
-        let baseline = (index > 0).then(|| samples[0].as_slice());
+        let baseline = (index > 0).then(|| &samples[0]);
         table_row(report, mode.label, &samples[index], baseline);
     }
     let _ = writeln!(report);

@@ -4,10 +4,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::Context;
-
 use super::processes::{agent_browser_command, timed};
-use super::stats::{summarize, table_header, table_row};
+use super::stats::{Samples, is_warmup, median, rotation, table_header, table_row, total_rounds};
 use crate::util::output;
 
 pub(super) fn startup(
@@ -16,38 +14,58 @@ pub(super) fn startup(
     site: u16,
     rounds: usize,
     report: &mut String,
-) -> anyhow::Result<()> {
-    eprintln!("== start-up ({rounds} rounds, alternating)");
+) {
+    eprintln!("== start-up ({rounds} rounds after a warm-up, alternating)");
     let url = format!("http://127.0.0.1:{site}/page-0.html");
     let example = root.join("target/release/examples/bench");
-    let (mut airlock_cold, mut airlock_warm, mut bare_cold, mut bare_warm) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut airlock_cold, mut airlock_warm, mut bare_cold, mut bare_warm) = (
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+    );
     let mut phases: Vec<serde_json::Value> = Vec::new();
-    for round in 0..rounds {
-        let line = output(
-            Command::new("runuser")
-                .args(["-u", crate::integration::TEST_USER, "--"])
-                .arg(&example)
-                .args(["startup", "1", &url]),
-        )?;
-        let value: serde_json::Value =
-            serde_json::from_str(line.trim()).context("the startup example printed no JSON")?;
-        airlock_cold.push(value["cold_ms"].as_f64().unwrap_or(f64::NAN));
-        airlock_warm.push(value["warm_ms"].as_f64().unwrap_or(f64::NAN));
-        phases.push(value);
-
-        let session = format!("bench-{round}");
-        let cold =
-            timed(agent_browser_command(agent_browser, &session, None).args(["open", &url]))?
-                + timed(agent_browser_command(agent_browser, &session, None).arg("snapshot"))?;
-        let warm =
-            timed(agent_browser_command(agent_browser, &session, None).args(["open", &url]))?
-                + timed(agent_browser_command(agent_browser, &session, None).arg("snapshot"))?;
-        let _ = agent_browser_command(agent_browser, &session, None)
-            .arg("close")
-            .status();
-        bare_cold.push(cold);
-        bare_warm.push(warm);
+    for round in 0..total_rounds(rounds) {
+        let record = !is_warmup(round);
+        for contender in rotation(round, 2) {
+            if contender == 0 {
+                // Airlock: the bench example prints one JSON line per session.
+                let value: Option<serde_json::Value> = output(
+                    Command::new("runuser")
+                        .args(["-u", crate::integration::TEST_USER, "--"])
+                        .arg(&example)
+                        .args(["startup", "1", &url]),
+                )
+                .ok()
+                .and_then(|line| serde_json::from_str(line.trim()).ok());
+                if record {
+                    let field = |key: &str| value.as_ref().and_then(|v| v[key].as_f64());
+                    airlock_cold.record(field("cold_ms"));
+                    airlock_warm.record(field("warm_ms"));
+                    phases.extend(value);
+                }
+                continue;
+            }
+            let session = format!("bench-{round}");
+            let load = || -> Option<f64> {
+                let open = timed(
+                    agent_browser_command(agent_browser, &session, None).args(["open", &url]),
+                )
+                .ok()?;
+                let snapshot =
+                    timed(agent_browser_command(agent_browser, &session, None).arg("snapshot"))
+                        .ok()?;
+                Some(open + snapshot)
+            };
+            let (cold, warm) = (load(), load());
+            let _ = agent_browser_command(agent_browser, &session, None)
+                .arg("close")
+                .status();
+            if record {
+                bare_cold.record(cold);
+                bare_warm.record(warm);
+            }
+        }
     }
     let _ = writeln!(report, "## Start-up: task requested → first snapshot\n");
     table_header(report);
@@ -70,8 +88,14 @@ pub(super) fn startup(
         ("dispose_ms", "dispose (after the measurement)"),
     ] {
         let values: Vec<f64> = phases.iter().filter_map(|p| p[key].as_f64()).collect();
-        let _ = writeln!(report, "| {label} | {:.0} |", summarize(&values).median);
+        match median(&values) {
+            Some(ms) => {
+                let _ = writeln!(report, "| {label} | {ms:.0} |");
+            }
+            None => {
+                let _ = writeln!(report, "| {label} | n/a: no successful session |");
+            }
+        }
     }
     let _ = writeln!(report);
-    Ok(())
 }

@@ -1,59 +1,40 @@
-//! The statistics every benchmark table uses: a summary of samples, and the Markdown rows that
-//! print them with their ratio to a baseline measured in the same run.
+//! The Markdown tables every benchmark section prints. The statistics themselves (failures
+//! counted, even medians, warm-up, rotation) are the test kit's, shared with the proxy's harness.
 
 use std::fmt::Write as _;
 
-/// Median, p90, min and max of a sample, in milliseconds.
-pub(super) struct Summary {
-    pub(super) median: f64,
-    pub(super) p90: f64,
-    pub(super) min: f64,
-    pub(super) max: f64,
-}
-
-/// The summary of `samples` (nearest-rank quantiles).
-pub(super) fn summarize(samples: &[f64]) -> Summary {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        // Index of the q-quantile; samples are few, so the nearest rank is exact enough.
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
-        let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-        sorted.get(index).copied().unwrap_or(f64::NAN)
-    };
-    Summary {
-        median: at(0.5),
-        p90: at(0.9),
-        min: at(0.0),
-        max: at(1.0),
-    }
-}
+pub(super) use airlock_testkit::stats::{Samples, is_warmup, median, rotation, total_rounds};
 
 pub(super) fn table_header(report: &mut String) {
     let _ = writeln!(
         report,
-        "| run | median | p90 | min | max | ratio (median) |\n|---|---|---|---|---|---|"
+        "| run | median | p90 | min | max | failed | ratio (median) |\n|---|---|---|---|---|---|---|"
     );
 }
 
+/// One row: the contender's summary, its failed attempts, and its median over the baseline's.
 pub(super) fn table_row(
     report: &mut String,
     label: &str,
-    samples: &[f64],
-    baseline: Option<&[f64]>,
+    samples: &Samples,
+    baseline: Option<&Samples>,
 ) {
-    let s = summarize(samples);
-    let ratio = baseline.map_or_else(
-        || "baseline".to_owned(),
-        |b| format!("{:.2}x", s.median / summarize(b).median),
-    );
+    let failed = samples.failed();
+    let Some(s) = samples.summary() else {
+        let _ = writeln!(
+            report,
+            "| {label} | – | – | – | – | {failed} | n/a: no attempt succeeded |"
+        );
+        return;
+    };
+    let ratio = match baseline.map(Samples::summary) {
+        None => "baseline".to_owned(),
+        Some(Some(b)) => format!("{:.2}x", s.median / b.median),
+        Some(None) => "n/a: the baseline has no successful attempt".to_owned(),
+    };
     let _ = writeln!(
         report,
-        "| {label} | {:.0} | {:.0} | {:.0} | {:.0} | {ratio} |",
+        "| {label} | {:.0} | {:.0} | {:.0} | {:.0} | {failed} | {ratio} |",
         s.median, s.p90, s.min, s.max
     );
 }
