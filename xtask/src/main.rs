@@ -4,6 +4,7 @@
 mod bench;
 mod image;
 mod integration;
+mod soak;
 mod tidy;
 mod util;
 
@@ -28,6 +29,9 @@ enum Task {
     /// Benchmarks against bare agent-browser, direct loads, tinyproxy and squid (as root; never
     /// fails for being slow). `--quick` for a short run; the full run writes target/bench/report.md.
     Bench(bench::BenchArgs),
+    /// N tasks ended every way a task can end (normal, time-out, SIGINT, SIGKILL + cleanup, a
+    /// Docker restart, MCP cancellation), then proof nothing was left behind. As root.
+    Soak(soak::SoakArgs),
     /// Check the layers in ARCHITECTURE.md against the crates' real dependencies: arrows point
     /// down only, every crate is in the diagram, pure crates do no I/O, the test kit is dev-only.
     Tidy,
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
         Task::Integration(args) => integration::run(&args),
         Task::Bench(args) => bench::run(&args),
         Task::Tidy => tidy::run(),
+        Task::Soak(args) => soak::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,7 +10,9 @@
 //!   a peer) and the proxy's memory with idle tunnels.
 //! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
 //!
-//! `--quick` runs a small version; the full run also writes `target/bench/report.md`.
+//! `--quick` runs a small version. Every run writes `target/bench/report.md`; a full run of every
+//! section also writes `docs/benchmarks.md`, the report of record (committed, with the machine it
+//! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
 
 mod concurrency;
 mod page_load;
@@ -64,13 +66,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let rounds = if args.quick { 3 } else { 10 };
     // Page loads are short and the noisiest, so they get more rounds.
     let load_rounds = if args.quick { 3 } else { 20 };
+    let agent_browser = prepare(&root)?;
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "# Airlock benchmarks\n\nMeasured in one run, in alternation; times in ms. Ratios are Airlock / baseline.\n"
+        "# Airlock benchmarks\n\nWritten by `cargo xtask bench`{}. Measured in one run: every section runs a \
+         warm-up round first (not recorded), then rotates which contender goes first in each round. \
+         Times in ms; ratios are the contender's median over the baseline's in the same run; failed \
+         attempts are counted in their own column, never averaged in.\n",
+        if args.quick { " --quick" } else { "" }
     );
-
-    let agent_browser = prepare(&root)?;
+    let _ = writeln!(report, "{}", machine_description());
 
     let mut children = Children::default();
     let site_port = free_port()?;
@@ -130,12 +136,69 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
 
     println!("\n{report}");
-    if !args.quick {
-        let path = out_dir.join("report.md");
-        fs::write(&path, &report)?;
-        eprintln!("wrote {}", path.display());
+    let path = out_dir.join("report.md");
+    fs::write(&path, &report)?;
+    eprintln!("wrote {}", path.display());
+    if !args.quick && args.only.is_empty() {
+        let record = root.join("docs/benchmarks.md");
+        fs::create_dir_all(root.join("docs"))?;
+        fs::write(&record, &report)?;
+        eprintln!(
+            "wrote {} (the report of record: commit it)",
+            record.display()
+        );
     }
     Ok(())
+}
+
+/// The machine a report was measured on: what a reader needs to weigh its numbers.
+fn machine_description() -> String {
+    let first_line = |command: &mut Command| {
+        crate::util::output(command)
+            .ok()
+            .and_then(|text| text.lines().next().map(str::trim).map(str::to_owned))
+            .unwrap_or_else(|| "unknown".to_owned())
+    };
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|kib| kib.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |kib| format!("{} GiB", kib / (1024 * 1024)),
+        );
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("model name")
+                .and_then(|rest| rest.split_once(':'))
+        })
+        .map_or_else(|| "unknown".to_owned(), |(_, name)| name.trim().to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    format!(
+        "## The machine\n\n| what | value |\n|---|---|\n| date | {} |\n| CPU | {cores} cores, {cpu} |\n| memory | {memory} |\n| kernel | {} |\n| Docker | {} |\n| Chromium | {} |\n| agent-browser | {} |\n| Rust | {} |\n",
+        first_line(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"])),
+        first_line(Command::new("uname").args(["-sr"])),
+        first_line(Command::new("docker").args([
+            "version",
+            "--format",
+            "{{.Server.Version}} (API {{.Server.APIVersion}})"
+        ])),
+        first_line(Command::new("chromium").arg("--version")),
+        first_line(Command::new("docker").args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "agent-browser",
+            &crate::image::default_tag(),
+            "--version"
+        ])),
+        first_line(Command::new("rustc").arg("--version")),
+    )
 }
 
 /// Everything the benchmarks run: packages, the image, the test user, release builds, and the

@@ -1,0 +1,591 @@
+//! `cargo xtask soak --tasks N`: N tasks through the real binary, ended every way a task can end,
+//! then proof that nothing was left behind.
+//!
+//! Part one rotates `airlock task` through: a normal end, a time-out, SIGINT, SIGKILL of the host
+//! followed by `airlock cleanup`, and a Docker daemon restart mid-task followed by `airlock
+//! cleanup`. Part two runs N tasks through one long-running `airlock mcp`, every other one
+//! cancelled by the client, and measures the server's memory. At the end there must be no task
+//! container, no proxy directory, no `airlock` process and no zombie, and the server's resident
+//! memory must have grown by less than 10 MiB. It prints a table and fails on any leak.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::integration::{TEST_USER, ensure_test_user};
+use crate::util::{is_root, output, run_loud, succeeds, workspace_root};
+
+/// Arguments of `cargo xtask soak`.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Tasks in each part (the CLI rotation and the long-running MCP server).
+    #[arg(long, default_value_t = 100)]
+    tasks: usize,
+}
+
+/// The most the long-running server's memory may grow over the run.
+const MAX_GROWTH_MIB: f64 = 10.0;
+
+/// How a CLI task is made to end.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Normal,
+    TimeOut,
+    Interrupt,
+    KillThenCleanup,
+    DockerRestart,
+}
+
+const ENDINGS: [Ending; 5] = [
+    Ending::Normal,
+    Ending::TimeOut,
+    Ending::Interrupt,
+    Ending::KillThenCleanup,
+    Ending::DockerRestart,
+];
+
+impl Ending {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Normal => "normal end",
+            Self::TimeOut => "time-out",
+            Self::Interrupt => "SIGINT",
+            Self::KillThenCleanup => "SIGKILL, then airlock cleanup",
+            Self::DockerRestart => "Docker restart mid-task, then airlock cleanup",
+        }
+    }
+}
+
+pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "cargo xtask soak restarts the Docker daemon and runs Airlock as a non-root user: run it as root"
+        );
+    }
+    if args.tasks == 0 {
+        bail!("--tasks must be at least 1");
+    }
+    crate::image::run(&crate::image::ImageArgs::for_integration())?;
+    ensure_test_user()?;
+    let root = workspace_root();
+    run_loud(Command::new(env!("CARGO")).args(["build", "-p", "airlock"]))?;
+    let airlock = root.join("target/debug/airlock");
+    let work = root.join("target/soak");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    // The test user reads the scripts and runs the binary.
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&work)
+        .status();
+    let site = serve_lab_page()?;
+    let egress_before = egress_dirs();
+
+    let mut rows: Vec<(String, usize, usize)> = Vec::new();
+    for ending in ENDINGS {
+        rows.push((ending.label().to_owned(), 0, 0));
+    }
+    for index in 0..args.tasks {
+        let slot = index % ENDINGS.len();
+        let ending = ENDINGS[slot];
+        eprintln!(
+            "== task {} of {}: {}",
+            index + 1,
+            args.tasks,
+            ending.label()
+        );
+        let ok = match cli_task(&airlock, &work, site, ending) {
+            Ok(()) => true,
+            Err(error) => {
+                eprintln!("soak: {}: {error:#}", ending.label());
+                false
+            }
+        };
+        rows[slot].1 += 1;
+        if ok {
+            rows[slot].2 += 1;
+        }
+    }
+
+    eprintln!("== {} tasks through one airlock mcp", args.tasks);
+    let mcp = mcp_tasks(&airlock, &work, site, args.tasks);
+
+    let mut leaks = Vec::new();
+    let containers =
+        output(Command::new("docker").args(["ps", "-aq", "--filter", "label=airlock.task"]))?;
+    if !containers.trim().is_empty() {
+        leaks.push(format!(
+            "task containers left: {}",
+            containers.split_whitespace().count()
+        ));
+    }
+    let left: Vec<String> = egress_dirs().difference(&egress_before).cloned().collect();
+    if !left.is_empty() {
+        leaks.push(format!("proxy directories left: {}", left.join(", ")));
+    }
+    if succeeds(Command::new("pgrep").args(["-x", "airlock"])) {
+        leaks.push("an airlock process is still running".to_owned());
+    }
+    let zombies = zombies_of(std::process::id());
+    if zombies > 0 {
+        leaks.push(format!("{zombies} zombie process(es) under xtask"));
+    }
+
+    report(&rows, &mcp, &mut leaks);
+    if leaks.is_empty() {
+        println!("\nnothing left behind");
+        return Ok(());
+    }
+    for leak in &leaks {
+        eprintln!("soak: {leak}");
+    }
+    bail!("{} problem(s) after the soak", leaks.len())
+}
+
+/// Print the table, and add to `leaks` what the runs themselves got wrong.
+fn report(
+    rows: &[(String, usize, usize)],
+    mcp: &anyhow::Result<McpReport>,
+    leaks: &mut Vec<String>,
+) {
+    println!("\n| ending | tasks | clean |\n|---|---|---|");
+    for (label, tasks, clean) in rows {
+        println!("| {label} | {tasks} | {clean} |");
+    }
+    match mcp {
+        Ok(report) => {
+            println!(
+                "| airlock mcp: completed / cancelled | {} | {} |",
+                report.tasks, report.clean
+            );
+            println!(
+                "\nairlock mcp resident memory: {:.1} MiB after the first tasks, {:.1} MiB at the end ({:+.1} MiB; at most {MAX_GROWTH_MIB} allowed)",
+                report.rss_start_mib,
+                report.rss_end_mib,
+                report.rss_end_mib - report.rss_start_mib
+            );
+            if report.rss_end_mib - report.rss_start_mib >= MAX_GROWTH_MIB {
+                leaks.push("the MCP server's memory grew by 10 MiB or more".to_owned());
+            }
+            if report.clean < report.tasks {
+                leaks.push(format!(
+                    "{} MCP task(s) did not end cleanly",
+                    report.tasks - report.clean
+                ));
+            }
+        }
+        Err(error) => leaks.push(format!("the MCP part failed: {error:#}")),
+    }
+    for (label, tasks, clean) in rows {
+        if clean < tasks {
+            leaks.push(format!(
+                "{}: {} of {tasks} task(s) did not end cleanly",
+                label,
+                tasks - clean
+            ));
+        }
+    }
+}
+
+/// A command run as the test user, keeping its pid (setpriv execs; it does not fork).
+fn as_test_user(program: &Path) -> Command {
+    let mut command = Command::new("setpriv");
+    command
+        .args([
+            "--reuid",
+            TEST_USER,
+            "--regid",
+            TEST_USER,
+            "--init-groups",
+            "--",
+        ])
+        .arg(program)
+        .env("HOME", "/tmp")
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml");
+    command
+}
+
+/// One `airlock task`, ended the way `ending` says; Ok when it ended as expected and left nothing.
+fn cli_task(airlock: &Path, work: &Path, site: u16, ending: Ending) -> anyhow::Result<()> {
+    let script = work.join(format!("{ending:?}.json"));
+    let turns = match ending {
+        Ending::Normal => json!([
+            {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{site}/")]}}]},
+            {"text": "Done."}
+        ]),
+        _ => {
+            json!([{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}])
+        }
+    };
+    std::fs::write(&script, json!({ "turns": turns }).to_string())?;
+    let _ = Command::new("chmod").arg("a+r").arg(&script).status();
+    let mut command = as_test_user(airlock);
+    command
+        .args([
+            "task",
+            "soak",
+            "--allow",
+            &format!("127.0.0.1:{site}"),
+            "--model",
+        ])
+        .arg(format!("script:{}", script.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if matches!(ending, Ending::TimeOut) {
+        command.args(["--timeout", "5"]);
+    }
+    let mut child = command.spawn().context("starting airlock task")?;
+    let pid = child.id();
+    let stderr = child.stderr.take().context("no stderr")?;
+    let lines = forward_lines(stderr);
+    match ending {
+        Ending::Normal | Ending::TimeOut => {}
+        _ => {
+            // The container is up and the command runs once the first step is announced.
+            let deadline = Instant::now() + Duration::from_mins(1);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let line = lines
+                    .recv_timeout(left)
+                    .context("no first step within 60 s")?;
+                if line.contains("step 1/") {
+                    break;
+                }
+            }
+        }
+    }
+    let expected_ok = matches!(ending, Ending::Normal);
+    match ending {
+        Ending::Interrupt => signal(pid, "INT")?,
+        Ending::KillThenCleanup => signal(pid, "KILL")?,
+        Ending::DockerRestart => restart_docker()?,
+        Ending::Normal | Ending::TimeOut => {}
+    }
+    let status = wait_bounded(&mut child, Duration::from_mins(2))?;
+    if matches!(ending, Ending::KillThenCleanup | Ending::DockerRestart) {
+        let cleaned = as_test_user(airlock).arg("cleanup").output()?;
+        if !cleaned.status.success() {
+            bail!(
+                "airlock cleanup failed: {}",
+                String::from_utf8_lossy(&cleaned.stderr)
+            );
+        }
+    } else if status.success() != expected_ok {
+        bail!("airlock task ended with {status}");
+    }
+    if !wait_for_no_container_of(pid, Duration::from_secs(30)) {
+        bail!("its container is still there");
+    }
+    Ok(())
+}
+
+/// Send `signal` to `pid` with kill(1).
+fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
+    run_loud(Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]))
+}
+
+/// Wait for `child`, killing it if it outlives `limit`.
+fn wait_bounded(child: &mut Child, limit: Duration) -> anyhow::Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("did not end within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Lines of `reader`, forwarded to this process's stderr and to the returned channel.
+fn forward_lines(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines().map_while(Result::ok) {
+            eprintln!("  | {line}");
+            let _ = sender.send(line);
+        }
+    });
+    receiver
+}
+
+/// Restart dockerd: through systemd where it manages Docker, otherwise by stopping the running
+/// daemon and starting it again with the same command line, detached, as CI started it.
+fn restart_docker() -> anyhow::Result<()> {
+    if succeeds(Command::new("systemctl").args(["is-active", "--quiet", "docker"])) {
+        return run_loud(Command::new("systemctl").args(["restart", "docker"]));
+    }
+    let pid = output(Command::new("pgrep").args(["-xo", "dockerd"]))?
+        .trim()
+        .to_owned();
+    if pid.is_empty() {
+        bail!("no dockerd is running");
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
+    let argv: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|part| !part.is_empty())
+        .map(|part| String::from_utf8_lossy(part).into_owned())
+        .collect();
+    run_loud(Command::new("kill").args(["-TERM", &pid]))?;
+    let stopped = Instant::now() + Duration::from_mins(1);
+    while is_running(&pid) {
+        if Instant::now() > stopped {
+            bail!("dockerd did not stop within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (program, rest) = argv.split_first().context("dockerd had no command line")?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open("/tmp/airlock-soak-dockerd.log")?;
+    // `setsid --fork`: the daemon is nobody's child here, so it outlives this command (as the one
+    // it replaces did) and never lingers as a zombie of it.
+    let started = Command::new("setsid")
+        .arg("--fork")
+        .arg(program)
+        .args(rest)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .status()
+        .context("starting dockerd again")?;
+    if !started.success() {
+        bail!("starting dockerd again failed ({started})");
+    }
+    let up = Instant::now() + Duration::from_mins(1);
+    while !succeeds(Command::new("docker").arg("version")) {
+        if Instant::now() > up {
+            bail!("dockerd did not come back within 60 s (see /tmp/airlock-soak-dockerd.log)");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// Whether process `pid` runs (a zombie does not count: it has exited).
+fn is_running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+/// What the MCP part saw.
+struct McpReport {
+    tasks: usize,
+    clean: usize,
+    rss_start_mib: f64,
+    rss_end_mib: f64,
+}
+
+/// N tasks through one `airlock mcp`: even ones complete, odd ones are cancelled by the client.
+fn mcp_tasks(airlock: &Path, work: &Path, site: u16, tasks: usize) -> anyhow::Result<McpReport> {
+    let open = json!({"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{site}/")]}}]});
+    let wait =
+        json!({"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]});
+    let mut turns = Vec::new();
+    for index in 0..tasks {
+        if index % 2 == 0 {
+            turns.push(open.clone());
+            turns.push(json!({"text": "Done."}));
+        } else {
+            turns.push(wait.clone());
+        }
+    }
+    let script = work.join("mcp.json");
+    std::fs::write(&script, json!({ "turns": turns }).to_string())?;
+    let _ = Command::new("chmod").arg("a+r").arg(&script).status();
+    let mut child = as_test_user(airlock)
+        .args(["mcp", "--allow", &format!("127.0.0.1:{site}"), "--model"])
+        .arg(format!("script:{}", script.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting airlock mcp")?;
+    let pid = child.id();
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let (sender, messages) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(value) = serde_json::from_str(&line) {
+                let _ = sender.send(value);
+            }
+        }
+    });
+    let send = |stdin: &mut ChildStdin, value: Value| -> anyhow::Result<()> {
+        writeln!(stdin, "{value}")?;
+        Ok(stdin.flush()?)
+    };
+    let next = |what: &str| -> anyhow::Result<Value> {
+        messages
+            .recv_timeout(Duration::from_mins(2))
+            .with_context(|| format!("no {what} within 120 s"))
+    };
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "soak", "version": "0"}}}),
+    )?;
+    while next("initialize answer")?["id"] != 0 {}
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )?;
+
+    let mut clean = 0;
+    let mut rss_start_mib = 0.0;
+    for index in 0..tasks {
+        let id = index + 1;
+        send(
+            &mut stdin,
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "browser_task", "arguments": {"task": "soak"}, "_meta": {"progressToken": id}}}),
+        )?;
+        let ended = if index % 2 == 0 {
+            loop {
+                let message = next("task answer")?;
+                if message["id"] == id {
+                    break message["result"]["isError"] == false;
+                }
+            }
+        } else {
+            loop {
+                let message = next("first progress")?;
+                if message["params"]["progressToken"] == id {
+                    break;
+                }
+            }
+            send(
+                &mut stdin,
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "soak"}}),
+            )?;
+            wait_for_no_container_of(pid, Duration::from_mins(1))
+        };
+        if ended && wait_for_no_container_of(pid, Duration::from_mins(1)) {
+            clean += 1;
+        }
+        // The first tasks warm the server's allocator and caches; growth is measured after them.
+        if index + 1 == tasks.min(4) {
+            rss_start_mib = rss_mib(pid)?;
+        }
+    }
+    let rss_end_mib = rss_mib(pid)?;
+    drop(stdin);
+    wait_bounded(&mut child, Duration::from_mins(2))?;
+    Ok(McpReport {
+        tasks,
+        clean,
+        rss_start_mib,
+        rss_end_mib,
+    })
+}
+
+/// Whether, within `limit`, no task container names `pid` as its owner.
+fn wait_for_no_container_of(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let owners = output(Command::new("docker").args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=airlock.task",
+            "--format",
+            "{{.Label \"airlock.owner\"}}",
+        ]))
+        .unwrap_or_default();
+        if !owners
+            .lines()
+            .any(|owner| owner.contains(&format!("pid={pid};")))
+        {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A process's resident memory in MiB.
+fn rss_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+        .context("no VmRSS")?;
+    Ok(kib / 1024.0)
+}
+
+/// Zombie children of `parent`.
+fn zombies_of(parent: u32) -> usize {
+    output(Command::new("ps").args(["-eo", "stat=,ppid="]))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            fields.next().is_some_and(|stat| stat.starts_with('Z'))
+                && fields.next() == Some(&parent.to_string())
+        })
+        .count()
+}
+
+/// The `airlock-egress-*` directories in the temp dir now.
+fn egress_dirs() -> BTreeSet<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("airlock-egress-"))
+        .collect()
+}
+
+/// A one-page lab site on loopback, served from a thread for the whole soak.
+fn serve_lab_page() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut reader = BufReader::new(match stream.try_clone() {
+                    Ok(clone) => clone,
+                    Err(_) => return,
+                });
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = "<!doctype html><title>Soak</title><p>soak page</p>";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    Ok(port)
+}
