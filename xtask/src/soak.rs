@@ -131,8 +131,9 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
     if !left.is_empty() {
         leaks.push(format!("proxy directories left: {}", left.join(", ")));
     }
-    if succeeds(Command::new("pgrep").args(["-x", "airlock"])) {
-        leaks.push("an airlock process is still running".to_owned());
+    // This checkout's binary only: another Airlock on the machine is not the soak's to judge.
+    if succeeds(Command::new("pgrep").arg("-f").arg(format!("^{} ", airlock.display()))) {
+        leaks.push("an airlock process the soak started is still running".to_owned());
     }
     let zombies = zombies_of(std::process::id());
     if zombies > 0 {
