@@ -285,7 +285,12 @@ fn prepare_context(root: &Path, pins: &Pins, relay: &Path) -> anyhow::Result<Pat
     eprintln!("[2/3] build context with agent-browser {}", pins.version);
     let context = root.join("target/airlock-image");
     fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
-    for file in ["Dockerfile", "entrypoint.sh", "chromium-policy.json"] {
+    for file in [
+        "Dockerfile",
+        "entrypoint.sh",
+        "chromium-policy.json",
+        "airlock-chromium",
+    ] {
         fs::copy(root.join("docker").join(file), context.join(file))
             .with_context(|| format!("copying docker/{file}"))?;
     }

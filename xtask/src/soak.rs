@@ -132,7 +132,11 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
         leaks.push(format!("proxy directories left: {}", left.join(", ")));
     }
     // This checkout's binary only: another Airlock on the machine is not the soak's to judge.
-    if succeeds(Command::new("pgrep").arg("-f").arg(format!("^{} ", airlock.display()))) {
+    if succeeds(
+        Command::new("pgrep")
+            .arg("-f")
+            .arg(format!("^{} ", airlock.display())),
+    ) {
         leaks.push("an airlock process the soak started is still running".to_owned());
     }
     let zombies = zombies_of(std::process::id());

@@ -42,20 +42,28 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
         Ok(driver) => {
             report(true, "docker daemon", "answers".into());
             match driver.check().await {
-                Ok(()) => report(
-                    true,
-                    "image",
-                    format!("{} is present", settings.driver.image),
-                ),
-                Err(error)
-                    if matches!(
-                        error.downcast_ref::<DockerError>(),
-                        Some(DockerError::ImageMissing { .. })
-                    ) =>
-                {
-                    report(false, "image", error.to_string());
+                Ok(()) => {
+                    report(
+                        true,
+                        "image",
+                        format!("{} is present", settings.driver.image),
+                    );
+                    let sandbox = if settings.driver.browser_sandbox {
+                        "on: renderers run in their own user namespace under seccomp-bpf"
+                    } else {
+                        "OFF (--no-browser-sandbox): Chromium runs without its own sandbox"
+                    };
+                    report(true, "browser sandbox", sandbox.into());
                 }
-                Err(error) => report(false, "driver", error.to_string()),
+                Err(error) => {
+                    // Name the check that failed, by the driver's own error.
+                    let what = match error.downcast_ref::<DockerError>() {
+                        Some(DockerError::NoUserNamespaces { .. }) => "browser sandbox",
+                        Some(DockerError::ImageMissing { .. }) => "image",
+                        _ => "driver",
+                    };
+                    report(false, what, error.to_string());
+                }
             }
         }
         Err(error) => report(false, "docker daemon", error.to_string()),

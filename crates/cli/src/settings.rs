@@ -75,6 +75,10 @@ pub struct SettingFlags {
         value_delimiter = ','
     )]
     pub nameservers: Vec<SocketAddr>,
+    /// Run Chromium without its own sandbox (renderers then share the container's user and
+    /// seccomp filter). Only for hosts without unprivileged user namespaces; it is logged.
+    #[arg(long, env = "AIRLOCK_NO_BROWSER_SANDBOX")]
+    pub no_browser_sandbox: bool,
 }
 
 /// `airlock.toml`: the same settings, all optional.
@@ -95,6 +99,7 @@ struct FileSettings {
     allow: Option<Vec<String>>,
     ports: Option<Vec<u16>>,
     nameservers: Option<Vec<SocketAddr>>,
+    browser_sandbox: Option<bool>,
 }
 
 /// Where a value came from.
@@ -182,7 +187,13 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    fn source(&self, id: &str, env: &'static str) -> Source {
+    fn source(&self, name: &str, env: &'static str) -> Source {
+        // Settings are named for what they are; the one negative flag is named for what it does.
+        let id = if name == "browser_sandbox" {
+            "no_browser_sandbox"
+        } else {
+            name
+        };
         match self.matches.and_then(|m| m.value_source(id)) {
             Some(clap::parser::ValueSource::EnvVariable) => Source::Env(env),
             _ => Source::Flag,
@@ -264,12 +275,26 @@ impl Settings {
             default_image(),
             Clone::clone,
         );
+        let browser_sandbox = r.pick(
+            "browser_sandbox",
+            "AIRLOCK_NO_BROWSER_SANDBOX",
+            flags.no_browser_sandbox.then_some(false),
+            file.browser_sandbox,
+            true,
+            |on| if *on { "on" } else { "off" }.to_owned(),
+        );
+        if !browser_sandbox {
+            tracing::warn!(
+                "Chromium's own sandbox is off (--no-browser-sandbox): a renderer exploit would run as the task's user in the container, held only by the container and the egress proxy"
+            );
+        }
         let limits = r.limits(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
             image,
             egress,
             nameservers,
+            browser_sandbox,
             ..DriverConfig::default()
         };
         Ok(Self {

@@ -105,6 +105,19 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert!(row(&table, "max_steps").1.starts_with("file "));
     assert_eq!(row(&table, "allow").0, "127.0.0.1:8080");
     assert_eq!(row(&table, "max_output_chars"), ("24000", "default"));
+    assert_eq!(row(&table, "browser_sandbox"), ("on", "default"));
+
+    // Chromium's sandbox goes off only when asked, from any of the three places.
+    let off = |command: &mut Command| {
+        let table = settings_table(command);
+        row(&table, "browser_sandbox").0 == "off" && row(&table, "browser_sandbox").1 != "default"
+    };
+    assert!(off(airlock().args(["doctor", "--no-browser-sandbox"])));
+    assert!(off(airlock()
+        .env("AIRLOCK_NO_BROWSER_SANDBOX", "true")
+        .arg("doctor")));
+    std::fs::write(&config, "browser_sandbox = false\n").unwrap();
+    assert!(off(airlock().env("AIRLOCK_CONFIG", &config).arg("doctor")));
 }
 
 #[test]

@@ -38,6 +38,17 @@ pub enum DockerError {
         "the configured container user is uid 0: give a non-root uid:gid (the default is your own)"
     )]
     RootContainerUser,
+    /// Chromium's sandbox is on but this kernel does not let an unprivileged process make a
+    /// user namespace.
+    #[error(
+        "Chromium's sandbox needs unprivileged user namespaces, and this host refuses them ({why}): {fix}; or run with --no-browser-sandbox to go without Chromium's sandbox (logged)"
+    )]
+    NoUserNamespaces {
+        /// Which setting refuses them.
+        why: String,
+        /// The command that allows them.
+        fix: &'static str,
+    },
     /// The browser image is not in the daemon.
     #[error(
         "the image {image} is missing: build it with `{BUILD_COMMAND}` from an Airlock checkout"

@@ -41,7 +41,7 @@ use bollard::query_parameters::{
 
 pub use error::DockerError;
 pub use exec::ExecError;
-pub use spec::{ContainerOptions, Resources, container_spec};
+pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec};
 use spec::{LABEL_OWNER, LABEL_TASK};
 pub use tool::{AgentBrowserInput, TOOL_NAME};
 
@@ -71,6 +71,8 @@ pub struct DriverConfig {
     pub user: Option<(u32, u32)>,
     /// How long a container outlives its task's time limit before it exits by itself.
     pub lifetime_grace: Duration,
+    /// Chromium's own sandbox. Off only by the user's explicit, logged `--no-browser-sandbox`.
+    pub browser_sandbox: bool,
 }
 
 impl Default for DriverConfig {
@@ -85,6 +87,7 @@ impl Default for DriverConfig {
             max_command_output_bytes: 256 * 1024,
             user: None,
             lifetime_grace: Duration::from_secs(60),
+            browser_sandbox: true,
         }
     }
 }
@@ -260,6 +263,7 @@ impl DockerDriver {
             socket_dir: proxy.socket_dir().to_owned(),
             lifetime_secs: (context.limits.timeout + self.config.lifetime_grace).as_secs(),
             resources: self.config.resources,
+            browser_sandbox: self.config.browser_sandbox,
         };
         let name = options.name();
         // From here on, everything made is undone by the guard unless the session takes it over.
@@ -354,6 +358,9 @@ impl BrowserDriver for DockerDriver {
     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
         Box::pin(async move {
             refuse_root(current_user().0, self.user.0)?;
+            if self.config.browser_sandbox {
+                user_namespaces(&|path| std::fs::read_to_string(path).ok())?;
+            }
             self.docker
                 .ping()
                 .await
@@ -488,6 +495,33 @@ fn remove_orphaned_egress_dirs(parent: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// Whether the host lets an unprivileged process make a user namespace, as Chromium's sandbox
+/// needs. `read` returns a `/proc/sys` file's text (tests pass their own).
+fn user_namespaces(read: &dyn Fn(&str) -> Option<String>) -> Result<(), DockerError> {
+    let value = |path: &str| read(path).and_then(|text| text.trim().parse::<u64>().ok());
+    if value("/proc/sys/user/max_user_namespaces") == Some(0) {
+        return Err(DockerError::NoUserNamespaces {
+            why: "user.max_user_namespaces is 0".to_owned(),
+            fix: "sysctl -w user.max_user_namespaces=15000",
+        });
+    }
+    // Debian and Ubuntu kernels before 6.x had their own switch.
+    if value("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
+        return Err(DockerError::NoUserNamespaces {
+            why: "kernel.unprivileged_userns_clone is 0".to_owned(),
+            fix: "sysctl -w kernel.unprivileged_userns_clone=1",
+        });
+    }
+    // Ubuntu 23.10 and later let only AppArmor-profiled programs make them.
+    if value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
+        return Err(DockerError::NoUserNamespaces {
+            why: "kernel.apparmor_restrict_unprivileged_userns is 1".to_owned(),
+            fix: "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or give dockerd's containers an AppArmor profile that allows userns)",
+        });
+    }
+    Ok(())
+}
+
 /// Neither this process nor the container may run as uid 0.
 fn refuse_root(process_uid: u32, container_uid: u32) -> Result<(), DockerError> {
     if process_uid == 0 {
@@ -543,6 +577,45 @@ mod tests {
         ));
         assert!(matches!(refuse_root(0, 0), Err(DockerError::RunningAsRoot)));
         assert!(refuse_root(1000, 1000).is_ok());
+    }
+
+    #[test]
+    fn user_namespaces_are_checked_where_each_kernel_switches_them() {
+        let host = |settings: &[(&'static str, &'static str)]| {
+            let settings = settings.to_vec();
+            move |path: &str| {
+                settings
+                    .iter()
+                    .find(|(name, _)| *name == path)
+                    .map(|(_, value)| (*value).to_owned())
+            }
+        };
+        assert!(
+            user_namespaces(&host(&[("/proc/sys/user/max_user_namespaces", "15000\n")])).is_ok()
+        );
+        assert!(
+            user_namespaces(&host(&[])).is_ok(),
+            "a kernel without the switches allows them"
+        );
+        for (setting, value) in [
+            ("/proc/sys/user/max_user_namespaces", "0"),
+            ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
+            (
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1",
+            ),
+        ] {
+            let error = user_namespaces(&host(&[(setting, value)])).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                matches!(error, DockerError::NoUserNamespaces { .. }),
+                "{setting}"
+            );
+            assert!(
+                text.contains("sysctl -w") && text.contains("--no-browser-sandbox"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

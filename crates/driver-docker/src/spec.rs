@@ -15,6 +15,11 @@ pub const LABEL_VERSION: &str = "airlock.version";
 /// Where the egress proxy's directory is mounted inside the container.
 pub const EGRESS_MOUNT: &str = "/egress";
 
+/// Airlock's seccomp profile (`docker/seccomp.json`): ordinary calls allowed, the kernel's
+/// privileged surface refused, plus exactly what Chromium's namespace sandbox needs (user, PID and
+/// network namespaces, and `chroot`). Each rule says why in its `comment`.
+pub const SECCOMP_PROFILE: &str = include_str!("../../../docker/seccomp.json");
+
 /// CPU, memory and process limits of one task container.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Resources {
@@ -61,6 +66,8 @@ pub struct ContainerOptions {
     pub lifetime_secs: u64,
     /// Limits.
     pub resources: Resources,
+    /// Chromium's own sandbox (on unless the user opted out with `--no-browser-sandbox`).
+    pub browser_sandbox: bool,
 }
 
 impl ContainerOptions {
@@ -71,7 +78,8 @@ impl ContainerOptions {
 }
 
 /// The locked-down container: no network, read-only root, small noexec-free `/tmp` tmpfs, the
-/// host user's uid, no capabilities, no new privileges, memory/CPU/pids/nofile limits, the proxy
+/// host user's uid, no capabilities, no new privileges, Airlock's seccomp profile (which lets
+/// Chromium sandbox its renderers in user namespaces), memory/CPU/pids/nofile limits, the proxy
 /// socket directory read-only at `/egress`, an init process, and a lifetime after which it exits
 /// (and is removed) by itself.
 pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
@@ -94,10 +102,13 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
     ContainerCreateBody {
         image: Some(options.image.clone()),
         user: Some(format!("{}:{}", options.user.0, options.user.1)),
-        env: Some(vec![format!(
-            "BROWSER_LIFETIME_SECONDS={}",
-            options.lifetime_secs
-        )]),
+        env: Some(vec![
+            format!("BROWSER_LIFETIME_SECONDS={}", options.lifetime_secs),
+            format!(
+                "AIRLOCK_BROWSER_SANDBOX={}",
+                if options.browser_sandbox { "on" } else { "off" }
+            ),
+        ]),
         labels: Some(labels),
         network_disabled: Some(true),
         host_config: Some(HostConfig {
@@ -105,7 +116,7 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
             readonly_rootfs: Some(true),
             tmpfs: Some(tmpfs),
             cap_drop: Some(vec!["ALL".into()]),
-            security_opt: Some(vec!["no-new-privileges".into()]),
+            security_opt: Some(security_options(options.browser_sandbox)),
             memory: Some(memory),
             memory_swap: Some(memory),
             nano_cpus: Some(nano_cpus),
@@ -126,4 +137,14 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
         }),
         ..ContainerCreateBody::default()
     }
+}
+
+/// `no-new-privileges` always; Airlock's seccomp profile when Chromium's sandbox is on (without it,
+/// Docker's default profile, which refuses user namespaces: Chromium then runs `--no-sandbox`).
+fn security_options(browser_sandbox: bool) -> Vec<String> {
+    let mut options = vec!["no-new-privileges".to_owned()];
+    if browser_sandbox {
+        options.push(format!("seccomp={SECCOMP_PROFILE}"));
+    }
+    options
 }

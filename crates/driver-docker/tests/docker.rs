@@ -346,6 +346,8 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
         .args([
             "--security-opt",
             "no-new-privileges",
+            "--security-opt",
+            &format!("seccomp={}", seccomp_profile_path().display()),
             "--init",
             "--user",
             &format!("{uid}:{gid}"),
@@ -639,5 +641,166 @@ async fn no_port_in_the_container_but_the_relay_answers_anything_the_worker_can_
             "WebSocket to {port}: {socket:?}"
         );
     }
+    session.dispose.dispose().await;
+}
+
+/// The profile the driver passes inline, as a file for `docker run` by hand.
+fn seccomp_profile_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docker/seccomp.json")
+}
+
+/// Every process in a container: pid, user namespace, seccomp mode, effective capabilities,
+/// real uid and its arguments.
+fn processes(name: &str) -> Vec<(String, String, String, String, String, Vec<String>)> {
+    let script = r#"for dir in /proc/[0-9]*; do
+        pid=${dir#/proc/}
+        ns=$(readlink "$dir/ns/user" 2>/dev/null) || continue
+        status=$(cat "$dir/status" 2>/dev/null) || continue
+        seccomp=$(printf '%s\n' "$status" | sed -n 's/^Seccomp:[[:space:]]*//p')
+        caps=$(printf '%s\n' "$status" | sed -n 's/^CapEff:[[:space:]]*//p')
+        uid=$(printf '%s\n' "$status" | sed -n 's/^Uid:[[:space:]]*\([0-9]*\).*/\1/p')
+        args=$(tr '\0' '\037' < "$dir/cmdline" 2>/dev/null) || continue
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$pid" "$ns" "$seccomp" "$caps" "$uid" "$args"
+    done"#;
+    exec_in(name, &["sh", "-c", script])
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.splitn(6, '\t').collect();
+            let [pid, ns, seccomp, caps, uid, args] = fields.as_slice() else {
+                return None;
+            };
+            Some((
+                (*pid).to_owned(),
+                (*ns).to_owned(),
+                (*seccomp).to_owned(),
+                (*caps).to_owned(),
+                (*uid).to_owned(),
+                // Chromium rewrites its children's argv into one string: split on spaces too.
+                args.split(['\u{1f}', ' '])
+                    .filter(|arg| !arg.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let (driver, limits) = driver(site, Duration::from_secs(120)).await;
+    let session = driver
+        .start(TaskContext::new(CancellationToken::new(), limits))
+        .await
+        .unwrap();
+    // The page still loads through the proxy with the sandbox on.
+    let opened = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
+    )
+    .await;
+    assert!(
+        !opened.is_error && opened.text.contains("Airlock home"),
+        "{opened:?}"
+    );
+    let name = my_containers().pop().unwrap();
+    let all = processes(&name);
+    let container_userns = all
+        .iter()
+        .find(|p| p.0 == "1")
+        .map(|p| p.1.clone())
+        .expect("the container's init");
+    let browser: Vec<_> = all
+        .iter()
+        .filter(|p| {
+            p.5.iter().any(|a| a.starts_with("--remote-debugging-port"))
+                && !p.5.iter().any(|a| a.starts_with("--type="))
+        })
+        .collect();
+    assert_eq!(browser.len(), 1, "one browser process: {all:#?}");
+    assert!(
+        !browser[0].5.iter().any(|a| a == "--no-sandbox"),
+        "Chromium was launched with --no-sandbox: {:?}",
+        browser[0].5
+    );
+    let renderers: Vec<_> = all
+        .iter()
+        .filter(|p| p.5.iter().any(|a| a == "--type=renderer"))
+        .collect();
+    assert!(!renderers.is_empty(), "no renderer process: {all:#?}");
+    for (pid, userns, seccomp, caps, uid, args) in renderers {
+        assert_ne!(
+            userns, &container_userns,
+            "renderer {pid} shares the container's user namespace"
+        );
+        assert_eq!(seccomp, "2", "renderer {pid} is not under seccomp-bpf");
+        assert_eq!(
+            caps, "0000000000000000",
+            "renderer {pid} holds capabilities"
+        );
+        assert_ne!(uid, "0", "renderer {pid} runs as root");
+        assert!(
+            !args.iter().any(|a| a == "--no-sandbox"),
+            "renderer {pid}: {args:?}"
+        );
+    }
+    session.dispose.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_explicit_opt_out_runs_chromium_without_its_sandbox_and_still_sealed() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let policy = EgressPolicy::new(
+        Profile::Public,
+        None,
+        [format!("127.0.0.1:{site}").parse().unwrap()],
+    )
+    .unwrap();
+    let driver = DockerDriver::connect(DriverConfig {
+        image: image(),
+        egress: policy,
+        lifetime_grace: Duration::ZERO,
+        browser_sandbox: false,
+        ..DriverConfig::default()
+    })
+    .await
+    .unwrap();
+    driver.check().await.unwrap();
+    let session = driver
+        .start(TaskContext::new(
+            CancellationToken::new(),
+            airlock_worker::TaskLimits::default(),
+        ))
+        .await
+        .unwrap();
+    let opened = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
+    )
+    .await;
+    assert!(
+        !opened.is_error && opened.text.contains("Airlock home"),
+        "{opened:?}"
+    );
+    let name = my_containers().pop().unwrap();
+    let info = airlock_testkit::docker::inspect(&name);
+    assert_eq!(
+        info["HostConfig"]["SecurityOpt"],
+        json!(["no-new-privileges"])
+    );
+    let all = processes(&name);
+    assert!(
+        all.iter()
+            .any(|p| p.5.iter().any(|a| a == "--type=renderer")
+                && p.5.iter().any(|a| a == "--no-sandbox")),
+        "the opt-out did not reach Chromium: {all:#?}"
+    );
+    assert_no_direct_way_out(&name);
     session.dispose.dispose().await;
 }

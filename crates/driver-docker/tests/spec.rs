@@ -2,7 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use airlock_driver_docker::{AgentBrowserInput, ContainerOptions, Resources, container_spec};
+use airlock_driver_docker::{
+    AgentBrowserInput, ContainerOptions, Resources, SECCOMP_PROFILE, container_spec,
+};
 
 #[test]
 fn container_spec_snapshot() {
@@ -15,10 +17,113 @@ fn container_spec_snapshot() {
         socket_dir: "/tmp/airlock-egress-abc".into(),
         lifetime_secs: 360,
         resources: Resources::default(),
+        browser_sandbox: true,
     };
     assert_eq!(options.name(), "airlock-task-t1");
-    let spec = serde_json::to_value(container_spec(&options)).unwrap();
+    let mut spec = serde_json::to_value(container_spec(&options)).unwrap();
+    // The profile is data of its own (docker/seccomp.json, checked below); the snapshot names it.
+    let seccomp = spec["HostConfig"]["SecurityOpt"][1].take();
+    assert_eq!(seccomp, format!("seccomp={SECCOMP_PROFILE}"));
+    spec["HostConfig"]["SecurityOpt"][1] = "seccomp=<docker/seccomp.json>".into();
     insta::assert_json_snapshot!(spec);
+
+    // Opting out of Chromium's sandbox drops the profile (Docker's default applies) and tells
+    // the image's launcher.
+    let plain = serde_json::to_value(container_spec(&ContainerOptions {
+        browser_sandbox: false,
+        ..options
+    }))
+    .unwrap();
+    assert_eq!(
+        plain["HostConfig"]["SecurityOpt"],
+        serde_json::json!(["no-new-privileges"])
+    );
+    assert!(
+        plain["Env"]
+            .as_array()
+            .unwrap()
+            .contains(&"AIRLOCK_BROWSER_SANDBOX=off".into())
+    );
+}
+
+// Namespace flags of clone(2) and unshare(2).
+const CLONE_NEWNS: u64 = 0x0002_0000;
+const CLONE_NEWCGROUP: u64 = 0x0200_0000;
+const CLONE_NEWUTS: u64 = 0x0400_0000;
+const CLONE_NEWIPC: u64 = 0x0800_0000;
+const CLONE_NEWUSER: u64 = 0x1000_0000;
+const CLONE_NEWPID: u64 = 0x2000_0000;
+const CLONE_NEWNET: u64 = 0x4000_0000;
+
+#[test]
+fn the_seccomp_profile_refuses_by_default_and_opens_only_what_chromium_needs() {
+    let profile: serde_json::Value = serde_json::from_str(SECCOMP_PROFILE).unwrap();
+    assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO");
+    let rules = profile["syscalls"].as_array().unwrap();
+    let allowed_unconditionally: Vec<&str> = rules
+        .iter()
+        .filter(|rule| rule["action"] == "SCMP_ACT_ALLOW" && rule.get("args").is_none())
+        .flat_map(|rule| rule["names"].as_array().unwrap())
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    for refused in [
+        "mount",
+        "umount2",
+        "pivot_root",
+        "setns",
+        "ptrace",
+        "bpf",
+        "perf_event_open",
+        "keyctl",
+        "add_key",
+        "init_module",
+        "finit_module",
+        "kexec_load",
+        "open_by_handle_at",
+        "userfaultfd",
+        "io_uring_setup",
+        "process_vm_readv",
+        "reboot",
+        "swapon",
+        "clock_settime",
+        "unshare",
+        "clone",
+        "clone3",
+        "personality",
+    ] {
+        assert!(
+            !allowed_unconditionally.contains(&refused),
+            "{refused} is allowed outright"
+        );
+    }
+    for needed in [
+        "chroot", "seccomp", "prctl", "futex", "mmap", "socket", "execve",
+    ] {
+        assert!(
+            allowed_unconditionally.contains(&needed),
+            "{needed} is missing"
+        );
+    }
+    // clone and unshare: only with flags outside mount, UTS, IPC, cgroup and time namespaces.
+    let namespaces = rules
+        .iter()
+        .find(|rule| rule["names"] == serde_json::json!(["clone", "unshare"]))
+        .unwrap();
+    let forbidden = namespaces["args"][0]["value"].as_u64().unwrap();
+    assert_eq!(namespaces["args"][0]["op"], "SCMP_CMP_MASKED_EQ");
+    assert_eq!(namespaces["args"][0]["valueTwo"], 0);
+    for refused in [CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC] {
+        assert_ne!(forbidden & refused, 0, "{refused:#x} is not refused");
+    }
+    for needed in [CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET] {
+        assert_eq!(forbidden & needed, 0, "{needed:#x} is refused");
+    }
+    assert!(
+        rules
+            .iter()
+            .all(|rule| rule["comment"].as_str().is_some_and(|c| !c.is_empty())),
+        "every rule says why"
+    );
 }
 
 #[test]
