@@ -186,3 +186,40 @@ async fn hand_off_channels_are_few() {
             .starts_with("HTTP/1.1 200")
     );
 }
+
+#[tokio::test]
+async fn the_copying_relay_gets_the_same_answers_as_a_handed_off_connection() {
+    // What gVisor's containers use: `airlock-relay --copy-to proxy.sock`, on a thread.
+    let (upstream, _) = http_upstream().await;
+    let harness = Harness::start(policy(), ProxyLimits::default());
+    harness.connector.route("93.184.216.34:80", upstream);
+    harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay = listener.local_addr().unwrap();
+    let socket = harness.proxy.socket_path().to_owned();
+    std::thread::spawn(move || airlock_relay::relay_copying(&listener, &socket));
+
+    let allowed = exchange(
+        TcpStream::connect(relay).await.unwrap(),
+        "GET http://site.test/ HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
+    assert!(allowed.ends_with("hello from upstream"), "{allowed}");
+
+    let mut browser = TcpStream::connect(relay).await.unwrap();
+    browser
+        .write_all(b"CONNECT 127.0.0.1:8080 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
+        .await
+        .unwrap();
+    let refused = read_head(&mut browser).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(
+        refused.contains("x-airlock-refused: loopback address 127.0.0.1"),
+        "{refused}"
+    );
+    assert_eq!(harness.connector.attempted().len(), 1);
+    let stats = harness.proxy.stats();
+    assert_eq!((stats.connections, stats.handed_off), (2, 0), "{stats:?}");
+    assert_eq!(stats.refusals.get("loopback"), Some(&1), "{stats:?}");
+}

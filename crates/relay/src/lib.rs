@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use std::io::{Read, Write};
-//! use std::net::{TcpListener, TcpStream};
+//! use std::net::{Shutdown, TcpListener, TcpStream};
 //! use std::os::unix::net::UnixStream;
 //! use airlock_relay::{Received, receive_stream, send_stream};
 //!
@@ -40,9 +40,10 @@
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 use rustix::fs::FileType;
@@ -87,6 +88,9 @@ pub enum RelayStopped {
     /// Waiting for connections failed.
     #[error("waiting for connections failed: {0}")]
     Wait(std::io::Error),
+    /// In copying mode, the proxy's socket no longer answers.
+    #[error("the egress proxy's socket does not answer: {0}")]
+    ProxyUnreachable(std::io::Error),
 }
 
 /// Accept connections on `listener` and hand each to the proxy over `channel`, until the proxy
@@ -114,6 +118,48 @@ pub fn relay(listener: &TcpListener, channel: &UnixStream) -> RelayStopped {
             return RelayStopped::SendFailed(error);
         }
     }
+}
+
+/// Accept connections on `listener` and copy each, both ways, over a new connection to the
+/// proxy's socket at `proxy` (`proxy.sock`), until the proxy stops answering. Blocks.
+///
+/// For runtimes whose sockets are not host file descriptors (gVisor's user-space kernel), where
+/// [`relay`] cannot hand a socket over: the proxy then sees one more hop, but the same requests,
+/// under the same policy and limits, since every byte still goes to `proxy.sock`.
+pub fn relay_copying(listener: &TcpListener, proxy: &Path) -> RelayStopped {
+    loop {
+        let client = match listener.accept() {
+            Ok((client, _)) => client,
+            Err(error) => {
+                eprintln!("airlock-relay: accept failed: {error}");
+                // As in `relay`: back off so a persistent condition does not spin the CPU.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let _ = client.set_nodelay(true);
+        let upstream = match UnixStream::connect(proxy) {
+            Ok(upstream) => upstream,
+            Err(error) => return RelayStopped::ProxyUnreachable(error),
+        };
+        std::thread::spawn(move || copy_both_ways(client, upstream));
+    }
+}
+
+/// Copy client → proxy on a second thread and proxy → client on this one; each direction's end
+/// is passed on as a half-close, so both sides see the other finish.
+fn copy_both_ways(client: TcpStream, proxy: UnixStream) {
+    let (Ok(mut from_client), Ok(mut to_proxy)) = (client.try_clone(), proxy.try_clone()) else {
+        return;
+    };
+    let upward = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_proxy);
+        let _ = to_proxy.shutdown(Shutdown::Write);
+    });
+    let (mut client, mut proxy) = (client, proxy);
+    let _ = std::io::copy(&mut proxy, &mut client);
+    let _ = client.shutdown(Shutdown::Write);
+    let _ = upward.join();
 }
 
 /// Wait until a browser connects (`true`) or the proxy's end of the channel closes (`false`). The

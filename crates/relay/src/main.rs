@@ -6,7 +6,11 @@
 //!
 //! ```text
 //! airlock-relay --listen 127.0.0.1:3128 --handoff /egress/handoff.sock [--ready-file PATH]
+//! airlock-relay --listen 127.0.0.1:3128 --copy-to /egress/proxy.sock [--ready-file PATH]
 //! ```
+//!
+//! `--copy-to` is for runtimes whose sockets cannot be passed to a host process (gVisor): each
+//! connection is copied to a new connection to the proxy's own socket instead.
 //!
 //! The ready file is created (and a line naming the address printed) once the relay listens and
 //! holds its channel to the proxy, so whoever starts the browser knows its one way out exists.
@@ -18,17 +22,32 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: airlock-relay --listen ADDR:PORT --handoff SOCKET_PATH [--ready-file PATH]";
+const USAGE: &str = "usage: airlock-relay --listen ADDR:PORT (--handoff HANDOFF_SOCKET | --copy-to PROXY_SOCKET) [--ready-file PATH]";
+
+/// Where connections go.
+enum Mode {
+    /// Passed as sockets on the proxy's hand-off socket.
+    Handoff(PathBuf),
+    /// Copied over new connections to the proxy's socket.
+    Copy(PathBuf),
+}
+
+/// The proxy, reached.
+enum WayOut<'a> {
+    /// The open hand-off channel.
+    Channel(UnixStream),
+    /// The proxy's socket, which answered.
+    Socket(&'a std::path::Path),
+}
 
 struct Options {
     listen: SocketAddr,
-    handoff: PathBuf,
+    mode: Mode,
     ready_file: Option<PathBuf>,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let (mut listen, mut handoff, mut ready_file) = (None, None, None);
+    let (mut listen, mut mode, mut ready_file) = (None, None, None);
     while let Some(flag) = args.next() {
         let mut value = || {
             args.next()
@@ -41,7 +60,13 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
                     format!("--listen must be an IP address and port such as 127.0.0.1:3128, got {text:?}\n{USAGE}")
                 })?);
             }
-            "--handoff" => handoff = Some(PathBuf::from(value()?)),
+            "--handoff" | "--copy-to" if mode.is_some() => {
+                return Err(format!(
+                    "give one of --handoff and --copy-to, not both\n{USAGE}"
+                ));
+            }
+            "--handoff" => mode = Some(Mode::Handoff(PathBuf::from(value()?))),
+            "--copy-to" => mode = Some(Mode::Copy(PathBuf::from(value()?))),
             "--ready-file" => ready_file = Some(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
@@ -49,7 +74,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     }
     Ok(Options {
         listen: listen.ok_or_else(|| format!("--listen is required\n{USAGE}"))?,
-        handoff: handoff.ok_or_else(|| format!("--handoff is required\n{USAGE}"))?,
+        mode: mode.ok_or_else(|| format!("--handoff or --copy-to is required\n{USAGE}"))?,
         ready_file,
     })
 }
@@ -72,12 +97,24 @@ fn main() -> ExitCode {
 }
 
 fn run(options: &Options) -> Result<(), String> {
-    let channel = UnixStream::connect(&options.handoff).map_err(|error| {
-        format!(
-            "cannot reach the egress proxy's hand-off socket {}: {error}",
-            options.handoff.display()
-        )
-    })?;
+    // Reach the proxy first: the ready file must never say a way out exists when it does not.
+    let way_out = match &options.mode {
+        Mode::Handoff(path) => WayOut::Channel(UnixStream::connect(path).map_err(|error| {
+            format!(
+                "cannot reach the egress proxy's hand-off socket {}: {error}",
+                path.display()
+            )
+        })?),
+        Mode::Copy(path) => {
+            UnixStream::connect(path).map_err(|error| {
+                format!(
+                    "cannot reach the egress proxy's socket {}: {error}",
+                    path.display()
+                )
+            })?;
+            WayOut::Socket(path)
+        }
+    };
     let listener = TcpListener::bind(options.listen)
         .map_err(|error| format!("cannot listen on {}: {error}", options.listen))?;
     let bound = listener
@@ -89,5 +126,9 @@ fn run(options: &Options) -> Result<(), String> {
     }
     // One line on stdout, so a parent that asked for port 0 learns the port.
     println!("airlock-relay: listening on {bound}");
-    Err(airlock_relay::relay(&listener, &channel).to_string())
+    let stopped = match way_out {
+        WayOut::Channel(channel) => airlock_relay::relay(&listener, &channel),
+        WayOut::Socket(path) => airlock_relay::relay_copying(&listener, path),
+    };
+    Err(stopped.to_string())
 }

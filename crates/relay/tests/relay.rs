@@ -76,9 +76,23 @@ fn the_relay_hands_off_connections_and_exits_when_the_proxy_goes() {
 fn bad_arguments_name_the_flag_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nothing-here.sock");
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--handoff", "/x"], "--listen is required"),
-        (&["--listen", "127.0.0.1:3128"], "--handoff is required"),
+        (
+            &["--listen", "127.0.0.1:3128"],
+            "--handoff or --copy-to is required",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:3128",
+                "--handoff",
+                "/x",
+                "--copy-to",
+                "/y",
+            ],
+            "give one of --handoff and --copy-to, not both",
+        ),
         (
             &["--listen", "localhost:3128", "--handoff", "/x"],
             "--listen must be an IP address and port such as 127.0.0.1:3128",
@@ -106,6 +120,64 @@ fn bad_arguments_name_the_flag_and_the_fix() {
     assert!(
         stderr.contains("cannot reach the egress proxy's hand-off socket")
             && stderr.contains("nothing-here.sock"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_copying_relay_carries_each_connection_to_the_proxy_socket_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("proxy.sock");
+    let proxy = UnixListener::bind(&socket).unwrap();
+    let ready = dir.path().join("ready");
+    let mut child = relay()
+        .args(["--listen", "127.0.0.1:0", "--copy-to"])
+        .arg(&socket)
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The relay reaches the proxy once before it says it is ready.
+    let (probe, _) = proxy.accept().unwrap();
+    drop(probe);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("airlock-relay: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    assert!(ready.exists());
+
+    for round in 0..3_u8 {
+        let mut browser = TcpStream::connect(&address).unwrap();
+        let (mut upstream, _) = proxy.accept().unwrap();
+        browser.write_all(&[round, round]).unwrap();
+        browser.shutdown(std::net::Shutdown::Write).unwrap();
+        // The browser's end of input reaches the proxy as the end of its input.
+        let mut seen = Vec::new();
+        upstream.read_to_end(&mut seen).unwrap();
+        assert_eq!(seen, [round, round]);
+        upstream.write_all(b"ok").unwrap();
+        drop(upstream);
+        let mut answer = Vec::new();
+        browser.read_to_end(&mut answer).unwrap();
+        assert_eq!(answer, b"ok");
+    }
+
+    // The proxy goes away: the next connection finds nothing to copy to, and the relay ends.
+    drop(proxy);
+    std::fs::remove_file(&socket).unwrap();
+    let _browser = TcpStream::connect(&address).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the egress proxy's socket does not answer"),
         "{stderr}"
     );
 }

@@ -64,7 +64,13 @@ pub fn assert_sealed(name: &str) -> String {
     assert_eq!(host["NetworkMode"], "none");
     assert_eq!(host["ReadonlyRootfs"], true);
     assert_eq!(host["CapDrop"], json!(["ALL"]));
-    assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
+    assert_eq!(
+        host["SecurityOpt"],
+        json!([
+            "no-new-privileges",
+            format!("seccomp={}", airlock_driver_docker::SECCOMP_PROFILE)
+        ])
+    );
     assert_eq!(host["Memory"], 1024 * 1024 * 1024);
     assert_eq!(host["MemorySwap"], 1024 * 1024 * 1024);
     assert_eq!(host["NanoCpus"], 1_500_000_000_i64);
