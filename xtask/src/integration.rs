@@ -78,6 +78,14 @@ const LABELS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The scenarios that run a second time with every container under gVisor (`--runtime runsc`).
+const GVISOR_SCENARIOS: &[&str] = &[
+    "scenario_1_open_click_read_and_keep_a_screenshot",
+    "scenario_2_without_the_allow_entry_the_site_is_refused_as_loopback",
+    "scenario_3_every_trap_on_an_allowed_page_is_refused_and_the_page_still_loads",
+    "scenario_4_refused_commands_and_flags_get_reasons",
+];
+
 /// What one test binary reported, read from libtest's plain output.
 #[derive(Debug, Default)]
 struct BinaryRun {
@@ -110,7 +118,7 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     // Every test binary runs, as the non-root user, with Docker required: a Docker test in any
     // binary, old or new, runs for real here (as root it would only skip).
     let mut runs = Vec::new();
-    for ((package, target), binary) in &binaries {
+    let test_command = |binary: &str| {
         let mut test = if as_root {
             let mut command = Command::new("runuser");
             command.args(["-u", TEST_USER, "--"]).arg(binary);
@@ -127,6 +135,10 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
             .env("INSTA_WORKSPACE_ROOT", &root)
             .env("INSTA_UPDATE", "no")
             .args(["--test-threads", "1"]);
+        test
+    };
+    for ((package, target), binary) in &binaries {
+        let mut test = test_command(binary);
         eprintln!("== {package} / {target}");
         let started = Instant::now();
         let run = run_binary(&mut test)?;
@@ -138,6 +150,16 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
             started.elapsed(),
         ));
     }
+    // The end-to-end scenarios once more, with every container under gVisor.
+    let mut gvisor = Vec::new();
+    if let Some(scenarios) = binaries.get(&("airlock".to_owned(), "scenarios".to_owned())) {
+        for name in GVISOR_SCENARIOS {
+            eprintln!("== {name} under gVisor (runsc)");
+            let mut test = test_command(scenarios);
+            test.env("AIRLOCK_RUNTIME", "runsc").args(["--exact", name]);
+            gvisor.push((*name, run_binary(&mut test)?));
+        }
+    }
     let recorded = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&log_dir);
     let docker_tests: BTreeSet<(String, String)> = recorded
@@ -147,6 +169,25 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         .collect();
 
     let mut problems = report(&runs, &docker_tests);
+    println!("\n| scenario under gVisor (runsc) | result |\n|---|---|");
+    for (name, run) in &gvisor {
+        let label = LABELS
+            .iter()
+            .find(|(test, _)| test == name)
+            .map_or(*name, |(_, label)| label);
+        let result = run
+            .results
+            .iter()
+            .find(|(test, _)| test == name)
+            .map_or("did not run", |(_, result)| result.as_str());
+        println!("| {label} | {result} |");
+        if result != "ok" || !run.passed {
+            problems.push(format!("{name} under gVisor: {result}"));
+        }
+    }
+    if gvisor.len() != GVISOR_SCENARIOS.len() {
+        problems.push("the scenarios binary was not built: nothing ran under gVisor".to_owned());
+    }
     let left: Vec<String> = egress_dirs().difference(&egress_before).cloned().collect();
     if !left.is_empty() {
         problems.push(format!(

@@ -38,36 +38,7 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
             format!("uid {uid}, gid {gid}")
         },
     );
-    match DockerDriver::connect(settings.driver.clone()).await {
-        Ok(driver) => {
-            report(true, "docker daemon", "answers".into());
-            match driver.check().await {
-                Ok(()) => {
-                    report(
-                        true,
-                        "image",
-                        format!("{} is present", settings.driver.image),
-                    );
-                    let sandbox = if settings.driver.browser_sandbox {
-                        "on: renderers run in their own user namespace under seccomp-bpf"
-                    } else {
-                        "OFF (--no-browser-sandbox): Chromium runs without its own sandbox"
-                    };
-                    report(true, "browser sandbox", sandbox.into());
-                }
-                Err(error) => {
-                    // Name the check that failed, by the driver's own error.
-                    let what = match error.downcast_ref::<DockerError>() {
-                        Some(DockerError::NoUserNamespaces { .. }) => "browser sandbox",
-                        Some(DockerError::ImageMissing { .. }) => "image",
-                        _ => "driver",
-                    };
-                    report(false, what, error.to_string());
-                }
-            }
-        }
-        Err(error) => report(false, "docker daemon", error.to_string()),
-    }
+    docker_checks(&settings, &mut report).await;
     match settings.model.as_deref().map(ModelSpec::parse) {
         None => report(
             true,
@@ -112,4 +83,56 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
         );
     }
     Ok(u8::from(!ok))
+}
+
+/// The daemon, its runtimes, the image and Chromium's sandbox, each as a line of the report.
+async fn docker_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, String)) {
+    match DockerDriver::connect(settings.driver.clone()).await {
+        Ok(driver) => {
+            report(true, "docker daemon", "answers".into());
+            match driver.runtimes().await {
+                Ok(runtimes) => {
+                    let names: Vec<&str> = runtimes.iter().map(|(name, _)| name.as_str()).collect();
+                    report(
+                        true,
+                        "runtimes",
+                        format!(
+                            "the daemon offers {}; tasks use {}",
+                            names.join(", "),
+                            settings.driver.runtime
+                        ),
+                    );
+                }
+                Err(error) => report(false, "runtimes", error.to_string()),
+            }
+            match driver.check().await {
+                Ok(()) => {
+                    report(
+                        true,
+                        "image",
+                        format!("{} is present", settings.driver.image),
+                    );
+                    let sandbox = if settings.driver.browser_sandbox {
+                        "on: renderers run in their own user namespace under seccomp-bpf"
+                    } else {
+                        "OFF (--no-browser-sandbox): Chromium runs without its own sandbox"
+                    };
+                    report(true, "browser sandbox", sandbox.into());
+                }
+                Err(error) => {
+                    // Name the check that failed, by the driver's own error.
+                    let what = match error.downcast_ref::<DockerError>() {
+                        Some(DockerError::NoUserNamespaces { .. }) => "browser sandbox",
+                        Some(
+                            DockerError::RuntimeMissing { .. } | DockerError::RunscCannotReachProxy,
+                        ) => "runtimes",
+                        Some(DockerError::ImageMissing { .. }) => "image",
+                        _ => "driver",
+                    };
+                    report(false, what, error.to_string());
+                }
+            }
+        }
+        Err(error) => report(false, "docker daemon", error.to_string()),
+    }
 }

@@ -79,6 +79,10 @@ pub struct SettingFlags {
     /// seccomp filter). Only for hosts without unprivileged user namespaces; it is logged.
     #[arg(long, env = "AIRLOCK_NO_BROWSER_SANDBOX")]
     pub no_browser_sandbox: bool,
+    /// The container runtime: `runc` (default), or `runsc` to run the browser's container under
+    /// gVisor's user-space kernel (it must be registered with dockerd; `airlock doctor` says how).
+    #[arg(long, env = "AIRLOCK_RUNTIME", value_name = "RUNTIME")]
+    pub runtime: Option<String>,
 }
 
 /// `airlock.toml`: the same settings, all optional.
@@ -100,6 +104,7 @@ struct FileSettings {
     ports: Option<Vec<u16>>,
     nameservers: Option<Vec<SocketAddr>>,
     browser_sandbox: Option<bool>,
+    runtime: Option<String>,
 }
 
 /// Where a value came from.
@@ -288,6 +293,21 @@ impl Settings {
                 "Chromium's own sandbox is off (--no-browser-sandbox): a renderer exploit would run as the task's user in the container, held only by the container and the egress proxy"
             );
         }
+        let runtime = r.pick(
+            "runtime",
+            "AIRLOCK_RUNTIME",
+            flags.runtime.clone(),
+            file.runtime.clone(),
+            "runc".to_owned(),
+            Clone::clone,
+        );
+        if runtime.is_empty()
+            || !runtime
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            bail!("--runtime `{runtime}` is not a runtime name: use runc, or runsc for gVisor");
+        }
         let limits = r.limits(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
@@ -295,6 +315,7 @@ impl Settings {
             egress,
             nameservers,
             browser_sandbox,
+            runtime,
             ..DriverConfig::default()
         };
         Ok(Self {

@@ -49,6 +49,21 @@ pub enum DockerError {
         /// The command that allows them.
         fix: &'static str,
     },
+    /// The configured runtime is not registered with the daemon.
+    #[error(
+        "the Docker daemon offers no runtime `{runtime}` (it offers {offered}): register it in /etc/docker/daemon.json, for gVisor {{\"runtimes\": {{\"runsc\": {{\"path\": \"/usr/bin/runsc\", \"runtimeArgs\": [\"--network=none\", \"--host-uds=open\"]}}}}}}, then reload dockerd (kill -HUP); or use --runtime runc"
+    )]
+    RuntimeMissing {
+        /// The runtime asked for.
+        runtime: String,
+        /// The ones the daemon offers.
+        offered: String,
+    },
+    /// runsc is registered without access to host Unix sockets.
+    #[error(
+        "the runtime `runsc` is registered without --host-uds=open, so the container cannot reach the egress proxy's socket: add \"--host-uds=open\" to its runtimeArgs in /etc/docker/daemon.json and reload dockerd (kill -HUP)"
+    )]
+    RunscCannotReachProxy,
     /// The browser image is not in the daemon.
     #[error(
         "the image {image} is missing: build it with `{BUILD_COMMAND}` from an Airlock checkout"

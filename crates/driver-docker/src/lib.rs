@@ -41,7 +41,7 @@ use bollard::query_parameters::{
 
 pub use error::DockerError;
 pub use exec::ExecError;
-pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec};
+pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
 use spec::{LABEL_OWNER, LABEL_TASK};
 pub use tool::{AgentBrowserInput, TOOL_NAME};
 
@@ -73,6 +73,9 @@ pub struct DriverConfig {
     pub lifetime_grace: Duration,
     /// Chromium's own sandbox. Off only by the user's explicit, logged `--no-browser-sandbox`.
     pub browser_sandbox: bool,
+    /// The OCI runtime: `runc` (Docker's default), or `runsc` to run the container under
+    /// gVisor's user-space kernel. The daemon must offer it (`check()` says how).
+    pub runtime: String,
 }
 
 impl Default for DriverConfig {
@@ -88,6 +91,7 @@ impl Default for DriverConfig {
             user: None,
             lifetime_grace: Duration::from_secs(60),
             browser_sandbox: true,
+            runtime: "runc".to_owned(),
         }
     }
 }
@@ -264,6 +268,7 @@ impl DockerDriver {
             lifetime_secs: (context.limits.timeout + self.config.lifetime_grace).as_secs(),
             resources: self.config.resources,
             browser_sandbox: self.config.browser_sandbox,
+            runtime: self.config.runtime.clone(),
         };
         let name = options.name();
         // From here on, everything made is undone by the guard unless the session takes it over.
@@ -300,6 +305,50 @@ impl DockerDriver {
             prompt: DRIVER_PROMPT.to_owned(),
             dispose: Box::new(made),
         })
+    }
+
+    /// The runtimes the daemon offers, by name, with their extra arguments.
+    pub async fn runtimes(&self) -> Result<Vec<(String, Vec<String>)>, DriverError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(DockerError::NotAnswering)?;
+        let mut runtimes: Vec<(String, Vec<String>)> = info
+            .runtimes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, runtime)| (name, runtime.runtime_args.unwrap_or_default()))
+            .collect();
+        runtimes.sort();
+        Ok(runtimes)
+    }
+
+    /// The configured runtime is offered by the daemon, and gVisor may reach the proxy's socket.
+    async fn check_runtime(&self) -> Result<(), DriverError> {
+        let runtime = &self.config.runtime;
+        let runtimes = self.runtimes().await?;
+        let Some((_, args)) = runtimes.iter().find(|(name, _)| name == runtime) else {
+            return Err(DockerError::RuntimeMissing {
+                runtime: runtime.clone(),
+                offered: runtimes
+                    .iter()
+                    .map(|(name, _)| name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+            .into());
+        };
+        // runsc keeps host Unix sockets out of the sandbox unless told otherwise; the copying
+        // relay must connect to proxy.sock.
+        if runtime == "runsc"
+            && !args
+                .iter()
+                .any(|arg| matches!(arg.as_str(), "--host-uds=open" | "--host-uds=all"))
+        {
+            return Err(DockerError::RunscCannotReachProxy.into());
+        }
+        Ok(())
     }
 
     /// agent-browser's own guide, from the binary in the container, so it always matches it.
@@ -365,6 +414,7 @@ impl BrowserDriver for DockerDriver {
                 .ping()
                 .await
                 .map_err(DockerError::NotAnswering)?;
+            self.check_runtime().await?;
             if self.docker.inspect_image(&self.config.image).await.is_err() {
                 return Err(DockerError::ImageMissing {
                     image: self.config.image.clone(),

@@ -68,6 +68,21 @@ pub struct ContainerOptions {
     pub resources: Resources,
     /// Chromium's own sandbox (on unless the user opted out with `--no-browser-sandbox`).
     pub browser_sandbox: bool,
+    /// The OCI runtime Docker runs the container with (`runc`, or `runsc` for gVisor).
+    pub runtime: String,
+}
+
+/// Runtimes whose containers use host sockets, which the relay can hand to the proxy. Any other
+/// (gVisor's user-space kernel, a VM) gets the copying relay.
+const HANDOFF_RUNTIMES: &[&str] = &["runc", "crun", "youki"];
+
+/// `handoff` or `copy`: how the container's relay reaches the proxy under `runtime`.
+pub fn relay_mode(runtime: &str) -> &'static str {
+    if HANDOFF_RUNTIMES.contains(&runtime) {
+        "handoff"
+    } else {
+        "copy"
+    }
 }
 
 impl ContainerOptions {
@@ -108,6 +123,7 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
                 "AIRLOCK_BROWSER_SANDBOX={}",
                 if options.browser_sandbox { "on" } else { "off" }
             ),
+            format!("AIRLOCK_RELAY_MODE={}", relay_mode(&options.runtime)),
         ]),
         labels: Some(labels),
         network_disabled: Some(true),
@@ -131,6 +147,7 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
                 options.socket_dir.display()
             )]),
             ipc_mode: Some("private".into()),
+            runtime: Some(options.runtime.clone()),
             init: Some(true),
             auto_remove: Some(true),
             ..HostConfig::default()

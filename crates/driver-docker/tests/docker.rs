@@ -804,3 +804,85 @@ async fn the_explicit_opt_out_runs_chromium_without_its_sandbox_and_still_sealed
     assert_no_direct_way_out(&name);
     session.dispose.dispose().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_gvisor_the_same_seal_holds_with_the_copying_relay() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let policy = EgressPolicy::new(
+        Profile::Public,
+        None,
+        [format!("127.0.0.1:{site}").parse().unwrap()],
+    )
+    .unwrap();
+    let driver = DockerDriver::connect(DriverConfig {
+        image: image(),
+        egress: policy,
+        lifetime_grace: Duration::ZERO,
+        runtime: "runsc".to_owned(),
+        ..DriverConfig::default()
+    })
+    .await
+    .unwrap();
+    // CI registers runsc with dockerd; a missing registration fails here with its fix.
+    driver.check().await.unwrap();
+    let session = driver
+        .start(TaskContext::new(
+            CancellationToken::new(),
+            airlock_worker::TaskLimits::default(),
+        ))
+        .await
+        .unwrap();
+    let name = my_containers().pop().unwrap();
+    assert!(
+        exec_in(&name, &["dmesg"]).contains("gVisor"),
+        "the container does not run under gVisor"
+    );
+    let info = airlock_testkit::docker::inspect(&name);
+    assert_eq!(info["HostConfig"]["Runtime"], "runsc");
+    assert_eq!(info["HostConfig"]["NetworkMode"], "none");
+    let opened = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
+    )
+    .await;
+    assert!(
+        !opened.is_error && opened.text.contains("Airlock home"),
+        "{opened:?}"
+    );
+    // The same refusals as under runc: the traps page's redirect, iframe and fetch.
+    let traps = call(
+        &session,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/traps")]}),
+    )
+    .await;
+    let wait = call(&session, json!({"args": ["wait", "1500"]})).await;
+    let told = format!("{}\n{}", traps.text, wait.text);
+    for refused in ["http://127.0.0.1:8081/frame", "http://10.0.0.1/secret"] {
+        assert!(
+            told.contains(&format!("The egress proxy refused {refused}")),
+            "{refused} not refused: {told}"
+        );
+    }
+    // Chromium's own sandbox holds under gVisor too: renderers in their own user namespace.
+    let all = processes(&name);
+    let container_userns = all
+        .iter()
+        .find(|p| p.0 == "1")
+        .map(|p| p.1.clone())
+        .unwrap();
+    let renderers: Vec<_> = all
+        .iter()
+        .filter(|p| p.5.iter().any(|a| a == "--type=renderer"))
+        .collect();
+    assert!(!renderers.is_empty(), "{all:#?}");
+    for renderer in renderers {
+        assert_ne!(renderer.1, container_userns, "{renderer:?}");
+        assert_eq!(renderer.2, "2", "{renderer:?}");
+    }
+    assert_no_direct_way_out(&name);
+    session.dispose.dispose().await;
+    assert!(my_containers().is_empty());
+}

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use airlock_driver_docker::{
-    AgentBrowserInput, ContainerOptions, Resources, SECCOMP_PROFILE, container_spec,
+    AgentBrowserInput, ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode,
 };
 
 #[test]
@@ -18,6 +18,7 @@ fn container_spec_snapshot() {
         lifetime_secs: 360,
         resources: Resources::default(),
         browser_sandbox: true,
+        runtime: "runc".into(),
     };
     assert_eq!(options.name(), "airlock-task-t1");
     let mut spec = serde_json::to_value(container_spec(&options)).unwrap();
@@ -44,6 +45,35 @@ fn container_spec_snapshot() {
             .unwrap()
             .contains(&"AIRLOCK_BROWSER_SANDBOX=off".into())
     );
+}
+
+#[test]
+fn gvisor_gets_its_runtime_and_the_copying_relay() {
+    let options = ContainerOptions {
+        image: "airlock-browser:0.1.0".into(),
+        task_id: "t2".into(),
+        owner: "boot=b;pid=1;start=2".into(),
+        version: "0.1.0".into(),
+        user: (1000, 1000),
+        socket_dir: "/tmp/airlock-egress-abc".into(),
+        lifetime_secs: 360,
+        resources: Resources::default(),
+        browser_sandbox: true,
+        runtime: "runsc".into(),
+    };
+    let spec = serde_json::to_value(container_spec(&options)).unwrap();
+    assert_eq!(spec["HostConfig"]["Runtime"], "runsc");
+    assert_eq!(spec["HostConfig"]["NetworkMode"], "none");
+    assert!(
+        spec["Env"]
+            .as_array()
+            .unwrap()
+            .contains(&"AIRLOCK_RELAY_MODE=copy".into())
+    );
+    assert_eq!(relay_mode("runc"), "handoff");
+    assert_eq!(relay_mode("crun"), "handoff");
+    assert_eq!(relay_mode("runsc"), "copy");
+    assert_eq!(relay_mode("kata-runtime"), "copy");
 }
 
 // Namespace flags of clone(2) and unshare(2).
