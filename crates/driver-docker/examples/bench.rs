@@ -3,7 +3,9 @@
 //! `bench startup ROUNDS URL` prints one JSON line per round with the phases of a cold start
 //! (driver session start, first open, first snapshot) and a warm open + snapshot in the same
 //! session. `bench concurrency MAX URL` starts 1, 2, 4 … MAX sessions at once and prints, per
-//! level, each session's time to its first snapshot and the containers' memory.
+//! level, each session's time to its first snapshot and the containers' memory. `bench pageload
+//! LOADS URL` opens URL LOADS times in one session and prints Chromium's own load-event times.
+//! `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor).
 
 // A benchmark harness: a failed step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -30,6 +32,7 @@ async fn driver(url: &str) -> DockerDriver {
     let policy = EgressPolicy::new(Profile::Public, None, [authority.parse().unwrap()]).unwrap();
     DockerDriver::connect(DriverConfig {
         egress: policy,
+        runtime: std::env::var("AIRLOCK_RUNTIME").unwrap_or_else(|_| "runc".to_owned()),
         ..DriverConfig::default()
     })
     .await
@@ -188,6 +191,29 @@ async fn main() {
             for _ in 0..count {
                 println!("{}", startup_round(&driver, &url).await);
             }
+        }
+        "pageload" => {
+            let session = driver
+                .start(TaskContext::new(
+                    CancellationToken::new(),
+                    TaskLimits::default(),
+                ))
+                .await
+                .unwrap();
+            let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
+            let mut loads = Vec::new();
+            // `{n}` in the URL names a fresh page for every load, so nothing comes from cache.
+            for n in 0..count {
+                call(
+                    &session,
+                    json!(["open", url.replace("{n}", &n.to_string())]),
+                )
+                .await;
+                let measured = call(&session, json!(["eval", script])).await;
+                loads.push(measured.text.trim().parse::<f64>().ok());
+            }
+            session.dispose.dispose().await;
+            println!("{}", json!({ "loads_ms": loads }));
         }
         "concurrency" => {
             let mut tasks = 1;

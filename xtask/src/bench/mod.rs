@@ -15,6 +15,7 @@
 //! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
 
 mod concurrency;
+mod gvisor;
 mod page_load;
 mod processes;
 mod proxy;
@@ -52,6 +53,7 @@ enum Section {
     ProxyMicro,
     IdleTunnels,
     Concurrency,
+    Gvisor,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -125,6 +127,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::IdleTunnels) {
         proxy::idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;
+    }
+    if wanted(Section::Gvisor) {
+        gvisor::gvisor(
+            &root,
+            site_port,
+            if args.quick { 2 } else { 5 },
+            if args.quick { 2 } else { 4 },
+            &mut report,
+        );
     }
     if wanted(Section::Concurrency) {
         concurrency::concurrency(

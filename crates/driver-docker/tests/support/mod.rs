@@ -81,8 +81,50 @@ pub fn assert_sealed(name: &str) -> String {
             .unwrap()
             .contains("size=512m")
     );
+    // Private IPC, and the kernel's files Docker hides or freezes stay hidden and frozen.
+    assert_eq!(host["IpcMode"], "private");
+    for masked in [
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/timer_list",
+        "/sys/firmware",
+    ] {
+        assert!(
+            host["MaskedPaths"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(masked)),
+            "{masked} is not masked"
+        );
+    }
+    for frozen in ["/proc/sys", "/proc/sysrq-trigger", "/proc/bus"] {
+        assert!(
+            host["ReadonlyPaths"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(frozen)),
+            "{frozen} is not read-only"
+        );
+    }
     let bind = host["Binds"][0].as_str().unwrap();
     assert!(bind.ends_with(":/egress:ro"), "{bind}");
+    // The way out cannot be replaced from inside: the mount is read-only for the container.
+    let replaced = Command::new("docker")
+        .args([
+            "exec",
+            name,
+            "sh",
+            "-c",
+            "rm -f /egress/proxy.sock && mv /egress/handoff.sock /egress/x",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !replaced.status.success()
+            && String::from_utf8_lossy(&replaced.stderr).contains("Read-only file system"),
+        "the container could change /egress: {}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
     let socket_dir = bind.trim_end_matches(":/egress:ro").to_owned();
     assert!(
         std::path::Path::new(&socket_dir)
@@ -166,8 +208,9 @@ impl Drop for RemoveOnDrop {
 }
 
 pub fn exec_in(name: &str, args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .arg("exec")
+    // Bounded on the host: an exec into a container that died can wait forever otherwise.
+    let out = Command::new("timeout")
+        .args(["60", "docker", "exec"])
         .arg(name)
         .args(args)
         .output()

@@ -1,0 +1,99 @@
+//! gVisor: the same sealed session under `runsc` (gVisor's user-space kernel, on its default ptrace
+//! platform) against `runc`, in alternation: start-up to the first snapshot, and the
+//! 100-subresource page loaded inside the container through the proxy.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use super::stats::{Samples, is_warmup, rotation, table_header, table_row, total_rounds};
+use crate::util::output;
+
+const RUNTIMES: [&str; 2] = ["runc", "runsc"];
+
+/// Run the bench example as the test user under `runtime`; its JSON lines.
+fn example(root: &Path, runtime: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    output(
+        Command::new("runuser")
+            .args(["-u", crate::integration::TEST_USER, "--"])
+            .arg(root.join("target/release/examples/bench"))
+            .args(args)
+            .env("AIRLOCK_RUNTIME", runtime),
+    )
+    .map(|text| {
+        text.lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report: &mut String) {
+    eprintln!("== gVisor against runc ({rounds} rounds after a warm-up, alternating)");
+    let first_page = format!("http://127.0.0.1:{site}/page-0.html");
+    let pages = format!("http://127.0.0.1:{site}/page-{{n}}.html");
+    let mut cold = [Samples::default(), Samples::default()];
+    let mut snapshot = [Samples::default(), Samples::default()];
+    let mut page = [Samples::default(), Samples::default()];
+    for round in 0..total_rounds(rounds) {
+        for index in rotation(round, RUNTIMES.len()) {
+            let runtime = RUNTIMES[index];
+            let start = example(root, runtime, &["startup", "1", &first_page]);
+            let loaded = example(root, runtime, &["pageload", &loads.to_string(), &pages]);
+            if is_warmup(round) {
+                continue;
+            }
+            let field = |key: &str| start.first().and_then(|v| v[key].as_f64());
+            cold[index].record(field("cold_ms"));
+            snapshot[index].record(field("first_snapshot_ms"));
+            match loaded
+                .first()
+                .and_then(|v| v["loads_ms"].as_array().cloned())
+            {
+                Some(times) => {
+                    for time in times {
+                        page[index].record(time.as_f64());
+                    }
+                }
+                None => page[index].record(None),
+            }
+        }
+    }
+    let _ = writeln!(
+        report,
+        "## gVisor (runsc, ptrace platform) against runc: the same sealed session\n"
+    );
+    table_header(report);
+    table_row(
+        report,
+        "runc: task requested → first snapshot",
+        &cold[0],
+        None,
+    );
+    table_row(
+        report,
+        "runsc: task requested → first snapshot",
+        &cold[1],
+        Some(&cold[0]),
+    );
+    table_row(report, "runc: first snapshot", &snapshot[0], None);
+    table_row(
+        report,
+        "runsc: first snapshot",
+        &snapshot[1],
+        Some(&snapshot[0]),
+    );
+    table_row(
+        report,
+        "runc: 100-subresource page load (in the container, through the proxy)",
+        &page[0],
+        None,
+    );
+    table_row(
+        report,
+        "runsc: 100-subresource page load (in the container, through the proxy)",
+        &page[1],
+        Some(&page[0]),
+    );
+    let _ = writeln!(report);
+}
