@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::util::{is_root, run_loud, succeeds, workspace_root};
+use crate::util::{egress_dirs, is_root, run_loud, succeeds, workspace_root};
 
 /// The user the docker tests run as when xtask is started as root.
 pub const TEST_USER: &str = "airlock-test";
@@ -290,17 +290,6 @@ fn run_binary(command: &mut Command) -> anyhow::Result<BinaryRun> {
     }
     run.passed = child.wait()?.success();
     Ok(run)
-}
-
-/// The `airlock-egress-*` directories in the temp dir now.
-fn egress_dirs() -> BTreeSet<String> {
-    std::fs::read_dir(std::env::temp_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("airlock-egress-"))
-        .collect()
 }
 
 /// A fresh directory the test user can write its record into.

@@ -8,7 +8,6 @@
 //! container, no proxy directory, no `airlock` process and no zombie, and the server's resident
 //! memory must have grown by less than 10 MiB. It prints a table and fails on any leak.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -21,7 +20,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::integration::{TEST_USER, ensure_test_user};
-use crate::util::{is_root, output, run_loud, succeeds, workspace_root};
+use crate::util::{egress_dirs, is_root, output, run_loud, succeeds, workspace_root};
 
 /// Arguments of `cargo xtask soak`.
 #[derive(Debug, Args)]
@@ -554,17 +553,6 @@ fn zombies_of(parent: u32) -> usize {
                 && fields.next() == Some(&parent.to_string())
         })
         .count()
-}
-
-/// The `airlock-egress-*` directories in the temp dir now.
-fn egress_dirs() -> BTreeSet<String> {
-    std::fs::read_dir(std::env::temp_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("airlock-egress-"))
-        .collect()
 }
 
 /// A one-page lab site on loopback, served from a thread for the whole soak.

@@ -65,3 +65,14 @@ pub fn display(command: &Command) -> String {
 pub fn is_root() -> bool {
     output(Command::new("id").arg("-u")).is_ok_and(|uid| uid.trim() == "0")
 }
+
+/// The proxy directories (`airlock-egress-*`) in the temp dir now, to tell which a run left.
+pub fn egress_dirs() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("airlock-egress-"))
+        .collect()
+}

@@ -209,28 +209,16 @@ impl Server {
             }
         };
         let mut blocks = vec![ContentBlock::text(result.report.clone())];
-        if !result.egress_refusals.is_empty() {
-            let lines: Vec<String> = result
-                .egress_refusals
-                .iter()
-                .map(|r| format!("- {}: {}", r.target, r.reason))
-                .collect();
-            blocks.push(ContentBlock::text(format!(
-                "The egress proxy refused:\n{}",
-                lines.join("\n")
-            )));
-        }
-        if !result.egress_failures.is_empty() {
-            let lines: Vec<String> = result
-                .egress_failures
-                .iter()
-                .map(|f| format!("- {}: {}", f.target, f.reason))
-                .collect();
-            blocks.push(ContentBlock::text(format!(
-                "The egress proxy could not reach:\n{}",
-                lines.join("\n")
-            )));
-        }
+        let refusals = result
+            .egress_refusals
+            .iter()
+            .map(|r| (&r.target, &r.reason));
+        blocks.extend(listed("The egress proxy refused:", refusals));
+        let failures = result
+            .egress_failures
+            .iter()
+            .map(|f| (&f.target, &f.reason));
+        blocks.extend(listed("The egress proxy could not reach:", failures));
         for image in &result.screenshots {
             blocks.push(ContentBlock::image(
                 image.base64(),
@@ -284,6 +272,17 @@ impl Server {
             CallToolResult::success(content)
         }
     }
+}
+
+/// `title` and one `- target: reason` line per item, or nothing when there are none.
+fn listed<'a>(
+    title: &str,
+    items: impl Iterator<Item = (&'a String, &'a String)>,
+) -> Option<ContentBlock> {
+    let lines: Vec<String> = items
+        .map(|(target, reason)| format!("- {target}: {reason}"))
+        .collect();
+    (!lines.is_empty()).then(|| ContentBlock::text(format!("{title}\n{}", lines.join("\n"))))
 }
 
 /// Step counts are small; saturating at u32 keeps the conversion exact.

@@ -21,8 +21,8 @@ use airlock_testkit::docker::{
 use airlock_worker::{BrowserDriver, CancellationToken, TaskContext};
 use serde_json::json;
 use support::{
-    RemoveOnDrop, assert_no_direct_way_out, assert_sealed, call, driver, exec_in, my_containers,
-    serve_site, wait_task, waiting_runner,
+    RemoveOnDrop, assert_no_direct_way_out, assert_sealed, call, driver, exec_in, lab_config,
+    my_containers, serve_site, started, wait_task, waiting_runner,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -756,29 +756,11 @@ async fn the_explicit_opt_out_runs_chromium_without_its_sandbox_and_still_sealed
         return;
     }
     let site = serve_site();
-    let policy = EgressPolicy::new(
-        Profile::Public,
-        None,
-        [format!("127.0.0.1:{site}").parse().unwrap()],
-    )
-    .unwrap();
-    let driver = DockerDriver::connect(DriverConfig {
-        image: image(),
-        egress: policy,
-        lifetime_grace: Duration::ZERO,
+    let (_driver, session) = started(DriverConfig {
         browser_sandbox: false,
-        ..DriverConfig::default()
+        ..lab_config(site)
     })
-    .await
-    .unwrap();
-    driver.check().await.unwrap();
-    let session = driver
-        .start(TaskContext::new(
-            CancellationToken::new(),
-            airlock_worker::TaskLimits::default(),
-        ))
-        .await
-        .unwrap();
+    .await;
     let opened = call(
         &session,
         json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
@@ -811,30 +793,12 @@ async fn under_gvisor_the_same_seal_holds_with_the_copying_relay() {
         return;
     }
     let site = serve_site();
-    let policy = EgressPolicy::new(
-        Profile::Public,
-        None,
-        [format!("127.0.0.1:{site}").parse().unwrap()],
-    )
-    .unwrap();
-    let driver = DockerDriver::connect(DriverConfig {
-        image: image(),
-        egress: policy,
-        lifetime_grace: Duration::ZERO,
+    // CI registers runsc with dockerd; a missing registration fails in `check()` with its fix.
+    let (_driver, session) = started(DriverConfig {
         runtime: "runsc".to_owned(),
-        ..DriverConfig::default()
+        ..lab_config(site)
     })
-    .await
-    .unwrap();
-    // CI registers runsc with dockerd; a missing registration fails here with its fix.
-    driver.check().await.unwrap();
-    let session = driver
-        .start(TaskContext::new(
-            CancellationToken::new(),
-            airlock_worker::TaskLimits::default(),
-        ))
-        .await
-        .unwrap();
+    .await;
     let name = my_containers().pop().unwrap();
     assert!(
         exec_in(&name, &["dmesg"]).contains("gVisor"),

@@ -6,9 +6,9 @@ use airlock_driver_docker::{
     AgentBrowserInput, ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode,
 };
 
-#[test]
-fn container_spec_snapshot() {
-    let options = ContainerOptions {
+/// A task's options, as the driver makes them, under `runtime`.
+fn options(runtime: &str) -> ContainerOptions {
+    ContainerOptions {
         image: "airlock-browser:0.1.0".into(),
         task_id: "t1".into(),
         owner: "boot=b;pid=1;start=2".into(),
@@ -18,8 +18,13 @@ fn container_spec_snapshot() {
         lifetime_secs: 360,
         resources: Resources::default(),
         browser_sandbox: true,
-        runtime: "runc".into(),
-    };
+        runtime: runtime.into(),
+    }
+}
+
+#[test]
+fn container_spec_snapshot() {
+    let options = options("runc");
     assert_eq!(options.name(), "airlock-task-t1");
     let mut spec = serde_json::to_value(container_spec(&options)).unwrap();
     // The profile is data of its own (docker/seccomp.json, checked below); the snapshot names it.
@@ -49,18 +54,7 @@ fn container_spec_snapshot() {
 
 #[test]
 fn gvisor_gets_its_runtime_and_the_copying_relay() {
-    let options = ContainerOptions {
-        image: "airlock-browser:0.1.0".into(),
-        task_id: "t2".into(),
-        owner: "boot=b;pid=1;start=2".into(),
-        version: "0.1.0".into(),
-        user: (1000, 1000),
-        socket_dir: "/tmp/airlock-egress-abc".into(),
-        lifetime_secs: 360,
-        resources: Resources::default(),
-        browser_sandbox: true,
-        runtime: "runsc".into(),
-    };
+    let options = options("runsc");
     let spec = serde_json::to_value(container_spec(&options)).unwrap();
     assert_eq!(spec["HostConfig"]["Runtime"], "runsc");
     assert_eq!(spec["HostConfig"]["NetworkMode"], "none");

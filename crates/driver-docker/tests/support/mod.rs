@@ -29,20 +29,40 @@ pub fn serve_site() -> u16 {
     .0
 }
 
-pub async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
+/// The driver settings every test starts from: the image under test, the lab site opened by one
+/// exact entry, and no grace after a task's time limit.
+pub fn lab_config(site: u16) -> DriverConfig {
     let policy = EgressPolicy::new(
         Profile::Public,
         None,
         [format!("127.0.0.1:{site}").parse().unwrap()],
     )
     .unwrap();
-    let config = DriverConfig {
+    DriverConfig {
         image: image(),
         egress: policy,
         lifetime_grace: Duration::ZERO,
         ..DriverConfig::default()
-    };
+    }
+}
+
+/// A driver with `config`, checked, and a session started on it with the default limits.
+pub async fn started(config: DriverConfig) -> (DockerDriver, BrowserSession) {
     let driver = DockerDriver::connect(config).await.unwrap();
+    // A missing prerequisite (a runtime, user namespaces) fails here with its fix.
+    driver.check().await.unwrap();
+    let session = driver
+        .start(airlock_worker::TaskContext::new(
+            airlock_worker::CancellationToken::new(),
+            TaskLimits::default(),
+        ))
+        .await
+        .unwrap();
+    (driver, session)
+}
+
+pub async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
+    let driver = DockerDriver::connect(lab_config(site)).await.unwrap();
     driver.check().await.unwrap();
     let limits = TaskLimits {
         timeout: limits_timeout,
