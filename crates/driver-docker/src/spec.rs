@@ -76,6 +76,27 @@ pub struct ContainerOptions {
 /// (gVisor's user-space kernel, a VM) gets the copying relay.
 const HANDOFF_RUNTIMES: &[&str] = &["runc", "crun", "youki"];
 
+/// The host's process limit for a container holding `pids` processes and threads under `runtime`.
+///
+/// Under runc the host's pids cgroup counts the container's own tasks. Under gVisor it counts the
+/// sandbox's host threads instead: on the ptrace platform every guest thread that runs is traced
+/// from a host stub thread, beside the sentry's own, so the same browser needs several times as
+/// many host pids (the bench's 100-subresource page peaked at 554 host pids under runsc, 131
+/// under runc). At the runc figure the sentry cannot start a stub and panics ("error
+/// initializing first thread: resource temporarily unavailable"), which takes the browser down
+/// in the middle of a page.
+fn host_pids_limit(pids: u32, runtime: &str) -> i64 {
+    if HANDOFF_RUNTIMES.contains(&runtime) {
+        i64::from(pids)
+    } else {
+        i64::from(pids) * USER_SPACE_KERNEL_PIDS_FACTOR
+    }
+}
+
+/// How many host pids a user-space kernel (gVisor, ptrace platform) takes per guest task; see
+/// [`host_pids_limit`].
+const USER_SPACE_KERNEL_PIDS_FACTOR: i64 = 8;
+
 /// `handoff` or `copy`: how the container's relay reaches the proxy under `runtime`.
 pub fn relay_mode(runtime: &str) -> &'static str {
     if HANDOFF_RUNTIMES.contains(&runtime) {
@@ -136,7 +157,7 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
             memory: Some(memory),
             memory_swap: Some(memory),
             nano_cpus: Some(nano_cpus),
-            pids_limit: Some(i64::from(resources.pids)),
+            pids_limit: Some(host_pids_limit(resources.pids, &options.runtime)),
             ulimits: Some(vec![ResourcesUlimits {
                 name: Some("nofile".into()),
                 soft: Some(i64::from(resources.nofile)),

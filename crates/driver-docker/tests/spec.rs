@@ -64,6 +64,11 @@ fn gvisor_gets_its_runtime_and_the_copying_relay() {
             .unwrap()
             .contains(&"AIRLOCK_RELAY_MODE=copy".into())
     );
+    // gVisor's ptrace platform spends host pids on stub threads: the runc limit (512) made its
+    // sentry panic mid-page, so the host limit is raised for it and only for it.
+    assert_eq!(spec["HostConfig"]["PidsLimit"], 4096);
+    let runc = serde_json::to_value(container_spec(&self::options("runc"))).unwrap();
+    assert_eq!(runc["HostConfig"]["PidsLimit"], 512);
     assert_eq!(relay_mode("runc"), "handoff");
     assert_eq!(relay_mode("crun"), "handoff");
     assert_eq!(relay_mode("runsc"), "copy");
