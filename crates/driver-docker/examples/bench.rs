@@ -5,7 +5,8 @@
 //! session. `bench concurrency MAX URL` starts 1, 2, 4 … MAX sessions at once and prints, per
 //! level, each session's time to its first snapshot and the containers' memory. `bench pageload
 //! LOADS URL` opens URL LOADS times in one session and prints Chromium's own load-event times.
-//! `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor).
+//! `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor);
+//! `AIRLOCK_BENCH_DEV_SHM_MIB` gives Chromium a `/dev/shm` of that size instead of `/tmp`.
 
 // A benchmark harness: a failed step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -33,6 +34,11 @@ async fn driver(url: &str) -> DockerDriver {
     DockerDriver::connect(DriverConfig {
         egress: policy,
         runtime: std::env::var("AIRLOCK_RUNTIME").unwrap_or_else(|_| "runc".to_owned()),
+        resources: airlock_driver_docker::Resources {
+            dev_shm_mib: std::env::var("AIRLOCK_BENCH_DEV_SHM_MIB")
+                .map_or(0, |mib| mib.parse().unwrap()),
+            ..airlock_driver_docker::Resources::default()
+        },
         ..DriverConfig::default()
     })
     .await

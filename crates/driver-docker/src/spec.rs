@@ -33,6 +33,9 @@ pub struct Resources {
     pub nofile: u32,
     /// Size of the `/tmp` tmpfs, the only writable place.
     pub tmp_mib: u32,
+    /// Size of `/dev/shm` for Chromium's shared memory; 0 keeps it in `/tmp` instead
+    /// (`--disable-dev-shm-usage`), so one tmpfs bounds everything the browser writes.
+    pub dev_shm_mib: u32,
 }
 
 impl Default for Resources {
@@ -43,6 +46,7 @@ impl Default for Resources {
             pids: 512,
             nofile: 4096,
             tmp_mib: 512,
+            dev_shm_mib: 0,
         }
     }
 }
@@ -132,7 +136,9 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
     let tmpfs = HashMap::from([(
         "/tmp".to_owned(),
         // Chromium maps executable memory from files it keeps in /tmp (with --disable-dev-shm-usage),
-        // so /tmp cannot be noexec; nosuid and nodev still apply.
+        // so /tmp cannot be noexec; nosuid and nodev still apply. Shared memory stays here by
+        // default: a sized /dev/shm loaded the bench's heavy page no faster (docs/benchmarks.md),
+        // and one tmpfs then bounds all the browser writes.
         format!("rw,nosuid,nodev,size={}m,mode=1777", resources.tmp_mib),
     )]);
     ContainerCreateBody {
@@ -145,6 +151,14 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
                 if options.browser_sandbox { "on" } else { "off" }
             ),
             format!("AIRLOCK_RELAY_MODE={}", relay_mode(&options.runtime)),
+            format!(
+                "AIRLOCK_DEV_SHM={}",
+                if resources.dev_shm_mib > 0 {
+                    "on"
+                } else {
+                    "off"
+                }
+            ),
         ]),
         labels: Some(labels),
         network_disabled: Some(true),
@@ -158,6 +172,9 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
             memory_swap: Some(memory),
             nano_cpus: Some(nano_cpus),
             pids_limit: Some(host_pids_limit(resources.pids, &options.runtime)),
+            // Docker's own 64 MiB unless asked; Chromium leaves it unused while dev_shm_mib is 0.
+            shm_size: (resources.dev_shm_mib > 0)
+                .then(|| i64::from(resources.dev_shm_mib) * 1024 * 1024),
             ulimits: Some(vec![ResourcesUlimits {
                 name: Some("nofile".into()),
                 soft: Some(i64::from(resources.nofile)),

@@ -726,6 +726,13 @@ async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
         "Chromium was launched with --no-sandbox: {:?}",
         browser[0].5
     );
+    // By default shared memory stays in /tmp, the one bounded tmpfs (a sized /dev/shm measured no
+    // faster: docs/benchmarks.md).
+    assert!(
+        browser[0].5.iter().any(|a| a == "--disable-dev-shm-usage"),
+        "{:?}",
+        browser[0].5
+    );
     let renderers: Vec<_> = all
         .iter()
         .filter(|p| p.5.iter().any(|a| a == "--type=renderer"))

@@ -53,6 +53,27 @@ fn container_spec_snapshot() {
 }
 
 #[test]
+fn a_sized_dev_shm_is_set_and_announced_only_when_asked() {
+    let default = serde_json::to_value(container_spec(&options("runc"))).unwrap();
+    assert!(default["HostConfig"].get("ShmSize").is_none());
+    let env = |spec: &serde_json::Value, entry: &str| {
+        spec["Env"].as_array().unwrap().contains(&entry.into())
+    };
+    assert!(env(&default, "AIRLOCK_DEV_SHM=off"));
+    let sized = serde_json::to_value(container_spec(&ContainerOptions {
+        resources: Resources {
+            dev_shm_mib: 256,
+            ..Resources::default()
+        },
+        ..options("runc")
+    }))
+    .unwrap();
+    assert_eq!(sized["HostConfig"]["ShmSize"], 256 * 1024 * 1024);
+    // The image's launcher drops --disable-dev-shm-usage only on this.
+    assert!(env(&sized, "AIRLOCK_DEV_SHM=on"));
+}
+
+#[test]
 fn gvisor_gets_its_runtime_and_the_copying_relay() {
     let options = options("runsc");
     let spec = serde_json::to_value(container_spec(&options)).unwrap();

@@ -11,14 +11,14 @@ use crate::util::output;
 
 const RUNTIMES: [&str; 2] = ["runc", "runsc"];
 
-/// Run the bench example as the test user under `runtime`; its JSON lines.
-fn example(root: &Path, runtime: &str, args: &[&str]) -> Vec<serde_json::Value> {
+/// Run the bench example as the test user with `envs` set; its JSON lines.
+pub(super) fn example(root: &Path, envs: &[(&str, &str)], args: &[&str]) -> Vec<serde_json::Value> {
     output(
         Command::new("runuser")
             .args(["-u", crate::integration::TEST_USER, "--"])
             .arg(root.join("target/release/examples/bench"))
             .args(args)
-            .env("AIRLOCK_RUNTIME", runtime),
+            .envs(envs.iter().copied()),
     )
     .map(|text| {
         text.lines()
@@ -38,8 +38,9 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
     for round in 0..total_rounds(rounds) {
         for index in rotation(round, RUNTIMES.len()) {
             let runtime = RUNTIMES[index];
-            let start = example(root, runtime, &["startup", "1", &first_page]);
-            let loaded = example(root, runtime, &["pageload", &loads.to_string(), &pages]);
+            let envs = [("AIRLOCK_RUNTIME", runtime)];
+            let start = example(root, &envs, &["startup", "1", &first_page]);
+            let loaded = example(root, &envs, &["pageload", &loads.to_string(), &pages]);
             if is_warmup(round) {
                 continue;
             }

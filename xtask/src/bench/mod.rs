@@ -15,6 +15,7 @@
 //! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
 
 mod concurrency;
+mod dev_shm;
 mod gvisor;
 mod page_load;
 mod processes;
@@ -54,6 +55,7 @@ enum Section {
     IdleTunnels,
     Concurrency,
     Gvisor,
+    DevShm,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -128,14 +130,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if wanted(Section::IdleTunnels) {
         proxy::idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;
     }
+    // The in-container comparisons: rounds of sessions, and page loads per session.
+    let (session_rounds, loads) = if args.quick { (2, 2) } else { (5, 4) };
     if wanted(Section::Gvisor) {
-        gvisor::gvisor(
-            &root,
-            site_port,
-            if args.quick { 2 } else { 5 },
-            if args.quick { 2 } else { 4 },
-            &mut report,
-        );
+        gvisor::gvisor(&root, site_port, session_rounds, loads, &mut report);
+    }
+    if wanted(Section::DevShm) {
+        dev_shm::dev_shm(&root, site_port, session_rounds, loads, &mut report);
     }
     if wanted(Section::Concurrency) {
         concurrency::concurrency(
