@@ -216,7 +216,13 @@ async fn main() {
                 )
                 .await;
                 let measured = call(&session, json!(["eval", script])).await;
-                loads.push(measured.text.trim().parse::<f64>().ok());
+                let text = measured.text.trim();
+                let load_ms = text.parse::<f64>().ok();
+                if load_ms.is_none() {
+                    // Counted as a failed load in the report; say what came back instead.
+                    eprintln!("load {n}: no load time in the eval output: {text}");
+                }
+                loads.push(load_ms);
             }
             session.dispose.dispose().await;
             println!("{}", json!({ "loads_ms": loads }));
