@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::gvisor::example;
+use super::gvisor::{example, record_loads};
 use super::stats::{Samples, is_warmup, rotation, table_header, table_row, total_rounds};
 
 /// `/dev/shm` size tried against `/tmp`: four times Docker's default, enough for a heavy page.
@@ -26,17 +26,7 @@ pub(super) fn dev_shm(root: &Path, site: u16, rounds: usize, loads: usize, repor
             if is_warmup(round) {
                 continue;
             }
-            match loaded
-                .first()
-                .and_then(|v| v["loads_ms"].as_array().cloned())
-            {
-                Some(times) => {
-                    for time in times {
-                        page[index].record(time.as_f64());
-                    }
-                }
-                None => page[index].record(None),
-            }
+            record_loads(&mut page[index], &loaded);
         }
     }
     let _ = writeln!(

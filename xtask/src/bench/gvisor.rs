@@ -28,6 +28,18 @@ pub(super) fn example(root: &Path, envs: &[(&str, &str)], args: &[&str]) -> Vec<
     .unwrap_or_default()
 }
 
+/// Record each page-load time of a `bench pageload` run; a run with none counts as one failure.
+pub(super) fn record_loads(samples: &mut Samples, loaded: &[serde_json::Value]) {
+    match loaded.first().and_then(|v| v["loads_ms"].as_array()) {
+        Some(times) => {
+            for time in times {
+                samples.record(time.as_f64());
+            }
+        }
+        None => samples.record(None),
+    }
+}
+
 pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report: &mut String) {
     eprintln!("== gVisor against runc ({rounds} rounds after a warm-up, alternating)");
     let first_page = format!("http://127.0.0.1:{site}/page-0.html");
@@ -47,17 +59,7 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
             let field = |key: &str| start.first().and_then(|v| v[key].as_f64());
             cold[index].record(field("cold_ms"));
             snapshot[index].record(field("first_snapshot_ms"));
-            match loaded
-                .first()
-                .and_then(|v| v["loads_ms"].as_array().cloned())
-            {
-                Some(times) => {
-                    for time in times {
-                        page[index].record(time.as_f64());
-                    }
-                }
-                None => page[index].record(None),
-            }
+            record_loads(&mut page[index], &loaded);
         }
     }
     let _ = writeln!(
