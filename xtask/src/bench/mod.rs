@@ -200,28 +200,20 @@ fn machine_description() -> String {
         ])),
         // The binary itself: Debian's wrapper script prints noise of its own.
         first_line(Command::new("/usr/lib/chromium/chromium").arg("--version")),
-        first_line(Command::new("docker").args([
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--entrypoint",
-            "/usr/lib/chromium/chromium",
-            &crate::image::default_tag(),
-            "--version"
-        ])),
-        first_line(Command::new("docker").args([
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--entrypoint",
-            "agent-browser",
-            &crate::image::default_tag(),
-            "--version"
-        ])),
+        first_line(&mut version_in_image("/usr/lib/chromium/chromium")),
+        first_line(&mut version_in_image("agent-browser")),
         first_line(Command::new("rustc").arg("--version")),
     )
+}
+
+/// `PROGRAM --version` run in the browser image, with no network.
+fn version_in_image(program: &str) -> Command {
+    let mut command = Command::new("docker");
+    command
+        .args(["run", "--rm", "--network", "none", "--entrypoint", program])
+        .arg(crate::image::default_tag())
+        .arg("--version");
+    command
 }
 
 /// Everything the benchmarks run: packages, the image, the test user, release builds, and the
