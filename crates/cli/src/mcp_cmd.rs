@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use airlock_driver_docker::{AgentBrowserInput, DockerDriver, TOOL_NAME};
 use airlock_worker::{
-    BrowserDriver, CancellationToken, Content, DirectSession, Ended, Progress, TaskRequest,
-    TaskRunner,
+    BrowserDriver, CancellationToken, Content, DirectSession, Ended, Progress, READ_OUTPUT,
+    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskRequest, TaskRunner,
 };
 use anyhow::Context;
 use clap::{ArgMatches, Args};
@@ -26,6 +26,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
@@ -107,19 +108,30 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, McpError>> + Send + '_ {
-        let tool = match self.mode {
-            Mode::Task(_) => Tool::new(
+        let tools = match self.mode {
+            Mode::Task(_) => vec![Tool::new(
                 "browser_task",
                 TASK_DESCRIPTION,
                 schema::<BrowserTaskInput>(),
-            ),
-            Mode::Direct(_) => Tool::new(
-                "agent_browser",
-                DIRECT_DESCRIPTION,
-                schema::<AgentBrowserInput>(),
-            ),
+            )],
+            Mode::Direct(_) => {
+                let mut tools = vec![Tool::new(
+                    "agent_browser",
+                    DIRECT_DESCRIPTION,
+                    schema::<AgentBrowserInput>(),
+                )];
+                // Long outputs come as a preview with an id; the calling agent pages them.
+                if self.settings.limits.max_kept_output_bytes > 0 {
+                    tools.push(Tool::new(
+                        READ_OUTPUT,
+                        READ_OUTPUT_DESCRIPTION,
+                        schema::<ReadOutputInput>(),
+                    ));
+                }
+                tools
+            }
         };
-        std::future::ready(Ok(ListToolsResult::with_all_items(vec![tool])))
+        std::future::ready(Ok(ListToolsResult::with_all_items(tools)))
     }
 
     async fn call_tool(
@@ -136,7 +148,14 @@ impl ServerHandler for Server {
                         .await?
                 }
                 (Mode::Direct(direct), "agent_browser") => {
-                    self.direct_call(Arc::clone(direct), arguments).await
+                    self.direct_call(Arc::clone(direct), TOOL_NAME, arguments)
+                        .await
+                }
+                (Mode::Direct(direct), READ_OUTPUT)
+                    if self.settings.limits.max_kept_output_bytes > 0 =>
+                {
+                    self.direct_call(Arc::clone(direct), READ_OUTPUT, arguments)
+                        .await
                 }
                 (_, other) => {
                     return Err(McpError::invalid_params(
@@ -225,15 +244,31 @@ impl Server {
                 image.media_type.clone(),
             ));
         }
-        Ok(match result.ended {
-            Ended::Completed | Ended::StepLimit => CallToolResult::success(blocks),
+        let mut answer = match result.ended {
+            Ended::Completed | Ended::StepLimit | Ended::TokenBudget => {
+                CallToolResult::success(blocks)
+            }
             Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
-        })
+        };
+        // The same result for programs: how it ended, what it cost, what the worker was shown.
+        answer.structured_content = Some(json!({
+            "ended": result.ended,
+            "steps_used": result.steps_used,
+            "usage": result.usage,
+            "total_tokens": result.usage.total(),
+            "context": result.context,
+            "timings": result.timings,
+            "egress_refusals": result.egress_refusals,
+            "egress_failures": result.egress_failures,
+            "screenshots": result.screenshots.len(),
+        }));
+        Ok(answer)
     }
 
     async fn direct_call(
         &self,
         direct: Arc<Direct>,
+        tool: &str,
         arguments: serde_json::Value,
     ) -> CallToolResult {
         let session = {
@@ -255,7 +290,7 @@ impl Server {
                 }
             }
         };
-        let output = session.call(TOOL_NAME, arguments).await;
+        let output = session.call(tool, arguments).await;
         let content = output
             .content
             .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use airlock_driver_docker::{DriverConfig, default_image};
 use airlock_policy::{AllowEntry, EgressPolicy, Profile};
-use airlock_worker::TaskLimits;
+use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, TaskLimits};
 use anyhow::{Context, bail};
 use clap::{ArgMatches, Args};
 use serde::Deserialize;
@@ -41,9 +41,22 @@ pub struct SettingFlags {
     /// Largest screenshot kept or shown, in bytes (1024–10485760; default 4 MiB).
     #[arg(long, env = "AIRLOCK_MAX_SCREENSHOT_BYTES", value_name = "BYTES")]
     pub max_screenshot_bytes: Option<usize>,
-    /// Longest tool output shown to the worker, in characters (1000–200000; default 24000).
+    /// Longest tool output shown to the worker at once, in characters (1000–200000; default
+    /// 24000). Longer outputs are shown as a preview the worker pages with `read_output`.
     #[arg(long, env = "AIRLOCK_MAX_OUTPUT_CHARS", value_name = "N")]
     pub max_output_chars: Option<usize>,
+    /// Bytes of long outputs a task keeps for paging, oldest dropped first (0–268435456;
+    /// default 8 MiB; 0 cuts long outputs instead).
+    #[arg(long, env = "AIRLOCK_MAX_KEPT_OUTPUT_BYTES", value_name = "BYTES")]
+    pub max_kept_output_bytes: Option<usize>,
+    /// Tokens a task may spend before its worker must write the report (0–1000000000; default 0,
+    /// no budget).
+    #[arg(long, env = "AIRLOCK_MAX_TASK_TOKENS", value_name = "N")]
+    pub max_task_tokens: Option<u64>,
+    /// Longest side of an image shown to the worker, in pixels (256–8192; default 1568, or 2048
+    /// for openai/ models). Kept screenshots stay full size.
+    #[arg(long, env = "AIRLOCK_MAX_IMAGE_SIDE", value_name = "PIXELS")]
+    pub max_image_side: Option<u32>,
     /// Tasks run at once by `airlock mcp` (1–16; default 2).
     #[arg(long, env = "AIRLOCK_MAX_CONCURRENT_TASKS", value_name = "N")]
     pub max_concurrent_tasks: Option<usize>,
@@ -98,6 +111,9 @@ struct FileSettings {
     max_screenshots: Option<usize>,
     max_screenshot_bytes: Option<usize>,
     max_output_chars: Option<usize>,
+    max_kept_output_bytes: Option<usize>,
+    max_task_tokens: Option<u64>,
+    max_image_side: Option<u32>,
     max_concurrent_tasks: Option<usize>,
     profile: Option<String>,
     allow: Option<Vec<String>>,
@@ -308,7 +324,7 @@ impl Settings {
         {
             bail!("--runtime `{runtime}` is not a runtime name: use runc, or runsc for gVisor");
         }
-        let limits = r.limits(flags, &file)?;
+        let limits = r.limits(flags, &file, model.as_deref())?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
             image,
@@ -330,8 +346,19 @@ impl Settings {
 }
 
 impl Resolver<'_> {
-    fn limits(&mut self, flags: &SettingFlags, file: &FileSettings) -> anyhow::Result<TaskLimits> {
+    fn limits(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+        model: Option<&str>,
+    ) -> anyhow::Result<TaskLimits> {
         let defaults = TaskLimits::default();
+        // Each vendor's advice: Anthropic scales images past 1568 px, OpenAI's high detail fits 2048.
+        let image_side = if model.is_some_and(|m| m.starts_with("openai/")) {
+            2048
+        } else {
+            DEFAULT_MAX_IMAGE_SIDE
+        };
         let number = |v: &usize| v.to_string();
         let limits = TaskLimits {
             timeout: Duration::from_secs(self.pick(
@@ -373,6 +400,36 @@ impl Resolver<'_> {
                 file.max_output_chars,
                 defaults.max_output_chars,
                 number,
+            ),
+            max_kept_output_bytes: self.pick(
+                "max_kept_output_bytes",
+                "AIRLOCK_MAX_KEPT_OUTPUT_BYTES",
+                flags.max_kept_output_bytes,
+                file.max_kept_output_bytes,
+                defaults.max_kept_output_bytes,
+                number,
+            ),
+            max_task_tokens: self.pick(
+                "max_task_tokens",
+                "AIRLOCK_MAX_TASK_TOKENS",
+                flags.max_task_tokens,
+                file.max_task_tokens,
+                defaults.max_task_tokens,
+                |v| {
+                    if *v == 0 {
+                        "0 (no budget)".to_owned()
+                    } else {
+                        v.to_string()
+                    }
+                },
+            ),
+            max_image_side: self.pick(
+                "max_image_side",
+                "AIRLOCK_MAX_IMAGE_SIDE",
+                flags.max_image_side,
+                file.max_image_side,
+                image_side,
+                |v| format!("{v} px"),
             ),
             max_concurrent_tasks: self.pick(
                 "max_concurrent_tasks",

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use airlock_driver_docker::DockerDriver;
 use airlock_models::{BackendOptions, ModelSpec, Thinking};
-use airlock_worker::{BrowserDriver, CancellationToken, Ended, Model, TaskRequest, TaskRunner};
+use airlock_worker::{
+    BrowserDriver, CancellationToken, Ended, Model, TaskRequest, TaskResult, TaskRunner,
+};
 use anyhow::Context;
 use clap::{ArgMatches, Args};
 use serde_json::json;
@@ -118,6 +120,7 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         for path in &saved {
             eprintln!("saved {}", path.display());
         }
+        eprintln!("{}", cost_line(&result));
         if !result.screenshots.is_empty() && args.out.is_none() {
             eprintln!(
                 "{} screenshot(s) kept; pass --out DIR to save them",
@@ -126,7 +129,29 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         }
     }
     Ok(match result.ended {
-        Ended::Completed | Ended::StepLimit => 0,
+        Ended::Completed | Ended::StepLimit | Ended::TokenBudget => 0,
         Ended::TimedOut | Ended::Cancelled | Ended::Failed => 1,
     })
+}
+
+/// One line on what the task cost: steps, tokens, and what the worker was shown.
+fn cost_line(result: &TaskResult) -> String {
+    let usage = &result.usage;
+    let context = &result.context;
+    format!(
+        "{} steps; {} tokens ({} input, {} cache read, {} cache write, {} output of which {} thinking); \
+         shown {} characters and {} images ({} bytes); {} long outputs kept, {} pages read",
+        result.steps_used,
+        usage.total(),
+        usage.input_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.output_tokens,
+        usage.thinking_tokens,
+        context.chars_shown,
+        context.images_shown,
+        context.image_bytes_shown,
+        context.outputs_kept,
+        context.output_reads,
+    )
 }

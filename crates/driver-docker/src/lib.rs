@@ -401,7 +401,12 @@ pipes, no `&&`, no redirection, no environment variables. For example, the guide
 Screenshots are shown to you and saved by the tool wherever it likes (any path you give is ignored); \
 set `keep` to true to return one with your report. The browser is already set up: commands that \
 change how it is launched, its proxy, its profile or files on disk are refused, and so are \
-destinations that are not public. When a request is refused, the tool result says so.";
+destinations that are not public. When a request is refused, the tool result says so. \
+What you read fills your context, so ask for no more than you need: `snapshot -i` lists only what you \
+can click or fill, `snapshot -c` drops empty structure, `snapshot -s <css selector>` reads one part of \
+the page, and `get text <selector>` gives one element's text. An output too long to show whole comes \
+as a preview with an id: search it with `read_output` and `find`, or read on from an offset, instead \
+of running the command again.";
 
 impl BrowserDriver for DockerDriver {
     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {

@@ -1,7 +1,7 @@
 //! The Anthropic Messages API.
 
 use airlock_worker::{
-    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall,
+    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall, Usage,
 };
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
@@ -122,7 +122,21 @@ pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
             _ => {}
         }
     }
+    turn.usage = usage_from(&answer["usage"]);
     Ok(turn)
+}
+
+/// Anthropic counts uncached input, cache writes and cache reads apart, as [`Usage`] does.
+/// Thinking is billed as output and not reported on its own, so `thinking_tokens` stays 0.
+fn usage_from(usage: &Value) -> Usage {
+    let tokens = |field: &str| usage[field].as_u64().unwrap_or(0);
+    Usage {
+        input_tokens: tokens("input_tokens"),
+        cache_read_tokens: tokens("cache_read_input_tokens"),
+        cache_write_tokens: tokens("cache_creation_input_tokens"),
+        output_tokens: tokens("output_tokens"),
+        thinking_tokens: 0,
+    }
 }
 
 impl Model for AnthropicModel {

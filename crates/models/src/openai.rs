@@ -1,7 +1,7 @@
 //! OpenAI chat completions, and every server that speaks them.
 
 use airlock_worker::{
-    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall,
+    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall, Usage,
 };
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
@@ -178,7 +178,23 @@ pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
         text: message["content"].as_str().unwrap_or_default().to_owned(),
         tool_calls,
         opaque: Vec::new(),
+        usage: usage_from(&answer["usage"]),
     })
+}
+
+/// OpenAI's `prompt_tokens` include cached ones and `completion_tokens` include reasoning; both
+/// are split here so every token is counted once. Compatible servers that send less count less.
+fn usage_from(usage: &Value) -> Usage {
+    let tokens = |value: &Value| value.as_u64().unwrap_or(0);
+    let prompt = tokens(&usage["prompt_tokens"]);
+    let cached = tokens(&usage["prompt_tokens_details"]["cached_tokens"]).min(prompt);
+    Usage {
+        input_tokens: prompt - cached,
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+        output_tokens: tokens(&usage["completion_tokens"]),
+        thinking_tokens: tokens(&usage["completion_tokens_details"]["reasoning_tokens"]),
+    }
 }
 
 impl Model for OpenAiModel {

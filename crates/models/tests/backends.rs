@@ -103,7 +103,7 @@ fn request() -> ModelRequest {
                         name: "agent_browser".into(),
                         input: json!({"args": ["screenshot"]}),
                     }],
-                    opaque: Vec::new(),
+                    ..AssistantTurn::default()
                 },
             },
             Message::ToolResults {
@@ -415,4 +415,127 @@ async fn retry_after_is_honoured_instead_of_the_back_off() {
         "retried before the server's Retry-After of 1 s"
     );
     assert_eq!(seen.lock().unwrap().bodies.len(), 2);
+}
+
+// Usage: each vendor's counts, summed by the runner over a task's turns.
+
+/// A driver whose one tool answers "ok": the runner needs a session to run turns against.
+struct OneTool;
+struct AnswersOk;
+struct NoDispose;
+
+impl airlock_worker::Tool for AnswersOk {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "agent_browser".into(),
+            description: "answers ok".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+    fn execute(
+        &self,
+        _input: Value,
+    ) -> airlock_worker::BoxFuture<
+        '_,
+        Result<airlock_worker::ToolOutput, airlock_worker::ToolFailure>,
+    > {
+        Box::pin(async { Ok(airlock_worker::ToolOutput::text("ok")) })
+    }
+}
+
+impl airlock_worker::Dispose for NoDispose {
+    fn dispose(self: Box<Self>) -> airlock_worker::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+impl airlock_worker::BrowserDriver for OneTool {
+    fn check(&self) -> airlock_worker::BoxFuture<'_, Result<(), airlock_worker::DriverError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn start(
+        &self,
+        _context: airlock_worker::TaskContext,
+    ) -> airlock_worker::BoxFuture<
+        '_,
+        Result<airlock_worker::BrowserSession, airlock_worker::DriverError>,
+    > {
+        Box::pin(async {
+            Ok(airlock_worker::BrowserSession {
+                tools: vec![Arc::new(AnswersOk)],
+                guide: String::new(),
+                prompt: String::new(),
+                dispose: Box::new(NoDispose),
+            })
+        })
+    }
+}
+
+async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
+    let runner = airlock_worker::TaskRunner::new(
+        Arc::new(OneTool),
+        model,
+        airlock_worker::TaskLimits::default(),
+    )
+    .unwrap();
+    let request = airlock_worker::TaskRequest {
+        task: "count".into(),
+        url: None,
+    };
+    runner
+        .run(request, airlock_worker::CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn anthropic_usage_is_summed_over_a_tasks_turns_cache_included() {
+    let call = json!({"content": [
+        {"type": "thinking", "thinking": "hm", "signature": "sig"},
+        {"type": "tool_use", "id": "toolu_1", "name": "agent_browser", "input": {}},
+    ], "usage": {"input_tokens": 1200, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0, "output_tokens": 150}});
+    let report = json!({"content": [{"type": "text", "text": "Done."}],
+        "usage": {"input_tokens": 80, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 3000, "output_tokens": 40}});
+    let (base, _) = server(vec![(200, "", call), (200, "", report)]).await;
+    let model = AnthropicModel::new("claude-test", KEY, options(&base)).unwrap();
+    let result = usage_of_a_task(Arc::new(model)).await;
+    assert_eq!(result.report, "Done.");
+    assert_eq!(
+        result.usage,
+        airlock_worker::Usage {
+            input_tokens: 1280,
+            cache_read_tokens: 3000,
+            cache_write_tokens: 3000,
+            output_tokens: 190,
+            // Anthropic bills thinking as output and does not count it apart.
+            thinking_tokens: 0,
+        }
+    );
+    assert_eq!(result.usage.total(), 7470);
+}
+
+#[tokio::test]
+async fn openai_usage_is_summed_over_a_tasks_turns_cached_and_reasoning_split_out() {
+    let call = json!({"choices": [{"message": {"content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "agent_browser", "arguments": "{}"}}
+    ]}}], "usage": {"prompt_tokens": 2000, "completion_tokens": 300,
+        "prompt_tokens_details": {"cached_tokens": 1536}, "completion_tokens_details": {"reasoning_tokens": 256}}});
+    // A compatible server that reports only the basic counts.
+    let report = json!({"choices": [{"message": {"content": "Done."}}],
+        "usage": {"prompt_tokens": 2100, "completion_tokens": 20}});
+    let (base, _) = server(vec![(200, "", call), (200, "", report)]).await;
+    let model = OpenAiModel::new("gpt-test", Some(KEY), options(&base)).unwrap();
+    let result = usage_of_a_task(Arc::new(model)).await;
+    assert_eq!(result.report, "Done.");
+    assert_eq!(
+        result.usage,
+        airlock_worker::Usage {
+            input_tokens: 464 + 2100,
+            cache_read_tokens: 1536,
+            cache_write_tokens: 0,
+            output_tokens: 320,
+            thinking_tokens: 256,
+        }
+    );
+    assert_eq!(result.usage.total(), 4420);
 }

@@ -1,19 +1,21 @@
 //! A browser session driven by its caller instead of a worker model (`airlock mcp --direct`), held
 //! to the same limits as a task: a step count, a time limit after which the browser goes whether
-//! or not more calls come, the output cap, the image-size limit, and scrubbed errors.
+//! or not more calls come, the output cap (long outputs kept and paged with `read_output`), the
+//! image limits, and scrubbed errors.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
 
+use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
 use crate::limits::TaskLimits;
 use crate::messages::Content;
-use crate::ports::{BrowserDriver, BrowserSession, DriverError, TaskContext};
-use crate::run::shown;
+use crate::ports::{BrowserDriver, BrowserSession, DriverError, TaskContext, ToolDefinition};
+use crate::run::{ContextUse, shown};
 
 /// One sealed browser for one caller. The browser is disposed when [`DirectSession::end`] is
 /// called, when the time limit passes, or when `cancel` fires, whichever comes first.
@@ -28,6 +30,9 @@ struct Inner {
     session: Mutex<Option<BrowserSession>>,
     steps: AtomicUsize,
     deadline: Deadline,
+    /// Long outputs for `read_output`, and what the caller was shown. Held only briefly, never
+    /// across an await.
+    kept: std::sync::Mutex<(KeptOutputs, ContextUse)>,
 }
 
 /// What one call produced, as the caller sees it.
@@ -82,6 +87,10 @@ impl DirectSession {
             session: Mutex::new(Some(session)),
             steps: AtomicUsize::new(0),
             deadline,
+            kept: std::sync::Mutex::new((
+                KeptOutputs::new(limits.max_kept_output_bytes),
+                ContextUse::default(),
+            )),
         });
         // The watchdog: at the time limit, or on cancellation, the browser goes, calls or not.
         let watched = Arc::clone(&inner);
@@ -95,7 +104,13 @@ impl DirectSession {
         Ok(Self { inner })
     }
 
-    /// Run the session's tool `tool` with `input`, within the step count and the time left.
+    /// The paging tool for long outputs, when the limits keep any (`max_kept_output_bytes`).
+    pub fn read_output_definition(&self) -> Option<ToolDefinition> {
+        kept_output::offered(&self.inner.limits).then(kept_output::definition)
+    }
+
+    /// Run the session's tool `tool` (or `read_output`) with `input`, within the step count and
+    /// the time left.
     pub async fn call(&self, tool: &str, input: Value) -> DirectOutput {
         let limits = &self.inner.limits;
         let step = self.inner.steps.fetch_add(1, Ordering::SeqCst) + 1;
@@ -104,6 +119,16 @@ impl DirectSession {
                 "Step limit reached: this session has used all {} commands (max_steps).",
                 limits.max_steps
             ));
+        }
+        if tool == READ_OUTPUT && kept_output::offered(limits) {
+            let mut kept = self.kept();
+            let (text, is_error) = match kept.0.read(input, limits.max_output_chars) {
+                Ok(text) => (text, false),
+                Err(error) => (error.to_string(), true),
+            };
+            let content = vec![Content::text(text)];
+            kept.1.record(&content);
+            return DirectOutput { content, is_error };
         }
         let guard = self.inner.session.lock().await;
         let Some(session) = guard.as_ref() else {
@@ -132,8 +157,29 @@ impl DirectSession {
                 return DirectOutput::error("The session was cancelled.".to_owned());
             }
         };
-        let (content, is_error) = shown(tool, outcome, limits);
+        // Sizing images and keeping text is CPU work; it is done off the session lock.
+        drop(guard);
+        let mut kept = self.kept();
+        let (content, is_error) = shown(tool, outcome, limits, &mut kept.0);
+        kept.1.record(&content);
         DirectOutput { content, is_error }
+    }
+
+    /// What the caller has been shown so far.
+    pub fn context_use(&self) -> ContextUse {
+        let kept = self.kept();
+        ContextUse {
+            outputs_kept: u64::try_from(kept.0.kept_count()).unwrap_or(u64::MAX),
+            output_reads: u64::try_from(kept.0.read_count()).unwrap_or(u64::MAX),
+            ..kept.1
+        }
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, (KeptOutputs, ContextUse)> {
+        self.inner
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The session's records: kept screenshots, refusals, failures.

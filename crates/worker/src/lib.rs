@@ -38,7 +38,9 @@
 //! ```
 
 mod direct;
+mod fit_image;
 mod instructions;
+mod kept_output;
 mod limits;
 mod messages;
 mod ports;
@@ -48,15 +50,17 @@ mod scrub;
 
 pub use direct::{DirectOutput, DirectSession};
 pub use instructions::STANDING_INSTRUCTIONS;
-pub use limits::{LimitError, TaskLimits};
-pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
+pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
+pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
+pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressFailure, EgressRefusal,
     KeepRefusal, Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure,
     ToolOutput,
 };
 pub use run::{
-    Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner, Timings, cut,
+    ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner,
+    Timings, cut,
 };
 pub use scripted::{
     Expectation, ReplayError, Script, ScriptError, ScriptedCall, ScriptedModel, ScriptedTurn,

@@ -17,8 +17,18 @@ pub struct TaskLimits {
     pub max_screenshots: usize,
     /// Largest screenshot kept or shown to the worker.
     pub max_screenshot_bytes: usize,
-    /// Longest tool text shown to the worker (and longest report returned).
+    /// Longest tool text shown to the worker at once (and longest report returned). A longer
+    /// output is kept whole and shown as a preview the worker pages with `read_output`.
     pub max_output_chars: usize,
+    /// Bytes of long outputs kept per task for `read_output`, oldest dropped first; 0 keeps
+    /// none (a long output is then cut, and what was past the cut is lost).
+    pub max_kept_output_bytes: usize,
+    /// Tokens (input, cached or not, and output) a task may spend before it must write its
+    /// report; 0 for no budget.
+    pub max_task_tokens: u64,
+    /// Longest side, in pixels, of an image shown to the worker; larger ones are scaled down
+    /// (kept screenshots stay at full size).
+    pub max_image_side: u32,
     /// Tasks one runner runs at once; the next is refused, not queued.
     pub max_concurrent_tasks: usize,
 }
@@ -40,13 +50,23 @@ impl Default for TaskLimits {
             max_steps: 40,
             max_screenshots: 4,
             max_screenshot_bytes: 4 * MIB,
-            max_output_chars: 24_000,
+            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+            max_kept_output_bytes: 8 * MIB,
+            max_task_tokens: 0,
+            max_image_side: DEFAULT_MAX_IMAGE_SIDE,
             max_concurrent_tasks: 2,
         }
     }
 }
 
 const MIB: usize = 1024 * 1024;
+
+/// The default output cap.
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 24_000;
+
+/// Anthropic's advice for images: no side over 1568 px (larger ones are scaled down by the API
+/// anyway, at the same token cost). OpenAI's high-detail images fit 2048 px.
+pub const DEFAULT_MAX_IMAGE_SIDE: u32 = 1568;
 
 /// A limit outside its range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +86,7 @@ pub struct LimitError {
 
 impl TaskLimits {
     /// Each limit's name, value, range and unit, in one place.
-    fn ranges(&self) -> [(&'static str, u64, u64, u64, &'static str); 6] {
+    fn ranges(&self) -> [(&'static str, u64, u64, u64, &'static str); 9] {
         let as_u64 = |value: usize| u64::try_from(value).unwrap_or(u64::MAX);
         [
             ("timeout", self.timeout.as_secs(), 5, 3600, " seconds"),
@@ -85,6 +105,27 @@ impl TaskLimits {
                 1000,
                 200_000,
                 "",
+            ),
+            (
+                "max_kept_output_bytes",
+                as_u64(self.max_kept_output_bytes),
+                0,
+                256 * 1024 * 1024,
+                " bytes",
+            ),
+            (
+                "max_task_tokens",
+                self.max_task_tokens,
+                0,
+                1_000_000_000,
+                "",
+            ),
+            (
+                "max_image_side",
+                u64::from(self.max_image_side),
+                256,
+                8192,
+                " pixels",
             ),
             (
                 "max_concurrent_tasks",

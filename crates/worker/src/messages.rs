@@ -106,6 +106,50 @@ pub struct AssistantTurn {
     /// example a model's signed thinking); other backends ignore them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub opaque: Vec<Value>,
+    /// What producing this turn cost, as the API reported it.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// Tokens a model call (or a whole task) used, as the APIs report them. Every field is counted
+/// once: `input_tokens` excludes cache reads and writes, and `thinking_tokens` is the part of
+/// `output_tokens` spent thinking, where the API says so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Usage {
+    /// Input tokens read neither from nor into a prompt cache.
+    pub input_tokens: u64,
+    /// Input tokens read from a prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written into a prompt cache.
+    pub cache_write_tokens: u64,
+    /// Output tokens, thinking included.
+    pub output_tokens: u64,
+    /// The part of `output_tokens` spent thinking (0 where the API does not tell it apart).
+    pub thinking_tokens: u64,
+}
+
+impl Usage {
+    /// Every token billed: input (cached or not) and output.
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+            .saturating_add(self.output_tokens)
+    }
+
+    /// Add another call's usage to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.thinking_tokens = self.thinking_tokens.saturating_add(other.thinking_tokens);
+    }
 }
 
 /// The result of one call, as the model sees it.

@@ -11,9 +11,11 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
 
+use crate::fit_image;
 use crate::instructions::STANDING_INSTRUCTIONS;
+use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
 use crate::limits::{LimitError, TaskLimits};
-use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult};
+use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 use crate::ports::{
     BrowserDriver, Dispose, EgressFailure, EgressRefusal, Model, ModelRequest, TaskContext, Tool,
     ToolDefinition, ToolFailure, ToolOutput,
@@ -37,6 +39,8 @@ pub enum Ended {
     Completed,
     /// The worker used every step (its report is the turn after the last step).
     StepLimit,
+    /// The worker spent its token budget (its report is the turn after).
+    TokenBudget,
     /// The time limit ran out.
     TimedOut,
     /// The task was cancelled.
@@ -60,6 +64,44 @@ pub struct Timings {
     pub dispose_ms: u64,
 }
 
+/// What the worker was shown of its tools' outputs, to weigh what a task cost its context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ContextUse {
+    /// Characters of tool output shown (previews and pages included).
+    pub chars_shown: u64,
+    /// Images shown.
+    pub images_shown: u64,
+    /// Bytes of those images, as sent to the model.
+    pub image_bytes_shown: u64,
+    /// Long outputs kept for paging.
+    pub outputs_kept: u64,
+    /// `read_output` calls answered.
+    pub output_reads: u64,
+}
+
+impl ContextUse {
+    /// Count what one tool result showed.
+    pub(crate) fn record(&mut self, content: &[Content]) {
+        for block in content {
+            match block {
+                Content::Text { text } => {
+                    self.chars_shown = self.chars_shown.saturating_add(count(text.chars().count()));
+                }
+                Content::Image { image } => {
+                    self.images_shown += 1;
+                    self.image_bytes_shown = self
+                        .image_bytes_shown
+                        .saturating_add(count(image.data.len()));
+                }
+            }
+        }
+    }
+}
+
+fn count(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
 /// Everything a task returns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskResult {
@@ -77,6 +119,10 @@ pub struct TaskResult {
     pub egress_failures: Vec<EgressFailure>,
     /// Where the time went.
     pub timings: Timings,
+    /// Tokens the worker's model used, summed over the task's turns.
+    pub usage: Usage,
+    /// What the worker was shown.
+    pub context: ContextUse,
 }
 
 /// Why a task was not run at all.
@@ -203,6 +249,9 @@ impl TaskRunner {
             timings: Timings::default(),
             steps: 0,
             last_text: String::new(),
+            usage: Usage::default(),
+            kept: KeptOutputs::new(self.limits.max_kept_output_bytes),
+            context_use: ContextUse::default(),
         };
         let start_began = Instant::now();
         let session = match run.bounded(self.driver.start(context.clone())).await {
@@ -252,6 +301,9 @@ struct Run<'a> {
     timings: Timings,
     steps: usize,
     last_text: String,
+    usage: Usage,
+    kept: KeptOutputs,
+    context_use: ContextUse,
 }
 
 enum Bounded<T> {
@@ -278,7 +330,11 @@ impl Run<'_> {
         tools: &[Arc<dyn Tool>],
     ) -> (Ended, String) {
         let limits = self.runner.limits;
-        let definitions = tools.iter().map(|tool| tool.definition()).collect();
+        let mut definitions: Vec<ToolDefinition> =
+            tools.iter().map(|tool| tool.definition()).collect();
+        if kept_output::offered(&limits) {
+            definitions.push(kept_output::definition());
+        }
         let mut model_request = ModelRequest {
             system,
             messages: vec![Message::User {
@@ -286,7 +342,8 @@ impl Run<'_> {
             }],
             tools: definitions,
         };
-        let mut out_of_steps = false;
+        // Set when a limit is spent: the next turn is the last, and ends the task this way.
+        let mut final_turn: Option<Ended> = None;
         loop {
             let began = Instant::now();
             let turn = self
@@ -307,15 +364,12 @@ impl Run<'_> {
                 }
                 Bounded::Cancelled => return (Ended::Cancelled, cancelled_report(&self.last_text)),
             };
+            self.usage.add(&turn.usage);
             if !turn.text.trim().is_empty() {
                 self.last_text.clone_from(&turn.text);
             }
-            if turn.tool_calls.is_empty() || out_of_steps {
-                let ended = if out_of_steps {
-                    Ended::StepLimit
-                } else {
-                    Ended::Completed
-                };
+            if turn.tool_calls.is_empty() || final_turn.is_some() {
+                let ended = final_turn.unwrap_or(Ended::Completed);
                 let report = if turn.text.trim().is_empty() {
                     "The worker ended without writing a report.".to_owned()
                 } else {
@@ -327,9 +381,23 @@ impl Run<'_> {
                 .messages
                 .push(Message::Assistant { turn: turn.clone() });
             let mut results = Vec::with_capacity(turn.tool_calls.len());
-            for call in &turn.tool_calls {
+            if limits.max_task_tokens > 0 && self.usage.total() >= limits.max_task_tokens {
+                final_turn = Some(Ended::TokenBudget);
+                let spent = format!(
+                    "Token budget spent: this task has used {} of its {} tokens (max_task_tokens). This call was not \
+                     run. Write your report now, as your final message, with no tool calls.",
+                    self.usage.total(),
+                    limits.max_task_tokens
+                );
+                results.extend(
+                    turn.tool_calls
+                        .iter()
+                        .map(|call| error_result(call, spent.clone())),
+                );
+            }
+            for call in turn.tool_calls.iter().skip(results.len()) {
                 if self.steps >= limits.max_steps {
-                    out_of_steps = true;
+                    final_turn = Some(Ended::StepLimit);
                     results.push(error_result(
                         call,
                         format!(
@@ -364,11 +432,26 @@ impl Run<'_> {
     /// Run one call. `definitions` are the tools' definitions in the same order, made once per
     /// task (a definition carries a generated JSON schema, too costly to rebuild per call).
     async fn call_tool(
-        &self,
+        &mut self,
         tools: &[Arc<dyn Tool>],
         definitions: &[ToolDefinition],
         call: &ToolCall,
     ) -> Bounded<ToolResult> {
+        if call.name == READ_OUTPUT && kept_output::offered(&self.runner.limits) {
+            let (content, is_error) = match self
+                .kept
+                .read(call.input.clone(), self.runner.limits.max_output_chars)
+            {
+                Ok(text) => (vec![Content::text(text)], false),
+                Err(error) => (vec![Content::text(error.to_string())], true),
+            };
+            self.context_use.record(&content);
+            return Bounded::Done(ToolResult {
+                call_id: call.id.clone(),
+                content,
+                is_error,
+            });
+        }
         let found = definitions
             .iter()
             .position(|definition| definition.name == call.name);
@@ -388,7 +471,8 @@ impl Run<'_> {
             Bounded::TimedOut => return Bounded::TimedOut,
             Bounded::Cancelled => return Bounded::Cancelled,
         };
-        let (content, is_error) = shown(&call.name, output, &self.runner.limits);
+        let (content, is_error) = shown(&call.name, output, &self.runner.limits, &mut self.kept);
+        self.context_use.record(&content);
         Bounded::Done(ToolResult {
             call_id: call.id.clone(),
             content,
@@ -416,6 +500,12 @@ impl Run<'_> {
             egress_refusals: self.context.refusals(),
             egress_failures: self.context.failures(),
             timings: self.timings,
+            usage: self.usage,
+            context: ContextUse {
+                outputs_kept: count(self.kept.kept_count()),
+                output_reads: count(self.kept.read_count()),
+                ..self.context_use
+            },
         }
     }
 }
@@ -454,12 +544,14 @@ fn task_message(request: &TaskRequest) -> String {
 }
 
 /// What the caller (a worker, or an agent driving the browser directly) sees of a tool's outcome:
-/// error text scrubbed, text cut to `max_output_chars`, oversized images left out, and a failure
-/// the tool did not expect replaced by a neutral message whose details go to the host's log.
+/// error text scrubbed, text over `max_output_chars` kept in `kept` and shown as a preview,
+/// images sized for the model and oversized ones left out, and a failure the tool did not expect
+/// replaced by a neutral message whose details go to the host's log.
 pub(crate) fn shown(
     tool: &str,
     outcome: Result<ToolOutput, ToolFailure>,
     limits: &TaskLimits,
+    kept: &mut KeptOutputs,
 ) -> (Vec<Content>, bool) {
     let output = match outcome {
         Ok(output) => output,
@@ -474,8 +566,9 @@ pub(crate) fn shown(
     } else {
         output.text
     };
-    let mut content = vec![Content::text(cut(&text, limits.max_output_chars))];
+    let mut content = vec![Content::text(kept.show(text, limits.max_output_chars))];
     for image in output.images {
+        let image = fit_image::for_model(image, limits.max_image_side);
         if image.data.len() > limits.max_screenshot_bytes {
             content.push(Content::text(format!(
                 "[A screenshot of {} bytes was taken but not shown: it is over the {}-byte limit. Take a smaller one.]",

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::messages::{AssistantTurn, Content, Message, ToolCall};
+use crate::messages::{AssistantTurn, Content, Message, ToolCall, Usage};
 use crate::ports::{BoxFuture, Model, ModelError, ModelRequest};
 
 /// A script: the turns to play, in order.
@@ -31,6 +31,9 @@ pub struct ScriptedTurn {
     /// What must be true of what the model is shown before this turn is played.
     #[serde(default)]
     pub expect: Expectation,
+    /// Tokens the turn reports having used, as a backend would.
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 /// A tool call in a script.
@@ -176,6 +179,7 @@ impl Model for ScriptedModel {
                     })
                     .collect(),
                 opaque: Vec::new(),
+                usage: turn.usage,
             });
         Box::pin(async move { result })
     }

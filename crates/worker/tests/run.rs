@@ -129,7 +129,7 @@ fn turn(text: &str, calls: Vec<ScriptedCall>) -> ScriptedTurn {
     ScriptedTurn {
         text: text.into(),
         tool_calls: calls,
-        expect: Expectation::default(),
+        ..ScriptedTurn::default()
     }
 }
 
@@ -216,7 +216,11 @@ async fn a_task_completes_with_the_workers_report() {
     assert_eq!(result.steps_used, 1);
     assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
     let requests = setup.model.requests();
-    assert_eq!(requests[0].tools.len(), 5);
+    let names: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["echo", "shot", "hang", "fail", "refuse", "read_output"]
+    );
 }
 
 #[tokio::test]
@@ -258,9 +262,10 @@ async fn the_call_after_the_last_step_is_refused_and_one_report_turn_follows() {
 }
 
 #[tokio::test]
-async fn long_tool_text_is_cut_with_a_marker() {
+async fn with_nothing_kept_long_tool_text_is_cut_with_a_marker() {
     let limits = TaskLimits {
         max_output_chars: 1000,
+        max_kept_output_bytes: 0,
         ..TaskLimits::default()
     };
     let setup = setup(
@@ -283,6 +288,161 @@ async fn long_tool_text_is_cut_with_a_marker() {
         results[0].text().chars().filter(|c| *c == 'x').count(),
         1000
     );
+}
+
+#[tokio::test]
+async fn long_tool_text_is_previewed_and_the_worker_pages_the_rest_as_steps() {
+    let limits = TaskLimits {
+        max_output_chars: 1000,
+        ..TaskLimits::default()
+    };
+    // 100,000 characters, the fact near the end (past any cut).
+    let mut page = "lorem ipsum ".repeat(8_000);
+    page.push_str("THE-FACT-IS-42 ");
+    page.push_str(&"dolor sit ".repeat(400));
+    let total = page.chars().count();
+    let setup = setup(
+        vec![
+            turn("", vec![call("echo", json!({"text": page}))]),
+            expecting(
+                turn(
+                    "",
+                    vec![call(
+                        "read_output",
+                        json!({"id": "out-1", "find": "the-fact"}),
+                    )],
+                ),
+                Expectation {
+                    shown_not_contains: vec!["THE-FACT-IS-42".into()],
+                    ..shown(&[&format!("out-1: this output has {total} characters")])
+                },
+            ),
+            expecting(
+                turn(
+                    "",
+                    vec![call(
+                        "read_output",
+                        json!({"id": "out-1", "offset": 96_000, "length": 20}),
+                    )],
+                ),
+                shown(&["occurs 1 time", "- offset 96000: ", "THE-FACT-IS-42"]),
+            ),
+            expecting(
+                turn("", vec![call("read_output", json!({"id": "out-7"}))]),
+                shown(&["characters 96000–96020 of", "THE-FACT-IS-42 dolor"]),
+            ),
+            expecting(
+                turn("The fact is 42.", vec![]),
+                shown(&["there is no output `out-7`"]),
+            ),
+        ],
+        limits,
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    assert_eq!(result.steps_used, 4, "each read counts as a step");
+    assert_eq!(result.context.outputs_kept, 1);
+    assert_eq!(
+        result.context.output_reads, 2,
+        "the refused read is not an answer"
+    );
+    let shown_chars: usize = setup.model.requests()[1..]
+        .iter()
+        .map(|request| match request.messages.last().unwrap() {
+            Message::ToolResults { results } => {
+                results.iter().map(|r| r.text().chars().count()).sum()
+            }
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(result.context.chars_shown, shown_chars as u64);
+    assert!(result.context.chars_shown < 2_500, "{:?}", result.context);
+}
+
+#[tokio::test]
+async fn usage_is_summed_over_turns_and_the_token_budget_ends_the_task_with_its_report() {
+    let limits = TaskLimits {
+        max_task_tokens: 5_000,
+        ..TaskLimits::default()
+    };
+    let costing = |mut turn: ScriptedTurn, input: u64| {
+        turn.usage = Usage {
+            input_tokens: input,
+            cache_read_tokens: 1_000,
+            cache_write_tokens: 100,
+            output_tokens: 200,
+            thinking_tokens: 50,
+        };
+        turn
+    };
+    let setup = setup(
+        vec![
+            costing(
+                turn("", vec![call("shot", json!({"bytes": 10, "keep": true}))]),
+                1_000,
+            ),
+            // 2,300 + 3,300 = 5,600: over budget, so these calls are not run.
+            costing(
+                turn(
+                    "",
+                    vec![
+                        call("echo", json!({"text": "a"})),
+                        call("echo", json!({"text": "b"})),
+                    ],
+                ),
+                2_000,
+            ),
+            expecting(
+                costing(
+                    turn(
+                        "Report on budget.",
+                        vec![call("echo", json!({"text": "c"}))],
+                    ),
+                    3_000,
+                ),
+                shown(&[
+                    "Token budget spent",
+                    "5600 of its 5000 tokens",
+                    "Write your report now",
+                ]),
+            ),
+        ],
+        limits,
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::TokenBudget);
+    assert_eq!(result.report, "Report on budget.");
+    assert_eq!(result.steps_used, 1);
+    assert_eq!(
+        setup.observed.tool_started.load(Ordering::SeqCst),
+        1,
+        "nothing ran past the budget"
+    );
+    assert_eq!(result.screenshots.len(), 1, "kept screenshots come back");
+    assert_eq!(
+        result.usage,
+        Usage {
+            input_tokens: 6_000,
+            cache_read_tokens: 3_000,
+            cache_write_tokens: 300,
+            output_tokens: 600,
+            thinking_tokens: 150,
+        }
+    );
+    assert_eq!(result.usage.total(), 9_900);
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn without_a_budget_usage_is_still_counted() {
+    let mut first = turn("", vec![call("echo", json!({"text": "a"}))]);
+    first.usage.input_tokens = 1_000_000;
+    let mut last = turn("done", vec![]);
+    last.usage.output_tokens = 7;
+    let setup = setup(vec![first, last], TaskLimits::default());
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed);
+    assert_eq!(result.usage.total(), 1_000_007);
 }
 
 #[tokio::test]
@@ -679,6 +839,20 @@ fn result_json_shape() {
             reason: "`nowhere.test` does not resolve".into(),
         }],
         timings: Timings::default(),
+        usage: Usage {
+            input_tokens: 10,
+            cache_read_tokens: 20,
+            cache_write_tokens: 30,
+            output_tokens: 40,
+            thinking_tokens: 5,
+        },
+        context: ContextUse {
+            chars_shown: 1200,
+            images_shown: 1,
+            image_bytes_shown: 3,
+            outputs_kept: 1,
+            output_reads: 2,
+        },
     };
     insta::assert_json_snapshot!(result);
 }
@@ -719,7 +893,21 @@ async fn a_direct_session_shows_output_as_a_worker_would_see_it() {
         .await;
     assert!(!long.is_error);
     let shown = text_of(&long);
-    assert!(shown.len() < 1200 && shown.contains("cut"), "{shown}");
+    assert!(
+        shown.len() < 1400 && shown.contains("out-1: this output has 5000 characters"),
+        "{shown}"
+    );
+    assert_eq!(
+        session.read_output_definition().unwrap().name,
+        "read_output"
+    );
+    let rest = session
+        .call("read_output", json!({"id": "out-1", "offset": 4_990}))
+        .await;
+    assert!(!rest.is_error);
+    assert!(text_of(&rest).ends_with("word word "), "{}", text_of(&rest));
+    let context = session.context_use();
+    assert_eq!((context.outputs_kept, context.output_reads), (1, 1));
 
     let secret = session
         .call(
