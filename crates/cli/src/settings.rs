@@ -42,7 +42,7 @@ pub struct SettingFlags {
     #[arg(long, env = "AIRLOCK_MAX_SCREENSHOT_BYTES", value_name = "BYTES")]
     pub max_screenshot_bytes: Option<usize>,
     /// Longest tool output shown to the worker at once, in characters (1000–200000; default
-    /// 24000). Longer outputs are shown as a preview the worker pages with `read_output`.
+    /// 10000). Longer outputs are shown as a preview the worker pages with `read_output`.
     #[arg(long, env = "AIRLOCK_MAX_OUTPUT_CHARS", value_name = "N")]
     pub max_output_chars: Option<usize>,
     /// Bytes of long outputs a task keeps for paging, oldest dropped first (0–268435456;

@@ -104,7 +104,7 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert_eq!(row(&table, "max_steps").0, "7");
     assert!(row(&table, "max_steps").1.starts_with("file "));
     assert_eq!(row(&table, "allow").0, "127.0.0.1:8080");
-    assert_eq!(row(&table, "max_output_chars"), ("24000", "default"));
+    assert_eq!(row(&table, "max_output_chars"), ("10000", "default"));
     assert_eq!(row(&table, "browser_sandbox"), ("on", "default"));
 
     // Chromium's sandbox goes off only when asked, from any of the three places.

@@ -139,6 +139,14 @@ fn initialize_list_and_call_browser_task_with_progress_and_an_image() {
     assert_eq!(progress.len(), 2, "{notes:?}");
     assert_eq!(progress[0]["params"]["progressToken"], "t1");
     assert_eq!(progress[1]["params"]["progress"], 2.0);
+    // The same result for programs: how it ended and what the worker was shown.
+    let structured = &call["result"]["structuredContent"];
+    assert_eq!(structured["ended"], "completed", "{call}");
+    assert_eq!(structured["steps_used"], 2);
+    assert_eq!(structured["screenshots"], 1);
+    assert_eq!(structured["context"]["images_shown"], 1);
+    assert!(structured["context"]["chars_shown"].as_u64().unwrap() > 0);
+    assert_eq!(structured["total_tokens"], 0, "a script reports no usage");
 
     let pid = client.child.id();
     assert!(client.finish().success());
@@ -222,6 +230,12 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
         list["result"]["tools"][0]["inputSchema"]["required"],
         json!(["args"])
     );
+    // Long outputs come as previews the calling agent pages with this tool.
+    assert_eq!(list["result"]["tools"][1]["name"], "read_output");
+    assert_eq!(
+        list["result"]["tools"][1]["inputSchema"]["required"],
+        json!(["id"])
+    );
     let pid = client.child.id();
     let mut id = 10;
     let mut call = |client: &mut Client, args: Value| {
@@ -250,7 +264,16 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
             .contains("scheme `file:` is refused")
     );
     assert_eq!(containers_of(pid).len(), 1, "one browser for the session");
-    call(&mut client, json!(["snapshot"]));
+    client.send(&json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "read_output", "arguments": {"id": "out-4"}}}));
+    let unknown = client.response(99).0;
+    assert_eq!(unknown["result"]["isError"], true, "{unknown}");
+    assert!(
+        unknown["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("there is no output `out-4`"),
+        "{unknown}"
+    );
     let over = call(&mut client, json!(["snapshot"]));
     assert!(
         over["result"]["content"][0]["text"]

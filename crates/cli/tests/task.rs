@@ -126,3 +126,66 @@ fn ctrl_c_cancels_the_task_and_removes_its_container() {
         "Ctrl-C left the container behind"
     );
 }
+
+#[test]
+fn a_long_page_is_paged_not_cut_and_the_token_budget_ends_the_task_with_its_report() {
+    if !docker_ready() {
+        return;
+    }
+    // 40,000 characters of filler with the fact in the middle: past any preview.
+    let filler = "granite lantern meadow ".repeat(870);
+    let text: &'static str =
+        Box::leak(format!("{filler}The hidden code is ZULU-9876. {filler}").into_boxed_str());
+    let port = simple_site("Long page", text);
+    let dir = tempfile::tempdir().unwrap();
+    let usage =
+        |input: u64| json!({"input_tokens": input, "cache_read_tokens": 100, "output_tokens": 50});
+    let script = json!({"turns": [
+        {"usage": usage(200), "tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"usage": usage(200), "tool_calls": [
+            {"name": "agent_browser", "input": {"args": ["screenshot"], "keep": true}},
+            {"name": "agent_browser", "input": {"args": ["get", "text", "body"]}}
+        ]},
+        {"usage": usage(200),
+         "expect": {"shown_contains": ["out-1: this output has", "read_output"], "shown_not_contains": ["ZULU-9876"]},
+         "tool_calls": [{"name": "read_output", "input": {"id": "out-1", "find": "hidden code"}}]},
+        // 4 × 350 = 1,400 tokens by now, over the 1,200 budget: this call is refused.
+        {"usage": usage(200),
+         "expect": {"shown_contains": ["occurs 1 time", "ZULU-9876"]},
+         "tool_calls": [{"name": "agent_browser", "input": {"args": ["snapshot"]}}]},
+        {"usage": usage(200),
+         "expect": {"shown_contains": ["Token budget spent", "1400 of its 1200 tokens"]},
+         "text": "The hidden code is ZULU-9876."}
+    ]});
+    let output = task_command(dir.path(), &script, port)
+        .args(["--json", "--max-task-tokens", "1200", "--out"])
+        .arg(dir.path().join("shots"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["ended"], "token_budget", "{result}");
+    assert_eq!(result["report"], "The hidden code is ZULU-9876.");
+    assert_eq!(result["steps_used"], 4, "the refused call is not a step");
+    assert_eq!(
+        result["screenshots"].as_array().unwrap().len(),
+        1,
+        "the kept screenshot comes back"
+    );
+    assert_eq!(result["usage"]["input_tokens"], 1000);
+    assert_eq!(result["usage"]["cache_read_tokens"], 500);
+    assert_eq!(result["usage"]["output_tokens"], 250);
+    assert_eq!(result["context"]["outputs_kept"], 1);
+    assert_eq!(result["context"]["output_reads"], 1);
+    assert_eq!(result["context"]["images_shown"], 1);
+    assert!(result["context"]["image_bytes_shown"].as_u64().unwrap() > 0);
+    let chars = result["context"]["chars_shown"].as_u64().unwrap();
+    assert!(
+        chars < 40_000,
+        "the page was shown whole: {chars} characters"
+    );
+}

@@ -5,7 +5,9 @@
 //! session. `bench concurrency MAX URL` starts 1, 2, 4 … MAX sessions at once and prints, per
 //! level, each session's time to its first snapshot and the containers' memory. `bench pageload
 //! LOADS URL` opens URL LOADS times in one session and prints Chromium's own load-event times.
-//! `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor);
+//! `bench context 1 BASE` runs the context-economy tasks over the corpus under BASE (a fixed
+//! worker strategy, cut against paged) and prints one JSON line per page and strategy, plus one
+//! with the length of each snapshot form. `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor);
 //! `AIRLOCK_BENCH_DEV_SHM_MIB` gives Chromium a `/dev/shm` of that size instead of `/tmp`.
 
 // A benchmark harness: a failed step should stop it loudly.
@@ -182,6 +184,210 @@ async fn concurrency_level(
     json!({"tasks": tasks, "failures": failures, "times_ms": times, "memory_mib": memory})
 }
 
+/// The facts and pages of `cargo xtask bench --only context` (xtask writes the corpus).
+const FACTS: [&str; 3] = ["start code", "middle code", "end code"];
+const PAGES: [&str; 4] = ["article", "table", "links", "list"];
+
+/// A worker that follows a fixed strategy, so what it is shown can be counted exactly: open the
+/// page, take a screenshot (kept, so the full-size original can be weighed), read the page with
+/// `snapshot`, then (when paging) search the kept output for each fact not
+/// seen yet. It notes how many characters it had been shown when it first saw each fact.
+struct Seeker {
+    url: String,
+    paged: bool,
+    found_at: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+impl Seeker {
+    fn fact_value(text: &str, label: &str) -> Option<String> {
+        let pattern = regex_lite(label);
+        text.find(&pattern).map(|at| {
+            text[at + pattern.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect()
+        })
+    }
+}
+
+/// "The start code is " as it appears in every form of output.
+fn regex_lite(label: &str) -> String {
+    format!("{label} is ")
+}
+
+impl airlock_worker::Model for Seeker {
+    fn next_turn(
+        &self,
+        request: airlock_worker::ModelRequest,
+    ) -> airlock_worker::BoxFuture<
+        '_,
+        Result<airlock_worker::AssistantTurn, airlock_worker::ModelError>,
+    > {
+        use airlock_worker::{AssistantTurn, Message, ToolCall};
+        let mut shown_chars = 0_u64;
+        let mut seen = String::new();
+        let mut searched = Vec::new();
+        let mut turns = 0;
+        let mut last_id = None;
+        for message in &request.messages {
+            match message {
+                Message::ToolResults { results } => {
+                    for result in results {
+                        let text = result.text();
+                        shown_chars += text.chars().count() as u64;
+                        if let Some(at) = text.find("[… out-") {
+                            let id: String = text[at + "[… ".len()..]
+                                .chars()
+                                .take_while(|c| *c != ':')
+                                .collect();
+                            last_id = Some(id);
+                        }
+                        seen.push_str(&text);
+                        // Facts seen by now were found with this many characters shown.
+                        let mut found = self.found_at.lock().unwrap();
+                        for label in FACTS {
+                            if !found.contains_key(label)
+                                && Self::fact_value(&seen, label).is_some()
+                            {
+                                found.insert(label, shown_chars);
+                            }
+                        }
+                    }
+                }
+                Message::Assistant { turn } => {
+                    turns += 1;
+                    for call in &turn.tool_calls {
+                        if let Some(find) = call.input["find"].as_str() {
+                            searched.push(find.to_owned());
+                        }
+                    }
+                }
+                Message::User { .. } => {}
+            }
+        }
+        let browser = |args: serde_json::Value| ToolCall {
+            id: format!("call-{turns}"),
+            name: "agent_browser".into(),
+            input: args,
+        };
+        let call = match turns {
+            0 => Some(browser(json!({"args": ["open", self.url]}))),
+            1 => Some(browser(json!({"args": ["screenshot"], "keep": true}))),
+            2 => Some(browser(json!({"args": ["snapshot"]}))),
+            _ => {
+                let found = self.found_at.lock().unwrap();
+                let next = FACTS.iter().find(|label| {
+                    !found.contains_key(*label) && !searched.iter().any(|s| s == *label)
+                });
+                match (self.paged, next, &last_id) {
+                    (true, Some(label), Some(id)) => Some(ToolCall {
+                        id: format!("call-{turns}"),
+                        name: airlock_worker::READ_OUTPUT.into(),
+                        input: json!({"id": id, "find": label}),
+                    }),
+                    _ => None,
+                }
+            }
+        };
+        let turn = match call {
+            Some(call) => AssistantTurn {
+                tool_calls: vec![call],
+                ..AssistantTurn::default()
+            },
+            None => AssistantTurn {
+                text: FACTS
+                    .iter()
+                    .map(|label| {
+                        format!(
+                            "{label}: {}",
+                            Self::fact_value(&seen, label).unwrap_or_else(|| "not found".into())
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                ..AssistantTurn::default()
+            },
+        };
+        Box::pin(async move { Ok(turn) })
+    }
+}
+
+/// One page, one strategy: the facts found (by the characters shown at the time), and the totals.
+async fn context_run(
+    driver: &Arc<DockerDriver>,
+    url: &str,
+    page: &str,
+    paged: bool,
+) -> serde_json::Value {
+    let limits = if paged {
+        TaskLimits::default()
+    } else {
+        // The old defaults: cut at 24,000 characters, nothing kept.
+        TaskLimits {
+            max_output_chars: 24_000,
+            max_kept_output_bytes: 0,
+            ..TaskLimits::default()
+        }
+    };
+    let seeker = Arc::new(Seeker {
+        url: url.to_owned(),
+        paged,
+        found_at: std::sync::Mutex::default(),
+    });
+    let runner = airlock_worker::TaskRunner::new(
+        Arc::clone(driver) as Arc<dyn BrowserDriver>,
+        Arc::clone(&seeker) as Arc<dyn airlock_worker::Model>,
+        limits,
+    )
+    .unwrap();
+    let request = airlock_worker::TaskRequest {
+        task: "Find the start, middle and end codes".into(),
+        url: Some(url.to_owned()),
+    };
+    let result = runner.run(request, CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        result.ended,
+        airlock_worker::Ended::Completed,
+        "{}",
+        result.report
+    );
+    let found_at = seeker.found_at.lock().unwrap().clone();
+    json!({
+        "page": page,
+        "strategy": if paged { "paged" } else { "today" },
+        "found_at_chars": found_at,
+        "report": result.report,
+        "steps": result.steps_used,
+        "chars_shown": result.context.chars_shown,
+        "image_bytes_shown": result.context.image_bytes_shown,
+        "kept_image_bytes": result.screenshots.iter().map(|s| s.data.len()).sum::<usize>(),
+    })
+}
+
+/// How long each snapshot form's whole output is on a page.
+async fn snapshot_forms(driver: &DockerDriver, url: &str, page: &str) -> serde_json::Value {
+    let session = driver
+        .start(TaskContext::new(
+            CancellationToken::new(),
+            TaskLimits::default(),
+        ))
+        .await
+        .unwrap();
+    call(&session, json!(["open", url])).await;
+    let mut forms = serde_json::Map::new();
+    for args in [
+        vec!["snapshot"],
+        vec!["snapshot", "-c"],
+        vec!["snapshot", "-i"],
+        vec!["get", "text", "body"],
+    ] {
+        let output = call(&session, json!(args)).await;
+        forms.insert(args.join(" "), json!(output.text.chars().count()));
+    }
+    session.dispose.dispose().await;
+    json!({"page": page, "forms": forms})
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -244,6 +450,15 @@ async fn main() {
                     break;
                 }
                 tasks = if tasks < 2 { 2 } else { tasks + 2 };
+            }
+        }
+        "context" => {
+            for page in PAGES {
+                let page_url = format!("{url}{page}.html");
+                for paged in [false, true] {
+                    println!("{}", context_run(&driver, &page_url, page, paged).await);
+                }
+                println!("{}", snapshot_forms(&driver, &page_url, page).await);
             }
         }
         other => panic!("unknown mode {other}"),

@@ -65,7 +65,8 @@ pub struct DriverConfig {
     pub resources: Resources,
     /// The longest one agent-browser command may run.
     pub command_timeout: Duration,
-    /// The most output bytes kept from one command.
+    /// The most output bytes kept from one command. Large enough for the snapshot of a heavy
+    /// page (peers report 540 KB); the worker sees a preview and pages the rest.
     pub max_command_output_bytes: usize,
     /// The uid:gid containers run as; `None` uses this process's.
     pub user: Option<(u32, u32)>,
@@ -87,7 +88,7 @@ impl Default for DriverConfig {
             nameservers: Vec::new(),
             resources: Resources::default(),
             command_timeout: Duration::from_secs(30),
-            max_command_output_bytes: 256 * 1024,
+            max_command_output_bytes: 2 * 1024 * 1024,
             user: None,
             lifetime_grace: Duration::from_secs(60),
             browser_sandbox: true,
@@ -402,11 +403,12 @@ Screenshots are shown to you and saved by the tool wherever it likes (any path y
 set `keep` to true to return one with your report. The browser is already set up: commands that \
 change how it is launched, its proxy, its profile or files on disk are refused, and so are \
 destinations that are not public. When a request is refused, the tool result says so. \
-What you read fills your context, so ask for no more than you need: `snapshot -i` lists only what you \
-can click or fill, `snapshot -c` drops empty structure, `snapshot -s <css selector>` reads one part of \
-the page, and `get text <selector>` gives one element's text. An output too long to show whole comes \
-as a preview with an id: search it with `read_output` and `find`, or read on from an offset, instead \
-of running the command again.";
+What you read fills your context, so ask for no more than you need: to read, `get text <selector>` \
+gives an element's text without the tree around it (on long tables and link lists a third to a quarter \
+of `snapshot`); `snapshot -i` lists only what you can click or fill; `snapshot -s <css selector>` \
+scopes a snapshot to one part of the page. An output too long to show whole comes as a preview with an \
+id: search it with `read_output` and `find`, or read on from an offset, instead of running the command \
+again.";
 
 impl BrowserDriver for DockerDriver {
     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {

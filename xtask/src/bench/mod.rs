@@ -9,12 +9,15 @@
 //! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests; tinyproxy as
 //!   a peer) and the proxy's memory with idle tunnels.
 //! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
+//! - Context: characters and image bytes shown to a worker to find facts planted in demanding
+//!   pages, cut (the old default) against paged.
 //!
 //! `--quick` runs a small version. Every run writes `target/bench/report.md`; a full run of every
 //! section also writes `docs/benchmarks.md`, the report of record (committed, with the machine it
 //! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
 
 mod concurrency;
+mod context;
 mod dev_shm;
 mod gvisor;
 mod page_load;
@@ -56,6 +59,7 @@ enum Section {
     Concurrency,
     Gvisor,
     DevShm,
+    Context,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -87,6 +91,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let site_dir = out_dir.join("site");
     // Every load gets a page of its own (no cache): a warm-up round plus `load_rounds`, per mode.
     site::write_site(&site_dir, (load_rounds + 1) * page_load::LOADS_PER_ROUND)?;
+    context::write_corpus(&site_dir)?;
     children.0.push(
         Command::new("python3")
             .args([
@@ -137,6 +142,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::DevShm) {
         dev_shm::dev_shm(&root, site_port, session_rounds, loads, &mut report);
+    }
+    if wanted(Section::Context) {
+        context::context(&root, site_port, &mut report);
     }
     if wanted(Section::Concurrency) {
         concurrency::concurrency(
