@@ -384,8 +384,28 @@ async fn snapshot_forms(driver: &DockerDriver, url: &str, page: &str) -> serde_j
         let output = call(&session, json!(args)).await;
         forms.insert(args.join(" "), json!(output.text.chars().count()));
     }
+    // Screenshots as taken (and kept) against as shown to the model.
+    let mut shots = serde_json::Map::new();
+    for args in [vec!["screenshot"], vec!["screenshot", "--full"]] {
+        // A page too tall for Chromium fails `--full`: recorded, not fatal.
+        let output = session.tools[0]
+            .execute(json!({ "args": args }))
+            .await
+            .unwrap();
+        let Some(taken) = output.images.first().cloned() else {
+            eprintln!("{page}: {} gave no image: {}", args.join(" "), output.text);
+            shots.insert(args.join(" "), json!({"error": output.text}));
+            continue;
+        };
+        let shown =
+            airlock_worker::fit_for_model(taken.clone(), TaskLimits::default().max_image_side);
+        shots.insert(
+            args.join(" "),
+            json!({"taken_bytes": taken.data.len(), "shown_bytes": shown.data.len(), "shown_type": shown.media_type}),
+        );
+    }
     session.dispose.dispose().await;
-    json!({"page": page, "forms": forms})
+    json!({"page": page, "forms": forms, "screenshots": shots})
 }
 
 #[tokio::main]

@@ -159,6 +159,7 @@ impl DirectSession {
         };
         // Sizing images and keeping text is CPU work; it is done off the session lock.
         drop(guard);
+        let outcome = crate::fit_image::fit_outcome(outcome, limits.max_image_side).await;
         let mut kept = self.kept();
         let (content, is_error) = shown(tool, outcome, limits, &mut kept.0);
         kept.1.record(&content);

@@ -10,17 +10,49 @@ use image::imageops::FilterType;
 use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 
 use crate::messages::Image;
+use crate::ports::{ToolFailure, ToolOutput};
 
 /// JPEG quality for screenshots: text stays legible, flat areas compress well.
 const JPEG_QUALITY: u8 = 85;
-/// Chromium's own limit on a screenshot's side; anything larger is not a screenshot.
-const LARGEST_SIDE: u32 = 16_384;
+/// The longest side decoded: full-page screenshots of long pages reach tens of thousands of
+/// pixels (40,000 for the benchmark's 2,000 links); the allocation bound below is what protects.
+const LARGEST_SIDE: u32 = 65_535;
 /// What decoding may allocate, so a hostile image cannot exhaust memory.
 const LARGEST_DECODE_BYTES: u64 = 512 * 1024 * 1024;
 
-/// `image` as the model should see it: no side over `max_side`, in the smaller encoding. An
-/// image that cannot be decoded is returned as it is (the API judges it; nothing is lost).
-pub(crate) fn for_model(image: Image, max_side: u32) -> Image {
+/// A tool's images fitted for the model, off the async threads (decoding and encoding a large
+/// screenshot takes long enough to stall other tasks).
+pub(crate) async fn fit_outcome(
+    outcome: Result<ToolOutput, ToolFailure>,
+    max_side: u32,
+) -> Result<ToolOutput, ToolFailure> {
+    let mut output = outcome?;
+    if output.images.is_empty() {
+        return Ok(output);
+    }
+    let images = std::mem::take(&mut output.images);
+    let fitted = tokio::task::spawn_blocking(move || {
+        images
+            .into_iter()
+            .map(|image| fit_for_model(image, max_side))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match fitted {
+        Ok(images) => output.images = images,
+        Err(error) => {
+            tracing::error!(%error, "fitting a screenshot for the model failed");
+            output
+                .text
+                .push_str("\n[A screenshot was taken but could not be prepared to show you.]");
+        }
+    }
+    Ok(output)
+}
+
+/// `image` as a model should see it: no side over `max_side`, in the smaller of PNG and JPEG.
+/// An image that cannot be decoded is returned as it is (the API judges it; nothing is lost).
+pub fn fit_for_model(image: Image, max_side: u32) -> Image {
     let Some(decoded) = decode(&image) else {
         return image;
     };
@@ -122,7 +154,7 @@ mod tests {
     #[test]
     fn a_tall_full_page_screenshot_is_scaled_to_the_longest_side() {
         let original = screenshot(1280, 6000);
-        let shown = for_model(original.clone(), 1568);
+        let shown = fit_for_model(original.clone(), 1568);
         let (width, height) = size(&shown);
         assert_eq!(height, 1568);
         assert_eq!(width, 335, "the aspect ratio is kept (1280 × 1568 / 6000)");
@@ -137,7 +169,7 @@ mod tests {
     #[test]
     fn a_screenshot_within_the_limit_keeps_its_size_and_never_grows() {
         let original = screenshot(1280, 720);
-        let shown = for_model(original.clone(), 1568);
+        let shown = fit_for_model(original.clone(), 1568);
         assert_eq!(size(&shown), (1280, 720));
         assert!(shown.data.len() <= original.data.len());
     }
@@ -145,11 +177,11 @@ mod tests {
     #[test]
     fn what_cannot_be_decoded_passes_unchanged() {
         let garbage = Image::png(b"not a png at all".to_vec());
-        assert_eq!(for_model(garbage.clone(), 1568), garbage);
+        assert_eq!(fit_for_model(garbage.clone(), 1568), garbage);
         let webp = Image {
             media_type: "image/webp".into(),
             data: vec![1, 2, 3],
         };
-        assert_eq!(for_model(webp.clone(), 1568), webp);
+        assert_eq!(fit_for_model(webp.clone(), 1568), webp);
     }
 }

@@ -49,6 +49,7 @@ mod scripted;
 mod scrub;
 
 pub use direct::{DirectOutput, DirectSession};
+pub use fit_image::fit_for_model;
 pub use instructions::STANDING_INSTRUCTIONS;
 pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};

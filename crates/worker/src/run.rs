@@ -466,7 +466,13 @@ impl Run<'_> {
                 ),
             ));
         };
-        let output = match self.bounded(tool.execute(call.input.clone())).await {
+        let side = self.runner.limits.max_image_side;
+        let output = match self
+            .bounded(async {
+                fit_image::fit_outcome(tool.execute(call.input.clone()).await, side).await
+            })
+            .await
+        {
             Bounded::Done(output) => output,
             Bounded::TimedOut => return Bounded::TimedOut,
             Bounded::Cancelled => return Bounded::Cancelled,
@@ -545,7 +551,7 @@ fn task_message(request: &TaskRequest) -> String {
 
 /// What the caller (a worker, or an agent driving the browser directly) sees of a tool's outcome:
 /// error text scrubbed, text over `max_output_chars` kept in `kept` and shown as a preview,
-/// images sized for the model and oversized ones left out, and a failure the tool did not expect
+/// images (already fitted for the model) over the byte limit left out, and a failure the tool did not expect
 /// replaced by a neutral message whose details go to the host's log.
 pub(crate) fn shown(
     tool: &str,
@@ -568,7 +574,6 @@ pub(crate) fn shown(
     };
     let mut content = vec![Content::text(kept.show(text, limits.max_output_chars))];
     for image in output.images {
-        let image = fit_image::for_model(image, limits.max_image_side);
         if image.data.len() > limits.max_screenshot_bytes {
             content.push(Content::text(format!(
                 "[A screenshot of {} bytes was taken but not shown: it is over the {}-byte limit. Take a smaller one.]",

@@ -60,8 +60,19 @@ impl Tool for FakeTool {
                     ))
                 }
                 "shot" => {
-                    let bytes = usize::try_from(input["bytes"].as_u64().unwrap()).unwrap();
-                    let image = Image::png(vec![0x89; bytes]);
+                    let image = match input["png"].as_array() {
+                        // A real picture of this width and height.
+                        Some(size) => real_png(
+                            u32::try_from(size[0].as_u64().unwrap()).unwrap(),
+                            u32::try_from(size[1].as_u64().unwrap()).unwrap(),
+                        ),
+                        None => Image::png(vec![
+                            0x89;
+                            usize::try_from(input["bytes"].as_u64().unwrap())
+                                .unwrap()
+                        ]),
+                    };
+                    let bytes = image.data.len();
                     let kept = if input["keep"].as_bool() == Some(true) {
                         match self.context.keep_screenshot(image.clone()) {
                             Ok(()) => "; kept".to_owned(),
@@ -88,6 +99,30 @@ impl Tool for FakeTool {
             }
         })
     }
+}
+
+/// A page-like PNG: dark text lines on white.
+fn real_png(width: u32, height: u32) -> Image {
+    let picture = image::RgbImage::from_fn(width, height, |x, y| {
+        if y % 20 < 10 && x % 7 < 5 {
+            image::Rgb([20, 20, 20])
+        } else {
+            image::Rgb([255, 255, 255])
+        }
+    });
+    let mut data = Vec::new();
+    picture
+        .write_to(
+            &mut std::io::Cursor::new(&mut data),
+            image::ImageFormat::Png,
+        )
+        .unwrap();
+    Image::png(data)
+}
+
+fn dimensions(image: &Image) -> (u32, u32) {
+    let decoded = image::load_from_memory(&image.data).unwrap();
+    (decoded.width(), decoded.height())
 }
 
 impl BrowserDriver for FakeDriver {
@@ -482,6 +517,47 @@ async fn screenshots_are_kept_within_count_and_size_and_oversized_ones_are_not_s
     assert_eq!(result.ended, Ended::Completed, "{}", result.report);
     let sizes: Vec<usize> = result.screenshots.iter().map(|s| s.data.len()).collect();
     assert_eq!(sizes, vec![100, 200]);
+}
+
+#[tokio::test]
+async fn a_tall_screenshot_is_shown_scaled_and_kept_full_size() {
+    let setup = setup(
+        vec![
+            turn(
+                "",
+                vec![call("shot", json!({"png": [1280, 6000], "keep": true}))],
+            ),
+            expecting(
+                turn("seen", vec![]),
+                Expectation {
+                    shown_images: Some(1),
+                    ..shown(&["; kept"])
+                },
+            ),
+        ],
+        TaskLimits::default(),
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    let kept = &result.screenshots[0];
+    assert_eq!(kept.media_type, "image/png");
+    assert_eq!(dimensions(kept), (1280, 6000), "people get the full size");
+    let Message::ToolResults { results } =
+        setup.model.requests()[1].messages.last().unwrap().clone()
+    else {
+        panic!()
+    };
+    let Some(Content::Image { image: shown }) = results[0].content.get(1).cloned() else {
+        panic!("no image shown")
+    };
+    assert_eq!(
+        dimensions(&shown),
+        (335, 1568),
+        "the model gets at most 1568 px"
+    );
+    assert!(shown.data.len() < kept.data.len());
+    assert_eq!(result.context.images_shown, 1);
+    assert_eq!(result.context.image_bytes_shown, shown.data.len() as u64);
 }
 
 #[tokio::test(start_paused = true)]

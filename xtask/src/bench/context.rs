@@ -116,6 +116,67 @@ pub(super) fn context(root: &Path, site: u16, report: &mut String) {
     eprintln!("== context economy: facts found, characters and image bytes shown");
     let base = format!("http://127.0.0.1:{site}/context/");
     let lines = example(root, &[], &["context", "1", &base]);
+    facts_table(&lines, report);
+    let measured = |page: &str| {
+        lines
+            .iter()
+            .find(|l| l["page"] == page && l["forms"].is_object())
+            .cloned()
+            .unwrap_or_default()
+    };
+    let _ = writeln!(
+        report,
+        "\n### Snapshot forms: characters of each command's whole output\n\n\
+         | page | snapshot | snapshot -c | snapshot -i | get text body |\n|---|---|---|---|---|"
+    );
+    for page in PAGES {
+        let form = &measured(page)["forms"];
+        let cell = |name: &str| number(form[name].as_u64());
+        let _ = writeln!(
+            report,
+            "| {page} | {} | {} | {} | {} |",
+            cell("snapshot"),
+            cell("snapshot -c"),
+            cell("snapshot -i"),
+            cell("get text body"),
+        );
+    }
+    let _ = writeln!(
+        report,
+        "\n### Screenshots: bytes as taken (and kept) against as shown to the model\n\n\
+         Shown: scaled to 1568 px at most, then the smaller of PNG and JPEG. A dash: Chromium could not \
+         take it (a page too tall for one picture).\n\n\
+         | page | viewport taken | shown | ratio | full page taken | shown | ratio |\n|---|---|---|---|---|---|---|"
+    );
+    for page in PAGES {
+        let shot = &measured(page)["screenshots"];
+        let pair = |name: &str| {
+            let taken = shot[name]["taken_bytes"].as_u64();
+            let shown = shot[name]["shown_bytes"].as_u64();
+            let kind = shot[name]["shown_type"]
+                .as_str()
+                .unwrap_or("")
+                .trim_start_matches("image/")
+                .to_owned();
+            format!(
+                "{} | {} {kind} | {}",
+                number(taken),
+                number(shown),
+                ratio(shown, taken)
+            )
+        };
+        let _ = writeln!(
+            report,
+            "| {page} | {} | {} |",
+            pair("screenshot"),
+            pair("screenshot --full")
+        );
+    }
+    let _ = writeln!(report);
+}
+
+/// Facts found and characters shown, per page, cut against paged.
+fn facts_table(lines: &[serde_json::Value], report: &mut String) {
     let _ = writeln!(
         report,
         "## Context economy: what the worker is shown to find planted facts\n\n\
@@ -123,15 +184,14 @@ pub(super) fn context(root: &Path, site: u16, report: &mut String) {
          strategy: open the page, take one screenshot, read the page, then (with paging) search the kept \
          output with `read_output` for each fact not yet seen. **Today** is the old default: `snapshot`, \
          cut at 24,000 characters, nothing kept. **Paged** is the new default: the same `snapshot` shown \
-         as a preview of `max_output_chars` (10,000) with an id, and `read_output` searches. Characters are those of \
-         tool output shown to the worker; image bytes are the screenshot as sent to the model (today: \
-         the full PNG).\n"
+         as a preview of `max_output_chars` (10,000) with an id, and `read_output` searches. Characters are \
+         those of tool output shown to the worker; image bytes are the screenshot as sent to the model \
+         (today: the full PNG).\n"
     );
     let _ = writeln!(
         report,
         "| page | facts found today | found paged | characters today | paged, to the facts today found | ratio | paged, to all facts | image bytes today | paged | ratio |\n|---|---|---|---|---|---|---|---|---|---|"
     );
-    let mut forms = Vec::new();
     for page in PAGES {
         let find = |strategy: &str| {
             lines
@@ -141,31 +201,22 @@ pub(super) fn context(root: &Path, site: u16, report: &mut String) {
                 .unwrap_or_default()
         };
         let (today, paged) = (find("today"), find("paged"));
+        let found_at = |run: &serde_json::Value, label: &str| run["found_at_chars"][label].as_u64();
         let found_in = |run: &serde_json::Value| {
             FACTS
                 .iter()
-                .filter(|(label, _)| run["found_at_chars"][*label].is_u64())
+                .filter(|(label, _)| found_at(run, label).is_some())
                 .count()
         };
-        // The characters paged needed to reach the facts today also found.
+        // The characters paging needed to reach the facts today also found.
         let paged_to_same = FACTS
             .iter()
-            .filter(|(label, _)| today["found_at_chars"][*label].is_u64())
-            .filter_map(|(label, _)| paged["found_at_chars"][*label].as_u64())
+            .filter(|(label, _)| found_at(&today, label).is_some())
+            .filter_map(|(label, _)| found_at(&paged, label))
             .max();
         let paged_to_all = (found_in(&paged) == FACTS.len())
-            .then(|| {
-                FACTS
-                    .iter()
-                    .filter_map(|(l, _)| paged["found_at_chars"][*l].as_u64())
-                    .max()
-            })
+            .then(|| FACTS.iter().filter_map(|(l, _)| found_at(&paged, l)).max())
             .flatten();
-        let number = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
-        let ratio = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) if b > 0 => format!("{:.2}×", as_f64(a) / as_f64(b)),
-            _ => "–".to_owned(),
-        };
         let today_chars = today["chars_shown"].as_u64();
         let today_image = today["kept_image_bytes"].as_u64();
         let paged_image = paged["image_bytes_shown"].as_u64();
@@ -182,33 +233,18 @@ pub(super) fn context(root: &Path, site: u16, report: &mut String) {
             number(paged_image),
             ratio(paged_image, today_image),
         );
-        if let Some(line) = lines
-            .iter()
-            .find(|l| l["page"] == page && l["forms"].is_object())
-        {
-            forms.push((page, line["forms"].clone()));
-        }
     }
-    let _ = writeln!(
-        report,
-        "\n### Snapshot forms: characters of each command's whole output\n\n| page | snapshot | snapshot -c | snapshot -i | get text body |\n|---|---|---|---|---|"
-    );
-    for (page, form) in forms {
-        let cell = |name: &str| {
-            form[name]
-                .as_u64()
-                .map_or_else(|| "–".to_owned(), |v| v.to_string())
-        };
-        let _ = writeln!(
-            report,
-            "| {page} | {} | {} | {} | {} |",
-            cell("snapshot"),
-            cell("snapshot -c"),
-            cell("snapshot -i"),
-            cell("get text body"),
-        );
+}
+
+fn number(value: Option<u64>) -> String {
+    value.map_or_else(|| "–".to_owned(), |v| v.to_string())
+}
+
+fn ratio(value: Option<u64>, baseline: Option<u64>) -> String {
+    match (value, baseline) {
+        (Some(v), Some(b)) if b > 0 => format!("{:.2}×", as_f64(v) / as_f64(b)),
+        _ => "–".to_owned(),
     }
-    let _ = writeln!(report);
 }
 
 /// Counts here are far below 2^32, where the conversion is exact.
