@@ -112,6 +112,7 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if as_root {
         ensure_test_user()?;
     }
+    let python = ensure_python_clients()?;
     let egress_before = egress_dirs();
     let log_dir = tempfile_dir()?;
     let log = format!("{log_dir}/docker-tests.log");
@@ -134,6 +135,7 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
             // compare without writing.
             .env("INSTA_WORKSPACE_ROOT", &root)
             .env("INSTA_UPDATE", "no")
+            .env("AIRLOCK_TEST_PYTHON", &python)
             .args(["--test-threads", "1"]);
         test
     };
@@ -340,6 +342,32 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<(String, String), String>> {
 }
 
 /// Create (or reuse) a non-root user in the docker group.
+/// Where the real protocol clients' Python lives: a virtual environment every user can run.
+const CLIENTS_VENV: &str = "/opt/airlock-ci/venv";
+
+/// A Python with the official MCP SDK (from PyPI; nothing is fetched while tests run), made
+/// once, readable by the test user. Its interpreter's path.
+fn ensure_python_clients() -> anyhow::Result<String> {
+    let python = format!("{CLIENTS_VENV}/bin/python");
+    let ready = |python: &str| {
+        succeeds(Command::new(python).args(["-c", "import mcp.client.streamable_http"]))
+    };
+    if !ready(&python) {
+        if !is_root() {
+            anyhow::bail!(
+                "{CLIENTS_VENV} has no MCP Python SDK: run `cargo xtask integration` once as root, or make it with `python3 -m venv {CLIENTS_VENV} && {CLIENTS_VENV}/bin/pip install mcp`"
+            );
+        }
+        // Debian's interpreter, not a per-user one, so the test user can run it too.
+        run_loud(Command::new("/usr/bin/python3").args(["-m", "venv", CLIENTS_VENV]))?;
+        run_loud(
+            Command::new(format!("{CLIENTS_VENV}/bin/pip")).args(["install", "--quiet", "mcp"]),
+        )?;
+        run_loud(Command::new("chmod").args(["-R", "a+rX", "/opt/airlock-ci"]))?;
+    }
+    Ok(python)
+}
+
 pub fn ensure_test_user() -> anyhow::Result<()> {
     if !succeeds(Command::new("id").arg(TEST_USER)) {
         run_loud(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;

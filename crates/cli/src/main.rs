@@ -7,6 +7,7 @@ mod egress_flags;
 mod mcp_cmd;
 mod output;
 mod proxy_cmd;
+mod serve_cmd;
 mod settings;
 mod signals;
 mod task_cmd;
@@ -31,6 +32,9 @@ enum Command {
     Browse(browse_cmd::BrowseArgs),
     /// Serve `browser_task` (or, with --direct, `agent_browser`) over MCP on stdio.
     Mcp(mcp_cmd::McpArgs),
+    /// Serve Airlock over the network: MCP over streamable HTTP at /mcp, a JSON task API at
+    /// /v1/tasks, health, readiness and Prometheus metrics. Drains on SIGTERM.
+    Serve(serve_cmd::ServeArgs),
     /// Check Docker, the image, the user and the model settings, each with its fix.
     Doctor(doctor_cmd::DoctorArgs),
     /// Remove task containers whose owning process is gone.
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
         Command::Task(args) => block_on(task_cmd::run(args, &sub("task"))),
         Command::Browse(args) => block_on(browse_cmd::run(args, &sub("browse"))),
         Command::Mcp(args) => block_on(mcp_cmd::run(args, &sub("mcp"))),
+        Command::Serve(args) => block_on(serve_cmd::run(args, &sub("serve"))),
         Command::Doctor(args) => block_on(doctor_cmd::run(args, &sub("doctor"))),
         Command::Cleanup => block_on(cleanup()),
         Command::Image(ImageCommand::BuildCommand) => {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use airlock_driver_docker::{AgentBrowserInput, DockerDriver, TOOL_NAME};
 use airlock_worker::{
     BrowserDriver, CancellationToken, Content, DirectSession, Ended, Progress, READ_OUTPUT,
-    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskRequest, TaskRunner,
+    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskRequest, TaskResult, TaskRunner,
 };
 use anyhow::Context;
 use clap::{ArgMatches, Args};
@@ -62,28 +62,55 @@ const DIRECT_DESCRIPTION: &str = "Run one agent-browser command in your own seal
 session). Pass the words after `agent-browser` as a list: [\"open\", \"https://example.com\"], \
 [\"snapshot\", \"-i\"], [\"click\", \"@e3\"]. No shell. Set keep to true with screenshot to keep it.";
 
-/// The server's state.
+/// The server's state: one per MCP session (on stdio, the only one).
 #[derive(Clone)]
-struct Server {
-    mode: Mode,
-    settings: Arc<Settings>,
+pub(crate) struct Server {
+    pub(crate) mode: Mode,
+    pub(crate) settings: Arc<Settings>,
     /// Every running task, so shutdown can wait for its cleanup.
-    tracker: TaskTracker,
-    /// Cancelled on shutdown (stdin closed, SIGTERM).
-    shutdown: CancellationToken,
+    pub(crate) tracker: TaskTracker,
+    /// Cancelled on shutdown (stdin closed, SIGTERM), or when this MCP session ends.
+    pub(crate) shutdown: CancellationToken,
+    /// Over HTTP (`airlock serve`): admission control and metrics, shared by every session.
+    pub(crate) gate: Option<Arc<crate::serve_cmd::Gate>>,
+    /// Over HTTP: cancels `shutdown` when the session's last handle goes (the session ended).
+    pub(crate) _session_end: Option<Arc<tokio_util::sync::DropGuard>>,
 }
 
 #[derive(Clone)]
-enum Mode {
+pub(crate) enum Mode {
     Task(TaskRunner),
     Direct(Arc<Direct>),
 }
 
 /// `--direct`: one browser for the MCP session, started at the first call, held to the task
-/// limits (steps, time, output, images, scrubbing) by the worker's [`DirectSession`].
-struct Direct {
-    driver: Arc<DockerDriver>,
-    session: Mutex<Option<DirectSession>>,
+/// limits (steps, time, output, images, scrubbing) by the worker's [`DirectSession`]. Dropped
+/// with its session (over HTTP, when the client ends it or it idles out): the browser goes then.
+pub(crate) struct Direct {
+    pub(crate) driver: Arc<DockerDriver>,
+    pub(crate) session: Mutex<Option<DirectSession>>,
+    /// Where the browser's end runs when this is dropped, so shutdown waits for it.
+    pub(crate) tracker: TaskTracker,
+    /// Over HTTP: the browser takes a task slot for the session's life.
+    pub(crate) gate: Option<Arc<crate::serve_cmd::Gate>>,
+    pub(crate) slot: std::sync::Mutex<Option<crate::serve_cmd::Slot>>,
+}
+
+impl Drop for Direct {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.get_mut().take() {
+            // The slot is held until the browser is really gone.
+            let slot = self.slot.get_mut().map_or(None, Option::take);
+            let gate = self.gate.clone();
+            self.tracker.spawn(async move {
+                session.end().await;
+                if let Some(gate) = gate {
+                    gate.metrics.direct_sessions.dec();
+                }
+                drop(slot);
+            });
+        }
+    }
 }
 
 fn schema<T: JsonSchema>() -> Arc<JsonObject> {
@@ -208,11 +235,31 @@ impl Server {
             task: input.task,
             url: input.url,
         };
+        // A request dropped before its answer (the client went away) cancels its task.
+        let _cancel_if_dropped = cancel.clone().drop_guard();
+        // Over HTTP the task first waits for a slot, within the server's bounded queue.
+        let permit = match &self.gate {
+            Some(gate) => match gate.admit(&cancel).await {
+                Ok(permit) => Some(permit),
+                Err(refusal) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(
+                        refusal.to_string(),
+                    )]));
+                }
+            },
+            None => None,
+        };
         // Run on the tracker, not in this request's future: if the request is dropped, the task
         // still finishes its cleanup, and shutdown waits for it.
-        let task = self
-            .tracker
-            .spawn(async move { runner.run_with_progress(request, cancel, progress).await });
+        let gate = self.gate.clone();
+        let task = self.tracker.spawn(async move {
+            let result = runner.run_with_progress(request, cancel, progress).await;
+            if let (Some(gate), Ok(result)) = (&gate, &result) {
+                gate.finished(result);
+            }
+            drop(permit);
+            result
+        });
         let result = match task.await {
             Ok(Ok(result)) => result,
             Ok(Err(error)) => {
@@ -227,42 +274,7 @@ impl Server {
                 ));
             }
         };
-        let mut blocks = vec![ContentBlock::text(result.report.clone())];
-        let refusals = result
-            .egress_refusals
-            .iter()
-            .map(|r| (&r.target, &r.reason));
-        blocks.extend(listed("The egress proxy refused:", refusals));
-        let failures = result
-            .egress_failures
-            .iter()
-            .map(|f| (&f.target, &f.reason));
-        blocks.extend(listed("The egress proxy could not reach:", failures));
-        for image in &result.screenshots {
-            blocks.push(ContentBlock::image(
-                image.base64(),
-                image.media_type.clone(),
-            ));
-        }
-        let mut answer = match result.ended {
-            Ended::Completed | Ended::StepLimit | Ended::TokenBudget => {
-                CallToolResult::success(blocks)
-            }
-            Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
-        };
-        // The same result for programs: how it ended, what it cost, what the worker was shown.
-        answer.structured_content = Some(json!({
-            "ended": result.ended,
-            "steps_used": result.steps_used,
-            "usage": result.usage,
-            "total_tokens": result.usage.total(),
-            "context": result.context,
-            "timings": result.timings,
-            "egress_refusals": result.egress_refusals,
-            "egress_failures": result.egress_failures,
-            "screenshots": result.screenshots.len(),
-        }));
-        Ok(answer)
+        Ok(task_answer(&result))
     }
 
     async fn direct_call(
@@ -276,6 +288,21 @@ impl Server {
             if let Some(session) = guard.as_ref() {
                 session.clone()
             } else {
+                if let Some(gate) = &direct.gate {
+                    match gate.admit(&self.shutdown).await {
+                        Ok(slot) => {
+                            *direct
+                                .slot
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(slot);
+                        }
+                        Err(refusal) => {
+                            return CallToolResult::error(vec![ContentBlock::text(
+                                refusal.to_string(),
+                            )]);
+                        }
+                    }
+                }
                 let started = DirectSession::start(
                     direct.driver.as_ref(),
                     self.settings.limits,
@@ -283,7 +310,12 @@ impl Server {
                 )
                 .await;
                 match started {
-                    Ok(session) => guard.insert(session).clone(),
+                    Ok(session) => {
+                        if let Some(gate) = &direct.gate {
+                            gate.metrics.direct_sessions.inc();
+                        }
+                        guard.insert(session).clone()
+                    }
                     Err(error) => {
                         return CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
                     }
@@ -309,6 +341,44 @@ impl Server {
     }
 }
 
+/// A task's result as MCP content (report, egress notes, kept screenshots) and structured content.
+fn task_answer(result: &TaskResult) -> CallToolResult {
+    let mut blocks = vec![ContentBlock::text(result.report.clone())];
+    let refusals = result
+        .egress_refusals
+        .iter()
+        .map(|r| (&r.target, &r.reason));
+    blocks.extend(listed("The egress proxy refused:", refusals));
+    let failures = result
+        .egress_failures
+        .iter()
+        .map(|f| (&f.target, &f.reason));
+    blocks.extend(listed("The egress proxy could not reach:", failures));
+    for image in &result.screenshots {
+        blocks.push(ContentBlock::image(
+            image.base64(),
+            image.media_type.clone(),
+        ));
+    }
+    let mut answer = match result.ended {
+        Ended::Completed | Ended::StepLimit | Ended::TokenBudget => CallToolResult::success(blocks),
+        Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
+    };
+    // The same result for programs: how it ended, what it cost, what the worker was shown.
+    answer.structured_content = Some(json!({
+        "ended": result.ended,
+        "steps_used": result.steps_used,
+        "usage": result.usage,
+        "total_tokens": result.usage.total(),
+        "context": result.context,
+        "timings": result.timings,
+        "egress_refusals": result.egress_refusals,
+        "egress_failures": result.egress_failures,
+        "screenshots": result.screenshots.len(),
+    }));
+    answer
+}
+
 /// `title` and one `- target: reason` line per item, or nothing when there are none.
 fn listed<'a>(
     title: &str,
@@ -329,10 +399,14 @@ fn as_progress(count: usize) -> f64 {
 pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
     let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let tracker = TaskTracker::new();
     let mode = if args.direct {
         Mode::Direct(Arc::new(Direct {
             driver: Arc::clone(&driver),
             session: Mutex::new(None),
+            tracker: tracker.clone(),
+            gate: None,
+            slot: std::sync::Mutex::new(None),
         }))
     } else {
         let model = crate::task_cmd::model(&settings).map_err(crate::bad_input)?;
@@ -345,8 +419,10 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let server = Server {
         mode: mode.clone(),
         settings: Arc::new(settings),
-        tracker: TaskTracker::new(),
+        tracker,
         shutdown: CancellationToken::new(),
+        gate: None,
+        _session_end: None,
     };
     let (tracker, shutdown) = (server.tracker.clone(), server.shutdown.clone());
     let terminated = crate::signals::terminated();
@@ -364,13 +440,13 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         () = terminated => {}
     }
     shutdown.cancel();
-    tracker.close();
-    tracker.wait().await;
     if let Mode::Direct(direct) = mode
         && let Some(session) = direct.session.lock().await.take()
     {
         session.end().await;
     }
+    tracker.close();
+    tracker.wait().await;
     driver.shutdown().await;
     Ok(0)
 }

@@ -278,6 +278,7 @@ impl DockerDriver {
             container: None,
             proxy: Some(proxy),
             failed_removals: Arc::clone(&self.failed_removals),
+            context: context.clone(),
         };
         let create = CreateContainerOptionsBuilder::default().name(&name).build();
         self.docker
@@ -443,10 +444,20 @@ struct Made {
     container: Option<String>,
     proxy: Option<EgressProxy>,
     failed_removals: Arc<Mutex<Vec<String>>>,
+    /// Where the proxy's byte counts go when it stops.
+    context: TaskContext,
 }
 
 impl Made {
     async fn undo(&mut self) {
+        if let Some(proxy) = &self.proxy {
+            let stats = proxy.stats();
+            self.context
+                .record_egress_bytes(airlock_worker::EgressBytes {
+                    up: stats.bytes_up,
+                    down: stats.bytes_down,
+                });
+        }
         undo(
             self.docker.clone(),
             self.container.take(),

@@ -207,13 +207,13 @@ impl AgentBrowserTool {
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
         for event in events {
             match &event.outcome {
-                Outcome::Refused { reason, .. } => {
+                Outcome::Refused { reason, class } => {
                     output.text.push_str(&format!(
                         "\nThe egress proxy refused {}: {reason}",
                         event.target
                     ));
                     self.context
-                        .record_refusal(EgressRefusal::now(&event.target, reason));
+                        .record_refusal(EgressRefusal::now(&event.target, *class, reason));
                 }
                 Outcome::Failed { class, reason, .. } => {
                     output.text.push_str(&format!(

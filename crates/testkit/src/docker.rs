@@ -174,3 +174,46 @@ pub fn wait_until_removed(
     let _ = events.wait();
     destroyed
 }
+
+/// Wait, by Docker's own event stream, until process `pid` owns at least `count` task
+/// containers. False if `timeout` passes first.
+pub fn wait_for_containers_of(pid: u32, count: usize, timeout: std::time::Duration) -> bool {
+    use std::io::BufRead;
+    // Listen first, then look: a container that starts in between is seen either way.
+    let mut events = Command::new("docker")
+        .args([
+            "events",
+            "--filter",
+            "event=start",
+            "--filter",
+            "label=airlock.task",
+            "--format",
+            "{{.ID}}",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = events.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let _ = sender.send(());
+    std::thread::spawn(move || {
+        for _ in std::io::BufReader::new(stdout).lines() {
+            if sender.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + timeout;
+    let mut reached = false;
+    while let Ok(()) =
+        receiver.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    {
+        if containers_of(pid).len() >= count {
+            reached = true;
+            break;
+        }
+    }
+    let _ = events.kill();
+    let _ = events.wait();
+    reached
+}

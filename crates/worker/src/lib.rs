@@ -55,9 +55,9 @@ pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, Rea
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
-    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressFailure, EgressRefusal,
-    KeepRefusal, Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure,
-    ToolOutput,
+    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressBytes, EgressFailure,
+    EgressRefusal, KeepRefusal, Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition,
+    ToolFailure, ToolOutput,
 };
 pub use run::{
     ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner,

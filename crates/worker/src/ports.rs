@@ -127,19 +127,36 @@ pub struct EgressRefusal {
     pub target: String,
     /// Why it was refused.
     pub reason: String,
+    /// Why, as a short stable class (`loopback`, `private`, `metadata`, `port`, …).
+    #[serde(default)]
+    pub class: String,
 }
 
 impl EgressRefusal {
     /// A refusal happening now.
-    pub fn now(target: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn now(
+        target: impl Into<String>,
+        class: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
         Self {
             at_unix_ms: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis()),
             target: target.into(),
             reason: reason.into(),
+            class: class.into(),
         }
     }
+}
+
+/// Bytes the egress proxy carried for a task.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressBytes {
+    /// From the browser to destinations.
+    pub up: u64,
+    /// From destinations to the browser.
+    pub down: u64,
 }
 
 /// A destination the egress proxy allowed but could not reach during the task.
@@ -204,6 +221,7 @@ pub struct TaskContext {
     screenshots: Arc<Mutex<Vec<Image>>>,
     refusals: Arc<Mutex<Vec<EgressRefusal>>>,
     failures: Arc<Mutex<Vec<EgressFailure>>>,
+    egress_bytes: Arc<Mutex<EgressBytes>>,
 }
 
 impl TaskContext {
@@ -215,7 +233,18 @@ impl TaskContext {
             screenshots: Arc::default(),
             refusals: Arc::default(),
             failures: Arc::default(),
+            egress_bytes: Arc::default(),
         }
+    }
+
+    /// Record what the egress proxy carried (the driver does, when it stops the proxy).
+    pub fn record_egress_bytes(&self, bytes: EgressBytes) {
+        *lock(&self.egress_bytes) = bytes;
+    }
+
+    /// What the egress proxy carried, as last recorded.
+    pub fn egress_bytes(&self) -> EgressBytes {
+        *lock(&self.egress_bytes)
     }
 
     /// Keep a screenshot for the task's result, within the count and size limits.

@@ -17,8 +17,8 @@ use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
 use crate::limits::{LimitError, TaskLimits};
 use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 use crate::ports::{
-    BrowserDriver, Dispose, EgressFailure, EgressRefusal, Model, ModelRequest, TaskContext, Tool,
-    ToolDefinition, ToolFailure, ToolOutput,
+    BrowserDriver, Dispose, EgressBytes, EgressFailure, EgressRefusal, Model, ModelRequest,
+    TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
 };
 use crate::scrub::{neutral_failure, scrub};
 
@@ -117,6 +117,8 @@ pub struct TaskResult {
     pub egress_refusals: Vec<EgressRefusal>,
     /// Destinations the egress proxy allowed but could not reach, with what it saw.
     pub egress_failures: Vec<EgressFailure>,
+    /// Bytes the egress proxy carried.
+    pub egress_bytes: EgressBytes,
     /// Where the time went.
     pub timings: Timings,
     /// Tokens the worker's model used, summed over the task's turns.
@@ -505,6 +507,7 @@ impl Run<'_> {
             ended,
             egress_refusals: self.context.refusals(),
             egress_failures: self.context.failures(),
+            egress_bytes: self.context.egress_bytes(),
             timings: self.timings,
             usage: self.usage,
             context: ContextUse {

@@ -907,6 +907,7 @@ fn result_json_shape() {
             at_unix_ms: 1,
             target: "10.0.0.1:80".into(),
             reason: "private".into(),
+            class: "private".into(),
         }],
         egress_failures: vec![EgressFailure {
             at_unix_ms: 2,
@@ -914,6 +915,10 @@ fn result_json_shape() {
             class: "no-dns-answer".into(),
             reason: "`nowhere.test` does not resolve".into(),
         }],
+        egress_bytes: EgressBytes {
+            up: 100,
+            down: 2000,
+        },
         timings: Timings::default(),
         usage: Usage {
             input_tokens: 10,

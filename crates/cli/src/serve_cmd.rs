@@ -1,0 +1,492 @@
+//! `airlock serve`: Airlock as a network service, one process per host.
+//!
+//! - `/mcp`: MCP over streamable HTTP (rmcp), the same tools as `airlock mcp`.
+//! - `POST /v1/tasks`, `GET /v1/schema`: the task as plain JSON.
+//! - `/healthz` (alive), `/readyz` (Docker answers, image present, room for a task; 503 when
+//!   full or draining), `/metrics` (Prometheus text).
+//!
+//! Every request passes the [`guard::Guard`] first (Host, Origin, then a bearer token for all
+//! but the probes). Tasks pass the [`gate::Gate`]: bounded concurrency, a bounded queue with a
+//! time limit, refusal while draining. SIGTERM or SIGINT drains: `/readyz` turns 503, running
+//! tasks get `--drain-timeout` to finish and are then cancelled, and the process exits only
+//! after every container is gone.
+
+mod gate;
+mod guard;
+mod metrics;
+mod tasks_api;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_driver_docker::DockerDriver;
+use airlock_worker::{BrowserDriver, CancellationToken, TaskRunner};
+use anyhow::Context;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::routing::{get, post};
+use clap::{ArgMatches, Args};
+use http::{Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio::sync::{Mutex, Semaphore};
+use tokio_util::task::TaskTracker;
+
+pub(crate) use gate::{Gate, Slot};
+
+use crate::mcp_cmd::{Direct, Mode, Server};
+use crate::settings::{SettingFlags, Settings};
+use guard::{Guard, refuse};
+use tasks_api::json_response;
+
+/// Arguments of `airlock serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen. A non-loopback address needs tokens.
+    #[arg(long, env = "AIRLOCK_LISTEN", default_value = "127.0.0.1:8700")]
+    listen: SocketAddr,
+    /// Offer `agent_browser` on /mcp (one sealed browser per MCP session, removed when the session
+    /// ends or idles out) instead of `browser_task`.
+    #[arg(long)]
+    direct: bool,
+    /// A file of bearer tokens, one per line (# comments and blank lines ignored). Tokens may also
+    /// come from AIRLOCK_TOKENS, comma-separated; several allow rotation.
+    #[arg(long, env = "AIRLOCK_TOKENS_FILE", value_name = "FILE")]
+    tokens_file: Option<PathBuf>,
+    /// A name clients use for this server in the Host header (`name` or `name:port`;
+    /// repeatable). Default: the listen address, and localhost on loopback. `*`: any.
+    #[arg(long = "allowed-host", value_name = "HOST", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// A web origin allowed to call (`scheme://host[:port]`; repeatable). Default: none, so a
+    /// request that a web page makes through a browser is refused.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+    /// TLS certificate chain (PEM, leaf first); with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM); with --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Seconds a task may wait for a slot when all are busy (0: refuse at once).
+    #[arg(
+        long,
+        env = "AIRLOCK_QUEUE_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 30
+    )]
+    queue_timeout: u64,
+    /// Tasks that may wait for a slot at once (default: twice max_concurrent_tasks).
+    #[arg(long, env = "AIRLOCK_MAX_QUEUED_TASKS", value_name = "N")]
+    max_queued_tasks: Option<usize>,
+    /// Seconds running tasks get to finish after SIGTERM before they are cancelled.
+    #[arg(
+        long,
+        env = "AIRLOCK_DRAIN_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 60
+    )]
+    drain_timeout: u64,
+    /// MCP sessions open at once; a new one past this is refused (503).
+    #[arg(
+        long,
+        env = "AIRLOCK_MAX_SESSIONS",
+        value_name = "N",
+        default_value_t = 64
+    )]
+    max_sessions: usize,
+    #[command(flatten)]
+    settings: SettingFlags,
+}
+
+/// Connections open at once; the next waits in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 512;
+/// A client must send its request head within this.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client must send a task's body within this.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The TLS handshake must finish within this.
+const TLS_TIMEOUT: Duration = Duration::from_secs(10);
+/// An MCP session with no traffic for this long ends (its browser too, with --direct).
+const SESSION_IDLE: Duration = Duration::from_secs(300);
+/// After draining, open connections (SSE streams) get this long to close.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// What every handler shares.
+#[derive(Clone)]
+struct App {
+    guard: Arc<Guard>,
+    gate: Arc<Gate>,
+    runner: Option<TaskRunner>,
+    driver: Arc<DockerDriver>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+}
+
+fn tokens(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
+    let mut tokens: Vec<String> = std::env::var("AIRLOCK_TOKENS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(path) = &args.tokens_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--tokens-file {}: cannot read it", path.display()))?;
+        tokens.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty() && !line.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    Ok(tokens)
+}
+
+/// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
+pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+    let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
+    // Bound first, so the Host check knows the real port (with --listen …:0, the kernel's pick).
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("--listen {}: cannot listen there", args.listen))
+        .map_err(crate::bad_input)?;
+    let local = listener.local_addr().unwrap_or(args.listen);
+    let guard = Guard::new(
+        local,
+        tokens(args).map_err(crate::bad_input)?,
+        &args.allowed_hosts,
+        &args.allowed_origins,
+    )
+    .map_err(crate::bad_input)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(crate::bad_input)?),
+        _ => None,
+    };
+    let capacity = settings.limits.max_concurrent_tasks;
+    let gate = Gate::new(
+        capacity,
+        args.max_queued_tasks.unwrap_or(capacity * 2),
+        Duration::from_secs(args.queue_timeout),
+    );
+    let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let runner = if args.direct {
+        None
+    } else {
+        let model = crate::task_cmd::model(&settings).map_err(crate::bad_input)?;
+        Some(TaskRunner::new(
+            Arc::clone(&driver) as Arc<dyn BrowserDriver>,
+            model,
+            settings.limits,
+        )?)
+    };
+    let terminated = crate::signals::terminated();
+    let tracker = TaskTracker::new();
+    let shutdown = CancellationToken::new();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let sessions = Arc::new(sessions);
+    let app = App {
+        guard: Arc::new(guard),
+        gate: Arc::clone(&gate),
+        runner,
+        driver: Arc::clone(&driver),
+        tracker: tracker.clone(),
+        shutdown: shutdown.clone(),
+        sessions,
+        max_sessions: args.max_sessions,
+    };
+    let router = router(app, Arc::new(settings));
+    let stop_accepting = CancellationToken::new();
+    let graceful = GracefulShutdown::new();
+    eprintln!(
+        "airlock serve: listening on {}://{local} (mcp at /mcp, tasks at /v1/tasks)",
+        if tls.is_some() { "https" } else { "http" }
+    );
+    let accepting = tokio::spawn(accept_loop(
+        listener,
+        tls,
+        router,
+        stop_accepting.clone(),
+        graceful,
+    ));
+
+    terminated.await;
+    eprintln!("airlock serve: draining (new tasks are refused; /readyz answers 503)");
+    gate.drain();
+    let drained = tokio::time::timeout(
+        Duration::from_secs(args.drain_timeout),
+        wait_until_idle(&gate),
+    )
+    .await;
+    if drained.is_err() {
+        eprintln!(
+            "airlock serve: {} tasks still ran after --drain-timeout {} s; cancelling them",
+            gate.running(),
+            args.drain_timeout
+        );
+    }
+    // Cancels what still runs, and ends every --direct session's browser.
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    stop_accepting.cancel();
+    if let Ok(graceful) = accepting.await {
+        // Open connections (idle keep-alives, SSE streams) get a moment, then are dropped.
+        let _ = tokio::time::timeout(CLOSE_GRACE, graceful.shutdown()).await;
+    }
+    driver.shutdown().await;
+    eprintln!("airlock serve: stopped");
+    Ok(0)
+}
+
+/// Resolves when no task runs. Polled: draining happens once, and a task's end is not signalled.
+async fn wait_until_idle(gate: &Gate) {
+    while gate.running() > 0 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn router(app: App, settings: Arc<Settings>) -> Router {
+    let mcp = mcp_service(&app, settings);
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/schema", get(|| async { tasks_api::schema() }))
+        .route("/v1/tasks", post(tasks))
+        .nest_service("/mcp", mcp)
+        .fallback(|| async {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "no such path: the endpoints are /mcp, /v1/tasks, /v1/schema, /healthz, /readyz and /metrics",
+            )
+        })
+        .layer(middleware::from_fn_with_state(app.clone(), checks))
+        .with_state(app)
+}
+
+/// Host, Origin and token checks, and the MCP session cap, before any handler.
+async fn checks(State(app): State<App>, request: Request, next: Next) -> Response<Body> {
+    let headers = request.headers();
+    if let Some(refused) = app.guard.check_site(headers) {
+        return refused;
+    }
+    let path = request.uri().path();
+    let probe = path == "/healthz" || path == "/readyz";
+    if !probe && let Some(refused) = app.guard.check_token(headers) {
+        return refused;
+    }
+    let new_session = path.starts_with("/mcp")
+        && request.method() == http::Method::POST
+        && !headers.contains_key("mcp-session-id");
+    if new_session && app.sessions.sessions.read().await.len() >= app.max_sessions {
+        let mut refused = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server has as many MCP sessions open as it allows (--max-sessions); end one, or try again shortly",
+        );
+        refused.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("5"),
+        );
+        return refused;
+    }
+    next.run(request).await
+}
+
+async fn readyz(State(app): State<App>) -> Response<Body> {
+    let why_not = if app.gate.draining.is_cancelled() {
+        Some("draining: the server is shutting down".to_owned())
+    } else if !app.gate.has_room() {
+        Some("full: every task slot is busy and the queue is full".to_owned())
+    } else if let Err(error) = app.driver.check().await {
+        Some(format!("the browser cannot start: {error}"))
+    } else {
+        None
+    };
+    let body = serde_json::json!({
+        "ready": why_not.is_none(),
+        "reason": why_not,
+        "running": app.gate.running(),
+    });
+    let status = if why_not.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(status, &body)
+}
+
+async fn metrics(State(app): State<App>) -> Response<Body> {
+    let mut response = Response::new(Body::from(app.gate.metrics.encode()));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
+    let Some(runner) = app.runner.clone() else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            "this server runs with --direct: it offers agent_browser on /mcp, not tasks",
+        );
+    };
+    let (parts, body) = request.into_parts();
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the body is over {} bytes: a task is a short text and a URL",
+                tasks_api::MAX_TASK_BODY_BYTES
+            ),
+        )
+    };
+    // A declared length over the limit is refused before any of the body is read.
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > tasks_api::MAX_TASK_BODY_BYTES as u64) {
+        return too_large();
+    }
+    let body = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, tasks_api::MAX_TASK_BODY_BYTES),
+    )
+    .await
+    {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => return too_large(),
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            );
+        }
+    };
+    tasks_api::run(
+        &parts.headers,
+        body,
+        runner,
+        app.gate,
+        app.tracker,
+        app.shutdown,
+    )
+    .await
+}
+
+/// The MCP endpoint: one [`Server`] per MCP session, sharing the runner, the gate and the
+/// tracker. A session's tasks (and its --direct browser) end with the session.
+fn mcp_service(
+    app: &App,
+    settings: Arc<Settings>,
+) -> StreamableHttpService<Server, LocalSessionManager> {
+    let shutdown = app.shutdown.child_token();
+    let sessions = Arc::clone(&app.sessions);
+    let app = app.clone();
+    let factory = move || {
+        let session = app.shutdown.child_token();
+        let mode = match &app.runner {
+            Some(runner) => Mode::Task(runner.clone()),
+            None => Mode::Direct(Arc::new(Direct {
+                driver: Arc::clone(&app.driver),
+                session: Mutex::new(None),
+                tracker: app.tracker.clone(),
+                gate: Some(Arc::clone(&app.gate)),
+                slot: std::sync::Mutex::new(None),
+            })),
+        };
+        Ok(Server {
+            mode,
+            settings: Arc::clone(&settings),
+            tracker: app.tracker.clone(),
+            shutdown: session.clone(),
+            gate: Some(Arc::clone(&app.gate)),
+            _session_end: Some(Arc::new(session.drop_guard())),
+        })
+    };
+    // Host and Origin are checked by `checks` for every path; rmcp's own copies are off.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(1024 * 1024)
+        .with_cancellation_token(shutdown);
+    StreamableHttpService::new(factory, sessions, config)
+}
+
+/// Accept connections until `stop`, each served by hyper (HTTP/1.1, a header time limit), over
+/// TLS when configured. Returns the graceful handle so the caller can close what is left.
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    router: Router,
+    stop: CancellationToken,
+    graceful: GracefulShutdown,
+) -> GracefulShutdown {
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = Arc::clone(&connections).acquire_owned().await else {
+            break;
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.cancelled() => break,
+        };
+        let (stream, _peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                continue;
+            }
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let builder = {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
+            builder
+        };
+        match &tls {
+            None => {
+                let connection = builder.serve_connection(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                    drop(permit);
+                });
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                let watcher = graceful.watcher();
+                tokio::spawn(async move {
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(TLS_TIMEOUT, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    let _ = watcher.watch(connection).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+    graceful
+}

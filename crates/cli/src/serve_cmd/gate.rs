@@ -1,0 +1,281 @@
+//! Admission: at most `max_concurrent_tasks` tasks run; the next ones wait in a bounded queue for
+//! at most `queue_timeout`, then are refused with the capacity named. Never an unbounded queue.
+//! Draining (SIGTERM) refuses new tasks at once and wakes the waiting ones with the same answer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use airlock_worker::{CancellationToken, TaskResult};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::metrics::Metrics;
+
+/// Why a task was not admitted. Each says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// Every slot is busy and the queue is full (or queueing is off).
+    #[error(
+        "this server is at capacity: all {capacity} task slots are busy (max_concurrent_tasks) and {queued} tasks wait already (max_queued_tasks); try again shortly or another server"
+    )]
+    Full {
+        /// Slots.
+        capacity: usize,
+        /// Tasks waiting.
+        queued: usize,
+    },
+    /// The task waited `queue_timeout` without a slot.
+    #[error(
+        "no task slot came free within {seconds} s (queue_timeout; all {capacity} slots of max_concurrent_tasks were busy); try again shortly or another server"
+    )]
+    Waited {
+        /// The wait.
+        seconds: u64,
+        /// Slots.
+        capacity: usize,
+    },
+    /// The server is shutting down.
+    #[error("this server is shutting down and takes no new tasks; send it to another server")]
+    Draining,
+    /// The caller went away while it waited.
+    #[error("the task was cancelled while it waited for a slot")]
+    Cancelled,
+}
+
+impl Refusal {
+    /// A short stable word, for metrics.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Self::Full { .. } => "full",
+            Self::Waited { .. } => "queue_timeout",
+            Self::Draining => "draining",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Admission control and metrics, shared by every transport of one server.
+pub(crate) struct Gate {
+    slots: Arc<Semaphore>,
+    capacity: usize,
+    max_queued: usize,
+    queued: AtomicUsize,
+    queue_timeout: Duration,
+    /// Cancelled when draining starts.
+    pub(crate) draining: CancellationToken,
+    pub(crate) metrics: Metrics,
+}
+
+/// A running task's slot; the running gauge follows it.
+pub(crate) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    gate: Arc<Gate>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.gate.metrics.running.dec();
+    }
+}
+
+/// Counts a waiting task out of the queue however the wait ends.
+struct Waiting<'a>(&'a Gate);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::SeqCst);
+        self.0.metrics.queued.dec();
+    }
+}
+
+impl Gate {
+    pub(crate) fn new(capacity: usize, max_queued: usize, queue_timeout: Duration) -> Arc<Self> {
+        let metrics = Metrics::new(capacity);
+        metrics.ready.set(1);
+        Arc::new(Self {
+            slots: Arc::new(Semaphore::new(capacity)),
+            capacity,
+            max_queued,
+            queued: AtomicUsize::new(0),
+            queue_timeout,
+            draining: CancellationToken::new(),
+            metrics,
+        })
+    }
+
+    /// Wait for a slot within the queue's bounds; `cancel` ends the wait.
+    pub(crate) async fn admit(
+        self: &Arc<Self>,
+        cancel: &CancellationToken,
+    ) -> Result<Slot, Refusal> {
+        let admitted = self.try_admit(cancel).await;
+        match &admitted {
+            Ok(_) => {
+                self.metrics.running.inc();
+            }
+            Err(refusal) => self.metrics.refused(refusal.reason()),
+        }
+        admitted.map(|permit| Slot {
+            _permit: permit,
+            gate: Arc::clone(self),
+        })
+    }
+
+    async fn try_admit(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Refusal> {
+        if self.draining.is_cancelled() {
+            return Err(Refusal::Draining);
+        }
+        if let Ok(permit) = Arc::clone(&self.slots).try_acquire_owned() {
+            return Ok(permit);
+        }
+        let full = || Refusal::Full {
+            capacity: self.capacity,
+            queued: self.queued.load(Ordering::SeqCst),
+        };
+        if self.queue_timeout.is_zero() {
+            return Err(full());
+        }
+        // Take a place in the queue, or refuse if there is none.
+        if self
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |queued| {
+                (queued < self.max_queued).then_some(queued + 1)
+            })
+            .is_err()
+        {
+            return Err(full());
+        }
+        self.metrics.queued.inc();
+        let _waiting = Waiting(self);
+        tokio::select! {
+            permit = Arc::clone(&self.slots).acquire_owned() => {
+                // The semaphore is never closed.
+                permit.map_err(|_| Refusal::Draining)
+            }
+            () = tokio::time::sleep(self.queue_timeout) => Err(Refusal::Waited {
+                seconds: self.queue_timeout.as_secs(),
+                capacity: self.capacity,
+            }),
+            () = self.draining.cancelled() => Err(Refusal::Draining),
+            () = cancel.cancelled() => Err(Refusal::Cancelled),
+        }
+    }
+
+    /// Count a task that ran.
+    pub(crate) fn finished(&self, result: &TaskResult) {
+        self.metrics.finished(result);
+    }
+
+    /// Whether a new task could start now (not draining, a slot or a queue place free).
+    pub(crate) fn has_room(&self) -> bool {
+        !self.draining.is_cancelled()
+            && (self.slots.available_permits() > 0
+                || (!self.queue_timeout.is_zero()
+                    && self.queued.load(Ordering::SeqCst) < self.max_queued))
+    }
+
+    /// Stop taking tasks: new ones and waiting ones are refused.
+    pub(crate) fn drain(&self) {
+        self.metrics.ready.set(0);
+        self.draining.cancel();
+    }
+
+    /// Tasks running now.
+    pub(crate) fn running(&self) -> usize {
+        self.capacity - self.slots.available_permits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_server_queues_within_bounds_then_refuses_naming_the_capacity() {
+        let gate = Gate::new(1, 1, Duration::from_secs(30));
+        let never = CancellationToken::new();
+        let first = gate.admit(&never).await.unwrap();
+        assert_eq!(gate.running(), 1);
+        // The second waits; the third finds the queue full.
+        let waiting = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.admit(&CancellationToken::new()).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        let third = gate.admit(&never).await.map(|_| ()).unwrap_err();
+        assert_eq!(
+            third,
+            Refusal::Full {
+                capacity: 1,
+                queued: 1
+            }
+        );
+        assert!(third.to_string().contains("max_concurrent_tasks"));
+        // The waiting one times out at queue_timeout.
+        let waited = waiting.await.unwrap().unwrap_err();
+        assert_eq!(
+            waited,
+            Refusal::Waited {
+                seconds: 30,
+                capacity: 1
+            }
+        );
+        drop(first);
+        assert!(gate.admit(&never).await.is_ok(), "a freed slot is taken");
+        let text = gate.metrics.encode();
+        assert!(
+            text.contains("airlock_tasks_refused_total{reason=\"full\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("airlock_tasks_refused_total{reason=\"queue_timeout\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_task_gets_the_freed_slot() {
+        let gate = Gate::new(1, 4, Duration::from_secs(30));
+        let first = gate.admit(&CancellationToken::new()).await.unwrap();
+        let waiting = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.admit(&CancellationToken::new()).await.is_ok() }
+        });
+        drop(first);
+        assert!(waiting.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn with_no_queue_a_busy_server_refuses_at_once() {
+        let gate = Gate::new(1, 4, Duration::ZERO);
+        let _first = gate.admit(&CancellationToken::new()).await.unwrap();
+        let refused = gate
+            .admit(&CancellationToken::new())
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(refused, Refusal::Full { .. }));
+        assert!(!gate.has_room());
+    }
+
+    #[tokio::test]
+    async fn draining_refuses_new_tasks_and_wakes_waiting_ones() {
+        let gate = Gate::new(1, 4, Duration::from_secs(3600));
+        let _first = gate.admit(&CancellationToken::new()).await.unwrap();
+        let waiting = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.admit(&CancellationToken::new()).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        gate.drain();
+        assert_eq!(waiting.await.unwrap().unwrap_err(), Refusal::Draining);
+        assert_eq!(
+            gate.admit(&CancellationToken::new())
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            Refusal::Draining
+        );
+        assert!(!gate.has_room());
+    }
+}

@@ -1,0 +1,205 @@
+//! `/metrics`: Prometheus text from a `prometheus-client` registry. Labels carry only fixed
+//! words (outcomes, classes, kinds), never tokens, tasks or URLs.
+
+use airlock_worker::{Ended, TaskResult};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// One label, `name="value"`, with a value from a fixed set.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Outcome {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Reason {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Class {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Kind {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Direction {
+    direction: &'static str,
+}
+
+/// Every metric the server exports.
+pub(crate) struct Metrics {
+    registry: Registry,
+    pub(crate) running: Gauge,
+    pub(crate) queued: Gauge,
+    pub(crate) capacity: Gauge,
+    pub(crate) ready: Gauge,
+    pub(crate) direct_sessions: Gauge,
+    finished: Family<Outcome, Counter>,
+    pub(crate) refused: Family<Reason, Counter>,
+    egress_refusals: Family<Class, Counter>,
+    egress_bytes: Family<Direction, Counter>,
+    tokens: Family<Kind, Counter>,
+    chars_shown: Counter,
+    image_bytes_shown: Counter,
+    duration: Histogram,
+}
+
+impl Metrics {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let mut registry = Registry::with_prefix("airlock");
+        let metrics = Self {
+            running: Gauge::default(),
+            queued: Gauge::default(),
+            capacity: Gauge::default(),
+            ready: Gauge::default(),
+            direct_sessions: Gauge::default(),
+            finished: Family::default(),
+            refused: Family::default(),
+            egress_refusals: Family::default(),
+            egress_bytes: Family::default(),
+            tokens: Family::default(),
+            chars_shown: Counter::default(),
+            image_bytes_shown: Counter::default(),
+            // 1 s to about 68 min, doubling.
+            duration: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            registry: Registry::default(),
+        };
+        metrics
+            .capacity
+            .set(i64::try_from(capacity).unwrap_or(i64::MAX));
+        registry.register(
+            "tasks_running",
+            "Tasks running now",
+            metrics.running.clone(),
+        );
+        registry.register(
+            "tasks_queued",
+            "Tasks waiting for a slot now",
+            metrics.queued.clone(),
+        );
+        registry.register(
+            "task_capacity",
+            "Tasks this server runs at once (max_concurrent_tasks)",
+            metrics.capacity.clone(),
+        );
+        registry.register(
+            "ready",
+            "1 while the server takes new tasks, 0 while draining",
+            metrics.ready.clone(),
+        );
+        registry.register(
+            "direct_sessions",
+            "MCP sessions holding a sealed browser (--direct)",
+            metrics.direct_sessions.clone(),
+        );
+        registry.register(
+            "tasks_finished",
+            "Tasks that ran, by how they ended",
+            metrics.finished.clone(),
+        );
+        registry.register(
+            "tasks_refused",
+            "Tasks refused before they ran, by reason",
+            metrics.refused.clone(),
+        );
+        registry.register(
+            "egress_refusals",
+            "Destinations the egress proxy refused, by class",
+            metrics.egress_refusals.clone(),
+        );
+        registry.register(
+            "egress_bytes",
+            "Bytes the egress proxies carried, by direction",
+            metrics.egress_bytes.clone(),
+        );
+        registry.register(
+            "task_tokens",
+            "Model tokens tasks used, by kind",
+            metrics.tokens.clone(),
+        );
+        registry.register(
+            "worker_chars_shown",
+            "Characters of tool output shown to workers",
+            metrics.chars_shown.clone(),
+        );
+        registry.register(
+            "worker_image_bytes_shown",
+            "Bytes of images shown to workers",
+            metrics.image_bytes_shown.clone(),
+        );
+        registry.register(
+            "task_duration_seconds",
+            "Time from a task's start to its result",
+            metrics.duration.clone(),
+        );
+        Self {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// Count a task that ran.
+    pub(crate) fn finished(&self, result: &TaskResult) {
+        let outcome = match result.ended {
+            Ended::Completed => "completed",
+            Ended::StepLimit => "step_limit",
+            Ended::TokenBudget => "token_budget",
+            Ended::TimedOut => "timed_out",
+            Ended::Cancelled => "cancelled",
+            Ended::Failed => "failed",
+        };
+        self.finished.get_or_create(&Outcome { outcome }).inc();
+        for refusal in &result.egress_refusals {
+            self.egress_refusals
+                .get_or_create(&Class {
+                    class: refusal.class.clone(),
+                })
+                .inc();
+        }
+        let add = |family: &Family<Direction, Counter>, direction, value| {
+            family.get_or_create(&Direction { direction }).inc_by(value);
+        };
+        add(&self.egress_bytes, "up", result.egress_bytes.up);
+        add(&self.egress_bytes, "down", result.egress_bytes.down);
+        let usage = &result.usage;
+        for (kind, value) in [
+            ("input", usage.input_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("output", usage.output_tokens),
+            ("thinking", usage.thinking_tokens),
+        ] {
+            self.tokens.get_or_create(&Kind { kind }).inc_by(value);
+        }
+        self.chars_shown.inc_by(result.context.chars_shown);
+        self.image_bytes_shown
+            .inc_by(result.context.image_bytes_shown);
+        #[allow(clippy::cast_precision_loss)] // milliseconds of a task fit an f64 exactly
+        self.duration
+            .observe(result.timings.total_ms as f64 / 1000.0);
+    }
+
+    /// Count a task refused before it ran.
+    pub(crate) fn refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&Reason { reason }).inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub(crate) fn encode(&self) -> String {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            // Writing into a String cannot fail; say so rather than serve half a page.
+            return "# the metrics could not be encoded\n".to_owned();
+        }
+        text
+    }
+}

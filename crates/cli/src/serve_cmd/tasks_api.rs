@@ -1,0 +1,163 @@
+//! `POST /v1/tasks`: the task as plain JSON for clients without MCP, shaped like
+//! `airlock task --json` (screenshots inline as base64, since there is no directory to write to),
+//! and `GET /v1/schema`: both shapes as JSON Schema.
+
+use std::sync::Arc;
+
+use airlock_worker::{CancellationToken, RunError, TaskRequest, TaskResult, TaskRunner};
+use axum::body::{Body, Bytes};
+use http::{HeaderMap, Response, StatusCode};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::task::TaskTracker;
+
+use super::gate::{Gate, Refusal};
+use super::guard::refuse;
+
+/// The most a task body may be: a task and a URL, with room to spare.
+pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024;
+
+/// The body of `POST /v1/tasks`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskBody {
+    /// What to do in the browser, in plain words.
+    task: String,
+    /// Where to start (http or https).
+    #[serde(default)]
+    url: Option<String>,
+}
+
+/// What `POST /v1/tasks` answers: `airlock task --json`'s result.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // only its schema is used
+struct TaskAnswer {
+    /// The worker's report.
+    report: String,
+    /// `completed`, `step_limit`, `token_budget`, `timed_out`, `cancelled` or `failed`.
+    ended: String,
+    /// Tool calls made.
+    steps_used: u64,
+    /// Kept screenshots: `{media_type, bytes, data}` with `data` in base64.
+    screenshots: Vec<Value>,
+    /// Destinations the egress proxy refused: `{at_unix_ms, target, reason, class}`.
+    egress_refusals: Vec<Value>,
+    /// Destinations it could not reach: `{at_unix_ms, target, class, reason}`.
+    egress_failures: Vec<Value>,
+    /// Bytes the proxy carried: `{up, down}`.
+    egress_bytes: Value,
+    /// Milliseconds: `{total_ms, browser_start_ms, model_ms, tools_ms, dispose_ms}`.
+    timings: Value,
+    /// Tokens: `{input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, thinking_tokens}`.
+    usage: Value,
+    /// What the worker was shown: `{chars_shown, images_shown, image_bytes_shown, outputs_kept, output_reads}`.
+    context: Value,
+}
+
+/// `GET /v1/schema`.
+pub(crate) fn schema() -> Response<Body> {
+    let body = json!({
+        "request": schemars::schema_for!(TaskBody),
+        "response": schemars::schema_for!(TaskAnswer),
+        "error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+/// `POST /v1/tasks`: check the body, wait for a slot, run, answer. The task is cancelled if the
+/// caller goes away (this future is dropped).
+pub(crate) async fn run(
+    headers: &HeaderMap,
+    body: Bytes,
+    runner: TaskRunner,
+    gate: Arc<Gate>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) -> Response<Body> {
+    let json_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON: send `Content-Type: application/json` and {\"task\": \"…\", \"url\": \"…\"}",
+        );
+    }
+    let input: TaskBody = match serde_json::from_slice(&body) {
+        Ok(input) => input,
+        Err(error) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the body is not a task ({error}): send {{\"task\": \"what to do\", \"url\": \"https://…\"}}; the schema is at /v1/schema"
+                ),
+            );
+        }
+    };
+    if input.task.trim().is_empty() {
+        return refuse(StatusCode::BAD_REQUEST, &RunError::EmptyTask.to_string());
+    }
+    let cancel = shutdown.child_token();
+    let _cancel_if_dropped = cancel.clone().drop_guard();
+    let slot = match gate.admit(&cancel).await {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            let mut response = refuse(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string());
+            if refusal != Refusal::Cancelled {
+                response.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from_static("5"),
+                );
+            }
+            return response;
+        }
+    };
+    let request = TaskRequest {
+        task: input.task,
+        url: input.url,
+    };
+    // On the tracker, so cleanup finishes (and shutdown waits) even if the caller goes away.
+    let task = tracker.spawn(async move {
+        let result = runner.run(request, cancel).await;
+        if let Ok(result) = &result {
+            gate.finished(result);
+        }
+        drop(slot);
+        result
+    });
+    match task.await {
+        Ok(Ok(result)) => json_response(StatusCode::OK, &answer(&result)),
+        Ok(Err(error)) => refuse(StatusCode::BAD_REQUEST, &error.to_string()),
+        Err(error) => {
+            tracing::error!(%error, "a task stopped unexpectedly");
+            refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the task stopped unexpectedly; the server's log has the details",
+            )
+        }
+    }
+}
+
+/// The result as `airlock task --json` prints it, with the screenshots inline.
+fn answer(result: &TaskResult) -> Value {
+    let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
+    value["screenshots"] = result
+        .screenshots
+        .iter()
+        .map(|image| json!({"media_type": image.media_type, "bytes": image.data.len(), "data": image.base64()}))
+        .collect();
+    value
+}
+
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(value.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}

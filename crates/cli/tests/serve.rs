@@ -1,0 +1,640 @@
+//! `airlock serve` end to end: a real server process, real sealed browsers, the official Python
+//! MCP SDK's streamable HTTP client, curl, and raw sockets for what a well-behaved client never
+//! sends. Needs Docker, the image and a non-root user; `cargo xtask integration` runs it with
+//! those required (and the Python SDK installed).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_testkit::docker::{
+    containers_of, docker_ready, wait_for_containers_of, wait_until_removed,
+};
+use airlock_testkit::site::simple_site;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A running `airlock serve`, stopped (SIGTERM, then waited for) when dropped.
+struct Served {
+    child: Child,
+    port: u16,
+    log: Arc<Mutex<String>>,
+}
+
+impl Served {
+    fn start(script: &Value, dir: &std::path::Path, extra: &[&str]) -> Self {
+        let path = dir.join("script.json");
+        std::fs::write(&path, script.to_string()).unwrap();
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--model"])
+            .arg(format!("script:{}", path.display()))
+            .args(extra)
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .env(
+                "AIRLOCK_TOKENS",
+                format!("{TOKEN},second-token-abcdef0123456"),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let port = loop {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "airlock serve ended before listening"
+            );
+            if let Some(rest) = line
+                .trim()
+                .strip_prefix("airlock serve: listening on http://127.0.0.1:")
+            {
+                break rest.split_whitespace().next().unwrap().parse().unwrap();
+            }
+        };
+        let log = Arc::new(Mutex::new(String::new()));
+        let keep = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                keep.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        Self { child, port, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            signal(self.child.id(), "-TERM");
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn signal(pid: u32, which: &str) {
+    assert!(
+        Command::new("kill")
+            .args([which, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// One raw HTTP/1.1 exchange: the status and the body.
+fn raw(port: u16, request: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    // A server that answers early (413) may close before it has read everything we send.
+    let _ = stream.write_all(request);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+    let mut text = format!(
+        "{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        text.push_str(&format!("host: 127.0.0.1:{port}\r\n"));
+    }
+    for header in headers {
+        text.push_str(header);
+        text.push_str("\r\n");
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    raw(port, text.as_bytes())
+}
+
+fn bearer() -> String {
+    format!("authorization: Bearer {TOKEN}")
+}
+
+/// A counter's or gauge's value (0 when absent, as Prometheus reads it).
+fn metric(text: &str, line_start: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Python with the official MCP SDK: `AIRLOCK_TEST_PYTHON` (set by `cargo xtask integration`),
+/// else `python3` if it has the SDK.
+fn python() -> String {
+    let python = std::env::var("AIRLOCK_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_sdk = Command::new(&python)
+        .args(["-c", "import mcp.client.streamable_http"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_sdk,
+        "{python} lacks the MCP Python SDK: run `cargo xtask integration` (it prepares one), or `pip install mcp`"
+    );
+    python
+}
+
+fn sdk_call(served: &Served, headers: &Value, task: &str) -> Value {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/support/mcp_http_client.py"
+    );
+    let output = Command::new(python())
+        .arg(script)
+        .arg(served.url("/mcp"))
+        .arg(headers.to_string())
+        .arg(task)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| {
+        panic!(
+            "the client printed {text}; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[test]
+fn unsafe_starts_are_refused_with_the_fix() {
+    // Checked before Docker is asked, so this runs anywhere.
+    for (args, env_tokens, expected) in [
+        (
+            vec!["--listen", "0.0.0.0:0", "--allowed-host", "a.example"],
+            "",
+            "AIRLOCK_TOKENS",
+        ),
+        (vec!["--listen", "0.0.0.0:0"], TOKEN, "--allowed-host"),
+        (vec![], "short", "shorter than 16"),
+        (vec!["--allowed-origin", "app.example"], "", "scheme://host"),
+    ] {
+        let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+            .arg("serve")
+            .args(&args)
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .env("AIRLOCK_TOKENS", env_tokens)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains(TOKEN), "a token was printed: {stderr}");
+    }
+}
+
+#[test]
+fn the_python_mcp_sdk_runs_browser_task_with_the_token_and_is_refused_without_it() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Served page", "Hello over HTTP");
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"expect": {"shown_contains": ["Served page"]}, "tool_calls": [{"name": "agent_browser", "input": {"args": ["screenshot"], "keep": true}}]},
+        {"usage": {"input_tokens": 10, "output_tokens": 5}, "text": "The page says hello."}
+    ]});
+    let served = Served::start(
+        &script,
+        dir.path(),
+        &["--allow", &format!("127.0.0.1:{port}")],
+    );
+    let good = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let result = sdk_call(&served, &good, "Read the page");
+    assert_eq!(result["tools"], json!(["browser_task"]), "{result}");
+    assert_eq!(result["texts"][0], "The page says hello.", "{result}");
+    assert_eq!(result["images"], json!(["image/png"]));
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["structured"]["ended"], "completed");
+    assert_eq!(result["structured"]["total_tokens"], 15);
+    assert_eq!(result["progress"].as_array().unwrap().len(), 2, "{result}");
+
+    for (headers, why) in [
+        (json!({}), "no token"),
+        (
+            json!({"Authorization": "Bearer wrong-token-0123456789"}),
+            "wrong token",
+        ),
+        (
+            json!({"Authorization": format!("Bearer {TOKEN}"), "Host": "rebound.example"}),
+            "wrong Host",
+        ),
+        (
+            json!({"Authorization": format!("Bearer {TOKEN}"), "Origin": "https://evil.example"}),
+            "foreign Origin",
+        ),
+    ] {
+        let refused = sdk_call(&served, &headers, "Read the page");
+        assert!(refused["failed"].is_string(), "{why}: {refused}");
+        let status = if why.contains("token") { 401 } else { 403 };
+        assert_eq!(refused["statuses"], json!([status]), "{why}: {refused}");
+    }
+    let metrics = request(served.port, "GET", "/metrics", &[&bearer()], "").1;
+    assert_eq!(
+        metric(
+            &metrics,
+            "airlock_tasks_finished_total{outcome=\"completed\"}"
+        ),
+        1,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "airlock_task_tokens_total{kind=\"input\"}"),
+        10,
+        "{metrics}"
+    );
+    assert!(
+        metric(&metrics, "airlock_egress_bytes_total{direction=\"down\"}") > 0,
+        "{metrics}"
+    );
+    assert!(!metrics.contains(TOKEN));
+    assert!(
+        !served.log.lock().unwrap().contains(TOKEN),
+        "a token reached the log"
+    );
+}
+
+#[test]
+fn curl_runs_a_task_through_the_json_api() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Curl page", "Hello, curl");
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", "http://169.254.169.254/latest/meta-data/"]}}]},
+        {"text": "Curl page seen."}
+    ]});
+    let served = Served::start(
+        &script,
+        dir.path(),
+        &["--allow", &format!("127.0.0.1:{port}")],
+    );
+    let output = Command::new("curl")
+        .args([
+            "-sS",
+            "--fail-with-body",
+            "-H",
+            &bearer(),
+            "-H",
+            "content-type: application/json",
+        ])
+        .args([
+            "--data",
+            r#"{"task": "Read the page", "url": "http://127.0.0.1/"}"#,
+        ])
+        .arg(served.url("/v1/tasks"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["report"], "Curl page seen.");
+    assert_eq!(result["ended"], "completed");
+    assert_eq!(result["steps_used"], 2);
+    assert_eq!(
+        result["egress_refusals"][0]["class"], "never-opened",
+        "{result}"
+    );
+
+    assert_eq!(containers_of(served.child.id()).len(), 0);
+}
+
+#[test]
+fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&json!({"turns": []}), dir.path(), &[]);
+    let (status, schema) = request(served.port, "GET", "/v1/schema", &[&bearer()], "");
+    assert_eq!(status, 200);
+    let schema: Value = serde_json::from_str(&schema).unwrap();
+    assert_eq!(schema["request"]["required"], json!(["task"]));
+    assert!(schema["response"]["properties"]["usage"].is_object());
+
+    let json = "content-type: application/json";
+    let cases: Vec<(Vec<String>, String, u16, &str)> = vec![
+        (
+            vec![bearer(), json.into()],
+            "{\"task\": ".into(),
+            400,
+            "not a task",
+        ),
+        (
+            vec![bearer(), json.into()],
+            r#"{"task": "x", "priority": 1}"#.into(),
+            400,
+            "unknown field `priority`",
+        ),
+        (
+            vec![bearer(), json.into()],
+            r#"{"task": "  "}"#.into(),
+            400,
+            "the task is empty",
+        ),
+        (
+            vec![bearer(), "content-type: text/plain".into()],
+            r#"{"task": "x"}"#.into(),
+            415,
+            "Content-Type: application/json",
+        ),
+        (
+            vec![json.into()],
+            r#"{"task": "x"}"#.into(),
+            401,
+            "bearer token is required",
+        ),
+        (
+            vec![bearer(), json.into(), "host: rebound.example".into()],
+            r#"{"task": "x"}"#.into(),
+            403,
+            "Host header",
+        ),
+        (
+            vec![bearer(), json.into(), "origin: https://evil.example".into()],
+            r#"{"task": "x"}"#.into(),
+            403,
+            "origin is not allowed",
+        ),
+    ];
+    for (headers, body, expected, says) in cases {
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let (status, answer) = request(served.port, "POST", "/v1/tasks", &headers, &body);
+        assert_eq!(status, expected, "{headers:?}: {answer}");
+        let error: Value =
+            serde_json::from_str(&answer).unwrap_or_else(|_| panic!("not JSON: {answer}"));
+        assert!(
+            error["error"].as_str().unwrap().contains(says),
+            "{headers:?}: {answer}"
+        );
+    }
+    // A 10 MiB body is refused by its declared length, before any of it is read. (Only the head
+    // is sent: a server that closes with bytes unread resets the connection, racing the answer.)
+    let (status, answer) = raw(
+        served.port,
+        format!(
+            "POST /v1/tasks HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n{}\r\n{json}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            served.port,
+            bearer(),
+            10 * 1024 * 1024
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 413, "{answer}");
+    assert!(answer.contains("over 65536 bytes"), "{answer}");
+    // The probes need no token; everything else does.
+    assert_eq!(request(served.port, "GET", "/healthz", &[], "").0, 200);
+    let (status, ready) = request(served.port, "GET", "/readyz", &[], "");
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(request(served.port, "GET", "/metrics", &[], "").0, 401);
+    // A client that never finishes its request head is dropped at the header time limit.
+    let mut slow = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("200 OK"),
+        "a half-sent head was answered"
+    );
+    assert_eq!(containers_of(served.child.id()).len(), 0);
+}
+
+/// A script every task can share: each takes one slow step, then ends at the step limit.
+fn slow_steps(turns: usize) -> Value {
+    let turn = json!({"text": "done", "tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "3000"]}}]});
+    json!({"turns": vec![turn; turns]})
+}
+
+#[test]
+fn twelve_clients_against_capacity_two_get_results_or_the_capacity_answer() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        &slow_steps(60),
+        dir.path(),
+        &[
+            "--max-concurrent-tasks",
+            "2",
+            "--max-steps",
+            "1",
+            "--max-queued-tasks",
+            "2",
+            "--queue-timeout",
+            "5",
+        ],
+    );
+    let idle_kib = served.rss_kib();
+    let port = served.port;
+    let clients: Vec<_> = (0..12)
+        .map(|_| {
+            std::thread::spawn(move || {
+                request(
+                    port,
+                    "POST",
+                    "/v1/tasks",
+                    &[&bearer(), "content-type: application/json"],
+                    r#"{"task": "wait"}"#,
+                )
+            })
+        })
+        .collect();
+    let answers: Vec<(u16, String)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let ran = answers.iter().filter(|(s, _)| *s == 200).count();
+    let refused = answers.iter().filter(|(s, _)| *s == 503).count();
+    assert_eq!(ran + refused, 12, "{answers:?}");
+    assert!(ran >= 2, "{answers:?}");
+    assert!(
+        refused >= 1,
+        "12 clients against 2 slots and 2 queue places: some must be refused"
+    );
+    for (status, body) in &answers {
+        let value: Value = serde_json::from_str(body).unwrap();
+        match status {
+            200 => assert_eq!(value["ended"], "step_limit", "{value}"),
+            _ => assert!(
+                value["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("max_concurrent_tasks"),
+                "{value}"
+            ),
+        }
+    }
+    let metrics = request(port, "GET", "/metrics", &[&bearer()], "").1;
+    assert_eq!(
+        metric(
+            &metrics,
+            "airlock_tasks_finished_total{outcome=\"step_limit\"}"
+        ),
+        ran as u64,
+        "{metrics}"
+    );
+    let refused_total = metric(&metrics, "airlock_tasks_refused_total{reason=\"full\"}")
+        + metric(
+            &metrics,
+            "airlock_tasks_refused_total{reason=\"queue_timeout\"}",
+        );
+    assert_eq!(refused_total, refused as u64, "{metrics}");
+    assert_eq!(metric(&metrics, "airlock_tasks_running "), 0);
+    assert_eq!(metric(&metrics, "airlock_tasks_queued "), 0);
+    assert_eq!(
+        containers_of(served.child.id()).len(),
+        0,
+        "a task container was left"
+    );
+    let after_kib = served.rss_kib();
+    assert!(
+        after_kib <= idle_kib + 10 * 1024,
+        "the server's memory grew from {idle_kib} KiB idle to {after_kib} KiB after the load"
+    );
+}
+
+#[test]
+fn sigterm_drains_running_tasks_and_exits_0_with_nothing_left() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = Served::start(
+        &slow_steps(20),
+        dir.path(),
+        &[
+            "--max-concurrent-tasks",
+            "2",
+            "--max-steps",
+            "1",
+            "--drain-timeout",
+            "60",
+        ],
+    );
+    let port = served.port;
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                request(
+                    port,
+                    "POST",
+                    "/v1/tasks",
+                    &[&bearer(), "content-type: application/json"],
+                    r#"{"task": "wait"}"#,
+                )
+            })
+        })
+        .collect();
+    // Both tasks hold a slot before the signal.
+    let pid = served.child.id();
+    assert!(wait_for_containers_of(pid, 2, Duration::from_secs(60)));
+    signal(pid, "-TERM");
+    // While draining: not ready, and new tasks are refused.
+    let (ready, _) = request(port, "GET", "/readyz", &[], "");
+    let (refused, why) = request(
+        port,
+        "POST",
+        "/v1/tasks",
+        &[&bearer(), "content-type: application/json"],
+        r#"{"task": "x"}"#,
+    );
+    for client in clients {
+        let (status, body) = client.join().unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap()["ended"],
+            "step_limit"
+        );
+    }
+    assert_eq!(ready, 503);
+    assert_eq!(refused, 503, "{why}");
+    assert!(why.contains("shutting down"), "{why}");
+    let status = served.child.wait().unwrap();
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        served.log.lock().unwrap()
+    );
+    assert_eq!(containers_of(pid).len(), 0);
+}
+
+#[test]
+fn a_client_that_disconnects_mid_task_cancels_it() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = json!({"turns": [{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}]});
+    let served = Served::start(&long, dir.path(), &[]);
+    let pid = served.child.id();
+    let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    let body = r#"{"task": "wait"}"#;
+    write!(
+        stream,
+        "POST /v1/tasks HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n{}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        served.port,
+        bearer(),
+        body.len()
+    )
+    .unwrap();
+    assert!(wait_for_containers_of(pid, 1, Duration::from_secs(60)));
+    let container = containers_of(pid).remove(0);
+    let dropped_at = std::time::SystemTime::now();
+    drop(stream);
+    assert!(
+        wait_until_removed(&container, dropped_at, Duration::from_secs(10)),
+        "the task outlived its client"
+    );
+    let metrics = request(served.port, "GET", "/metrics", &[&bearer()], "").1;
+    assert_eq!(
+        metric(
+            &metrics,
+            "airlock_tasks_finished_total{outcome=\"cancelled\"}"
+        ),
+        1,
+        "{metrics}"
+    );
+}

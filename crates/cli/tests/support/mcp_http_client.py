@@ -1,0 +1,70 @@
+"""Calls browser_task on `airlock serve` with the official MCP Python SDK's streamable HTTP client.
+
+Usage: mcp_http_client.py URL HEADERS_JSON TASK
+Prints one JSON object: the tools listed, the result (text, images, structured content, error
+flag) and the progress notifications seen; or {"failed": "...", "statuses": [...]} (the HTTP
+statuses answered) when the server refuses.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+STATUSES = []
+
+
+async def record_status(response):
+    STATUSES.append(response.status_code)
+
+
+async def main(url, headers, task):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "total": total, "message": message})
+
+    client = create_mcp_http_client(headers=headers)
+    # The SDK's errors do not always carry the HTTP status; the test wants to see it.
+    client.event_hooks = {"request": [], "response": [record_status]}
+    async with client:
+        async with streamable_http_client(url, http_client=client) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                result = await session.call_tool(
+                    "browser_task", {"task": task}, progress_callback=on_progress
+                )
+    texts = [c.text for c in result.content if c.type == "text"]
+    images = [c.mime_type for c in result.content if c.type == "image"]
+    return {
+        "tools": [t.name for t in tools.tools],
+        "texts": texts,
+        "images": images,
+        "structured": result.structured_content,
+        "is_error": result.is_error,
+        "progress": progress,
+    }
+
+
+if __name__ == "__main__":
+    url, headers, task = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    try:
+        print(json.dumps(asyncio.run(main(url, headers, task))))
+    except BaseException as error:  # noqa: BLE001 - the test reads what failed
+        # ExceptionGroups from anyio hide the HTTP status; print every leaf.
+        leaves = []
+
+        def walk(e):
+            if isinstance(e, BaseExceptionGroup):
+                for inner in e.exceptions:
+                    walk(inner)
+            else:
+                leaves.append(f"{type(e).__name__}: {e}")
+
+        walk(error)
+        print(json.dumps({"failed": "; ".join(leaves), "statuses": STATUSES}))
