@@ -51,10 +51,8 @@ impl Served {
                 stderr.read_line(&mut line).unwrap() > 0,
                 "airlock serve ended before listening"
             );
-            if let Some(rest) = line
-                .trim()
-                .strip_prefix("airlock serve: listening on http://127.0.0.1:")
-            {
+            let line = line.trim().replace("https://", "http://");
+            if let Some(rest) = line.strip_prefix("airlock serve: listening on http://127.0.0.1:") {
                 break rest.split_whitespace().next().unwrap().parse().unwrap();
             }
         };
@@ -172,6 +170,11 @@ fn python() -> String {
 }
 
 fn sdk_call(served: &Served, headers: &Value, task: &str) -> Value {
+    sdk(served, headers, &[task])
+}
+
+/// The Python client with these arguments after the URL and headers.
+fn sdk(served: &Served, headers: &Value, args: &[&str]) -> Value {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/support/mcp_http_client.py"
@@ -180,7 +183,7 @@ fn sdk_call(served: &Served, headers: &Value, task: &str) -> Value {
         .arg(script)
         .arg(served.url("/mcp"))
         .arg(headers.to_string())
-        .arg(task)
+        .args(args)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
@@ -203,6 +206,16 @@ fn unsafe_starts_are_refused_with_the_fix() {
         ),
         (vec!["--listen", "0.0.0.0:0"], TOKEN, "--allowed-host"),
         (vec![], "short", "shorter than 16"),
+        (
+            vec![
+                "--tls-cert",
+                "/nonexistent/cert.pem",
+                "--tls-key",
+                "/nonexistent/key.pem",
+            ],
+            "",
+            "--tls-cert /nonexistent/cert.pem",
+        ),
         (vec!["--allowed-origin", "app.example"], "", "scheme://host"),
     ] {
         let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
@@ -637,4 +650,170 @@ fn a_client_that_disconnects_mid_task_cancels_it() {
         1,
         "{metrics}"
     );
+}
+
+/// The names of the task containers process `pid` started since `since` (by Docker's event log).
+fn started_since(pid: u32, since: std::time::SystemTime) -> Vec<String> {
+    let seconds =
+        |at: std::time::SystemTime| at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let since = seconds(since).saturating_sub(1);
+    let until = seconds(std::time::SystemTime::now()) + 1;
+    let output = Command::new("docker")
+        // An `--until` a second ahead: "now" is cut to the second, and would leave out this one.
+        .args([
+            "events",
+            "--since",
+            &since.to_string(),
+            "--until",
+            &until.to_string(),
+        ])
+        .args(["--filter", "event=start", "--filter", "label=airlock.task"])
+        .args([
+            "--format",
+            "{{.Actor.Attributes.name}}\t{{index .Actor.Attributes \"airlock.owner\"}}",
+        ])
+        .output()
+        .unwrap();
+    let marker = format!("pid={pid};");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(_, owner)| owner.contains(&marker))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn a_cancelled_mcp_call_stops_its_task_and_removes_its_container() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = json!({"turns": [{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}]});
+    let served = Served::start(&long, dir.path(), &[]);
+    let since = std::time::SystemTime::now();
+    let good = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let cancelled = sdk(&served, &good, &["wait a minute", "cancel"]);
+    assert!(cancelled["cancelled_after"].is_array(), "{cancelled}");
+    let started = started_since(served.child.id(), since);
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert!(
+        wait_until_removed(&started[0], since, Duration::from_secs(15)),
+        "the cancelled task's container stayed"
+    );
+    let metrics = request(served.port, "GET", "/metrics", &[&bearer()], "").1;
+    assert_eq!(
+        metric(
+            &metrics,
+            "airlock_tasks_finished_total{outcome=\"cancelled\"}"
+        ),
+        1,
+        "{metrics}"
+    );
+}
+
+#[test]
+fn direct_mode_gives_each_mcp_session_its_own_browser_removed_when_the_session_ends() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Direct page", "Hello, driver");
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        &json!({"turns": []}),
+        dir.path(),
+        &["--direct", "--allow", &format!("127.0.0.1:{port}")],
+    );
+    let good = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let open = json!(["open", format!("http://127.0.0.1:{port}/")]).to_string();
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let since = std::time::SystemTime::now();
+        let session = sdk(
+            &served,
+            &good,
+            &["", "direct", &open, r#"["get", "title"]"#],
+        );
+        assert_eq!(
+            session["tools"],
+            json!(["agent_browser", "read_output"]),
+            "{session}"
+        );
+        assert_eq!(
+            session["outputs"][1]["texts"][0], "Direct page",
+            "{session}"
+        );
+        // The event log's resolution is a second: leave out the earlier session's browser.
+        let started: Vec<String> = started_since(served.child.id(), since)
+            .into_iter()
+            .filter(|name| !names.contains(name))
+            .collect();
+        assert_eq!(started.len(), 1, "one browser per session: {started:?}");
+        assert!(
+            wait_until_removed(&started[0], since, Duration::from_secs(15)),
+            "the session ended but its browser stayed"
+        );
+        names.push(started[0].clone());
+    }
+    assert_ne!(names[0], names[1], "two sessions shared a browser");
+}
+
+#[test]
+fn tls_serves_https_with_the_given_certificate() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let served = Served::start(
+        &json!({"turns": []}),
+        dir.path(),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let https = |path: &str, token: bool| {
+        let mut command = Command::new("curl");
+        command
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(&cert);
+        if token {
+            command.args(["-H", &bearer()]);
+        }
+        let output = command
+            .arg(format!("https://127.0.0.1:{}{path}", served.port))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    assert_eq!(https("/healthz", false), "200");
+    assert_eq!(https("/metrics", true), "200");
+    assert_eq!(https("/metrics", false), "401");
+    // Plain HTTP to the TLS port gets no answer.
+    let (status, _) = request(served.port, "GET", "/healthz", &[], "");
+    assert_eq!(status, 0, "plain HTTP was answered on the TLS port");
 }

@@ -1,6 +1,10 @@
 """Calls browser_task on `airlock serve` with the official MCP Python SDK's streamable HTTP client.
 
-Usage: mcp_http_client.py URL HEADERS_JSON TASK
+Usage: mcp_http_client.py URL HEADERS_JSON TASK [MODE]
+
+MODE `task` (default) runs browser_task; `cancel` starts it, cancels the call at its first
+progress notification, and leaves; `direct ARGS_JSON…` calls agent_browser once per ARGS_JSON
+in one session (TASK is ignored), then ends the session.
 Prints one JSON object: the tools listed, the result (text, images, structured content, error
 flag) and the progress notifications seen; or {"failed": "...", "statuses": [...]} (the HTTP
 statuses answered) when the server refuses.
@@ -22,11 +26,13 @@ async def record_status(response):
     STATUSES.append(response.status_code)
 
 
-async def main(url, headers, task):
+async def main(url, headers, task, mode, extra):
     progress = []
+    first_progress = asyncio.Event()
 
     async def on_progress(value, total, message):
         progress.append({"progress": value, "total": total, "message": message})
+        first_progress.set()
 
     client = create_mcp_http_client(headers=headers)
     # The SDK's errors do not always carry the HTTP status; the test wants to see it.
@@ -36,9 +42,33 @@ async def main(url, headers, task):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = await session.list_tools()
-                result = await session.call_tool(
-                    "browser_task", {"task": task}, progress_callback=on_progress
+                if mode == "direct":
+                    outputs = []
+                    for args in extra:
+                        result = await session.call_tool(
+                            "agent_browser", {"args": json.loads(args)}
+                        )
+                        outputs.append(
+                            {
+                                "texts": [c.text for c in result.content if c.type == "text"],
+                                "is_error": result.is_error,
+                            }
+                        )
+                    return {"tools": [t.name for t in tools.tools], "outputs": outputs}
+                call = asyncio.create_task(
+                    session.call_tool(
+                        "browser_task", {"task": task}, progress_callback=on_progress
+                    )
                 )
+                if mode == "cancel":
+                    await first_progress.wait()
+                    call.cancel()
+                    try:
+                        await call
+                    except asyncio.CancelledError:
+                        pass
+                    return {"cancelled_after": progress}
+                result = await call
     texts = [c.text for c in result.content if c.type == "text"]
     images = [c.mime_type for c in result.content if c.type == "image"]
     return {
@@ -53,8 +83,9 @@ async def main(url, headers, task):
 
 if __name__ == "__main__":
     url, headers, task = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    mode = sys.argv[4] if len(sys.argv) > 4 else "task"
     try:
-        print(json.dumps(asyncio.run(main(url, headers, task))))
+        print(json.dumps(asyncio.run(main(url, headers, task, mode, sys.argv[5:]))))
     except BaseException as error:  # noqa: BLE001 - the test reads what failed
         # ExceptionGroups from anyio hide the HTTP status; print every leaf.
         leaves = []
