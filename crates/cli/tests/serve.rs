@@ -817,3 +817,30 @@ fn tls_serves_https_with_the_given_certificate() {
     let (status, _) = request(served.port, "GET", "/healthz", &[], "");
     assert_eq!(status, 0, "plain HTTP was answered on the TLS port");
 }
+
+#[test]
+fn a_flood_of_mcp_sessions_is_bounded() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&json!({"turns": []}), dir.path(), &["--max-sessions", "3"]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "flood", "version": "1"}}})
+    .to_string();
+    let headers = [
+        bearer(),
+        "content-type: application/json".to_owned(),
+        "accept: application/json, text/event-stream".to_owned(),
+    ];
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| request(served.port, "POST", "/mcp", &headers, &initialize).0)
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 503, 503],
+        "sessions past --max-sessions were opened"
+    );
+}

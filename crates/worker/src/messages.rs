@@ -5,12 +5,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// An image, such as a screenshot.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Image {
     /// `image/png` or `image/jpeg`.
     pub media_type: String,
-    /// The encoded image.
+    /// The encoded image (base64 in JSON).
     #[serde(with = "base64_bytes")]
+    #[schemars(with = "String")]
     pub data: Vec<u8>,
 }
 
@@ -114,7 +115,9 @@ pub struct AssistantTurn {
 /// Tokens a model call (or a whole task) used, as the APIs report them. Every field is counted
 /// once: `input_tokens` excludes cache reads and writes, and `thinking_tokens` is the part of
 /// `output_tokens` spent thinking, where the API says so.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct Usage {
     /// Input tokens read neither from nor into a prompt cache.

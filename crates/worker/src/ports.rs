@@ -119,7 +119,7 @@ impl std::fmt::Debug for BrowserSession {
 }
 
 /// A destination the egress proxy refused during the task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressRefusal {
     /// When, in milliseconds since the Unix epoch.
     pub at_unix_ms: u128,
@@ -151,7 +151,9 @@ impl EgressRefusal {
 }
 
 /// Bytes the egress proxy carried for a task.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct EgressBytes {
     /// From the browser to destinations.
     pub up: u64,
@@ -160,7 +162,7 @@ pub struct EgressBytes {
 }
 
 /// A destination the egress proxy allowed but could not reach during the task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressFailure {
     /// When, in milliseconds since the Unix epoch.
     pub at_unix_ms: u128,

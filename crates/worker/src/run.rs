@@ -32,7 +32,7 @@ pub struct TaskRequest {
 }
 
 /// How a task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Ended {
     /// The worker wrote its report.
@@ -50,7 +50,7 @@ pub enum Ended {
 }
 
 /// How long the parts of the task took, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Timings {
     /// From request to result.
     pub total_ms: u64,
@@ -65,7 +65,7 @@ pub struct Timings {
 }
 
 /// What the worker was shown of its tools' outputs, to weigh what a task cost its context.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ContextUse {
     /// Characters of tool output shown (previews and pages included).
     pub chars_shown: u64,
@@ -103,7 +103,7 @@ fn count(value: usize) -> u64 {
 }
 
 /// Everything a task returns.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TaskResult {
     /// The worker's report (capped at `max_output_chars`), or why there is none.
     pub report: String,

@@ -9,6 +9,8 @@
 //! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests; tinyproxy as
 //!   a peer) and the proxy's memory with idle tunnels.
 //! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
+//! - Serve: a one-page task through `POST /v1/tasks` against `airlock task`, and throughput with
+//!   1, 2 and 4 clients.
 //! - Context: characters and image bytes shown to a worker to find facts planted in demanding
 //!   pages, cut (the old default) against paged.
 //!
@@ -23,6 +25,7 @@ mod gvisor;
 mod page_load;
 mod processes;
 mod proxy;
+mod serve;
 mod site;
 mod startup;
 mod stats;
@@ -60,6 +63,7 @@ enum Section {
     Gvisor,
     DevShm,
     Context,
+    Serve,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -87,28 +91,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let _ = writeln!(report, "{}", machine_description());
 
     let mut children = Children::default();
-    let site_port = free_port()?;
-    let site_dir = out_dir.join("site");
-    // Every load gets a page of its own (no cache): a warm-up round plus `load_rounds`, per mode.
-    site::write_site(&site_dir, (load_rounds + 1) * page_load::LOADS_PER_ROUND)?;
-    context::write_corpus(&site_dir)?;
-    children.0.push(
-        Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &site_port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--directory",
-            ])
-            .arg(&site_dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the site server (python3)")?,
-    );
-    wait_for_port(site_port, "the site server")?;
+    let site_port = serve_site(&out_dir.join("site"), load_rounds, &mut children)?;
     // Everyone must be able to read the site and run the binaries.
     let _ = Command::new("chmod")
         .args(["-R", "a+rX"])
@@ -143,6 +126,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if wanted(Section::DevShm) {
         dev_shm::dev_shm(&root, site_port, session_rounds, loads, &mut report);
     }
+    if wanted(Section::Serve) {
+        serve::serve(&root, site_port, rounds, &mut report)?;
+    }
     if wanted(Section::Context) {
         context::context(&root, site_port, &mut report);
     }
@@ -169,6 +155,32 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Write the benchmark's pages and serve them on loopback; the port.
+fn serve_site(site_dir: &Path, load_rounds: usize, children: &mut Children) -> anyhow::Result<u16> {
+    let site_port = free_port()?;
+    // Every load gets a page of its own (no cache): a warm-up round plus `load_rounds`, per mode.
+    site::write_site(site_dir, (load_rounds + 1) * page_load::LOADS_PER_ROUND)?;
+    context::write_corpus(site_dir)?;
+    children.0.push(
+        Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &site_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(site_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the site server (python3)")?,
+    );
+    wait_for_port(site_port, "the site server")?;
+    Ok(site_port)
 }
 
 /// The machine a report was measured on: what a reader needs to weigh its numbers.

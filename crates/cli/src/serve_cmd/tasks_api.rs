@@ -29,37 +29,27 @@ pub(crate) struct TaskBody {
     url: Option<String>,
 }
 
-/// What `POST /v1/tasks` answers: `airlock task --json`'s result.
+/// A kept screenshot as `POST /v1/tasks` returns it (inline, where `airlock task` writes a file).
 #[derive(JsonSchema)]
 #[allow(dead_code)] // only its schema is used
-struct TaskAnswer {
-    /// The worker's report.
-    report: String,
-    /// `completed`, `step_limit`, `token_budget`, `timed_out`, `cancelled` or `failed`.
-    ended: String,
-    /// Tool calls made.
-    steps_used: u64,
-    /// Kept screenshots: `{media_type, bytes, data}` with `data` in base64.
-    screenshots: Vec<Value>,
-    /// Destinations the egress proxy refused: `{at_unix_ms, target, reason, class}`.
-    egress_refusals: Vec<Value>,
-    /// Destinations it could not reach: `{at_unix_ms, target, class, reason}`.
-    egress_failures: Vec<Value>,
-    /// Bytes the proxy carried: `{up, down}`.
-    egress_bytes: Value,
-    /// Milliseconds: `{total_ms, browser_start_ms, model_ms, tools_ms, dispose_ms}`.
-    timings: Value,
-    /// Tokens: `{input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, thinking_tokens}`.
-    usage: Value,
-    /// What the worker was shown: `{chars_shown, images_shown, image_bytes_shown, outputs_kept, output_reads}`.
-    context: Value,
+struct InlineScreenshot {
+    /// `image/png`.
+    media_type: String,
+    /// Its size.
+    bytes: u64,
+    /// The image, in base64.
+    data: String,
 }
 
 /// `GET /v1/schema`.
 pub(crate) fn schema() -> Response<Body> {
+    // The worker's own result type, with screenshots as this API returns them.
+    let mut response = serde_json::to_value(schemars::schema_for!(TaskResult)).unwrap_or_default();
+    response["properties"]["screenshots"]["items"] =
+        serde_json::to_value(schemars::schema_for!(InlineScreenshot)).unwrap_or_default();
     let body = json!({
         "request": schemars::schema_for!(TaskBody),
-        "response": schemars::schema_for!(TaskAnswer),
+        "response": response,
         "error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
     });
     json_response(StatusCode::OK, &body)
