@@ -420,14 +420,7 @@ fn mcp_tasks(airlock: &Path, work: &Path, site: u16, tasks: usize) -> anyhow::Re
     let script = work.join("mcp.json");
     std::fs::write(&script, json!({ "turns": turns }).to_string())?;
     let _ = Command::new("chmod").arg("a+r").arg(&script).status();
-    let mut child = as_test_user(airlock)
-        .args(["mcp", "--allow", &format!("127.0.0.1:{site}"), "--model"])
-        .arg(format!("script:{}", script.display()))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting airlock mcp")?;
+    let mut child = spawn_mcp(airlock, site, &script)?;
     let pid = child.id();
     let mut stdin = child.stdin.take().context("no stdin")?;
     let stdout = child.stdout.take().context("no stdout")?;
@@ -503,6 +496,26 @@ fn mcp_tasks(airlock: &Path, work: &Path, site: u16, tasks: usize) -> anyhow::Re
         rss_start_mib,
         rss_end_mib,
     })
+}
+
+/// `airlock mcp` as the test user with a scripted worker, over pipes. Without a warm pool, so
+/// each task's end must leave no container at all.
+fn spawn_mcp(airlock: &Path, site: u16, script: &Path) -> anyhow::Result<std::process::Child> {
+    as_test_user(airlock)
+        .args([
+            "mcp",
+            "--pool-size",
+            "0",
+            "--allow",
+            &format!("127.0.0.1:{site}"),
+        ])
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting airlock mcp")
 }
 
 /// Whether, within `limit`, no task container names `pid` as its owner.

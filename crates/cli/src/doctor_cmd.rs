@@ -87,7 +87,15 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
 
 /// The daemon, its runtimes, the image and Chromium's sandbox, each as a line of the report.
 async fn docker_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, String)) {
-    match DockerDriver::connect(settings.driver.clone()).await {
+    // The checks need no warm browsers: the pool's setting is shown, never filled here.
+    let config = airlock_driver_docker::DriverConfig {
+        pool: airlock_driver_docker::PoolConfig {
+            size: 0,
+            ..settings.driver.pool
+        },
+        ..settings.driver.clone()
+    };
+    match DockerDriver::connect(config).await {
         Ok(driver) => {
             report(true, "docker daemon", "answers".into());
             match driver.runtimes().await {

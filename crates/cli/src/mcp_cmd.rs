@@ -397,24 +397,30 @@ fn as_progress(count: usize) -> f64 {
 
 /// Serve until stdin closes or SIGTERM, then cancel running tasks and wait for their cleanup.
 pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
+    let settings = Settings::resolve(&args.settings, Some(matches))
+        .map_err(crate::bad_input)?
+        .with_default_pool(1);
+    // The model first: a bad one is bad input, found before any browser starts warming.
+    let model = if args.direct {
+        None
+    } else {
+        Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
+    };
     let driver = crate::task_cmd::ready_driver(&settings).await?;
     let tracker = TaskTracker::new();
-    let mode = if args.direct {
-        Mode::Direct(Arc::new(Direct {
+    let mode = match model {
+        None => Mode::Direct(Arc::new(Direct {
             driver: Arc::clone(&driver),
             session: Mutex::new(None),
             tracker: tracker.clone(),
             gate: None,
             slot: std::sync::Mutex::new(None),
-        }))
-    } else {
-        let model = crate::task_cmd::model(&settings).map_err(crate::bad_input)?;
-        Mode::Task(TaskRunner::new(
+        })),
+        Some(model) => Mode::Task(TaskRunner::new(
             Arc::clone(&driver) as Arc<dyn BrowserDriver>,
             model,
             settings.limits,
-        )?)
+        )?),
     };
     let server = Server {
         mode: mode.clone(),

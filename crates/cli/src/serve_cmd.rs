@@ -156,7 +156,9 @@ fn tokens(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
 pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
+    let settings = Settings::resolve(&args.settings, Some(matches))
+        .map_err(crate::bad_input)?
+        .with_default_pool(1);
     // Bound first, so the Host check knows the real port (with --listen …:0, the kernel's pick).
     let listener = TcpListener::bind(args.listen)
         .await
@@ -180,16 +182,20 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         args.max_queued_tasks.unwrap_or(capacity * 2),
         Duration::from_secs(args.queue_timeout),
     );
-    let driver = crate::task_cmd::ready_driver(&settings).await?;
-    let runner = if args.direct {
+    // The model first: a bad one is bad input, found before any browser starts warming.
+    let model = if args.direct {
         None
     } else {
-        let model = crate::task_cmd::model(&settings).map_err(crate::bad_input)?;
-        Some(TaskRunner::new(
+        Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
+    };
+    let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let runner = match model {
+        None => None,
+        Some(model) => Some(TaskRunner::new(
             Arc::clone(&driver) as Arc<dyn BrowserDriver>,
             model,
             settings.limits,
-        )?)
+        )?),
     };
     let terminated = crate::signals::terminated();
     let tracker = TaskTracker::new();
@@ -329,6 +335,11 @@ async fn readyz(State(app): State<App>) -> Response<Body> {
 }
 
 async fn metrics(State(app): State<App>) -> Response<Body> {
+    let warm = app.driver.warm_sessions();
+    app.gate
+        .metrics
+        .warm_sessions
+        .set(i64::try_from(warm).unwrap_or(i64::MAX));
     let mut response = Response::new(Body::from(app.gate.metrics.encode()));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

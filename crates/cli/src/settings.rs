@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use airlock_driver_docker::{DriverConfig, default_image};
+use airlock_driver_docker::{DriverConfig, PoolConfig, default_image};
 use airlock_policy::{AllowEntry, EgressPolicy, Profile};
 use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, TaskLimits};
 use anyhow::{Context, bail};
@@ -92,6 +92,13 @@ pub struct SettingFlags {
     /// seccomp filter). Only for hosts without unprivileged user namespaces; it is logged.
     #[arg(long, env = "AIRLOCK_NO_BROWSER_SANDBOX")]
     pub no_browser_sandbox: bool,
+    /// Sealed browsers kept ready before tasks ask for them, each used by one task (0–8; default
+    /// 0 for `task` and `browse`, 1 for `mcp` and `serve`).
+    #[arg(long, env = "AIRLOCK_POOL_SIZE", value_name = "N")]
+    pub pool_size: Option<usize>,
+    /// Seconds a warm browser may wait before it is replaced (10–86400; default 600).
+    #[arg(long, env = "AIRLOCK_POOL_MAX_AGE", value_name = "SECONDS")]
+    pub pool_max_age: Option<u64>,
     /// The container runtime: `runc` (default), or `runsc` to run the browser's container under
     /// gVisor's user-space kernel (it must be registered with dockerd; `airlock doctor` says how).
     #[arg(long, env = "AIRLOCK_RUNTIME", value_name = "RUNTIME")]
@@ -121,6 +128,8 @@ struct FileSettings {
     nameservers: Option<Vec<SocketAddr>>,
     browser_sandbox: Option<bool>,
     runtime: Option<String>,
+    pool_size: Option<usize>,
+    pool_max_age: Option<u64>,
 }
 
 /// Where a value came from.
@@ -325,6 +334,7 @@ impl Settings {
             bail!("--runtime `{runtime}` is not a runtime name: use runc, or runsc for gVisor");
         }
         let limits = r.limits(flags, &file, model.as_deref())?;
+        let pool = r.pool(flags, &file, limits.timeout)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
             image,
@@ -332,6 +342,7 @@ impl Settings {
             nameservers,
             browser_sandbox,
             runtime,
+            pool,
             ..DriverConfig::default()
         };
         Ok(Self {
@@ -345,7 +356,62 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// A command whose tasks come one after another (`mcp`, `serve`) keeps `size` browsers
+    /// warm unless the user chose otherwise.
+    pub fn with_default_pool(mut self, size: usize) -> Self {
+        if let Some(shown) = self
+            .shown
+            .iter_mut()
+            .find(|shown| shown.name == "pool_size" && shown.source == Source::Default)
+        {
+            shown.value = size.to_string();
+            self.driver.pool.size = size;
+        }
+        self
+    }
+}
+
 impl Resolver<'_> {
+    fn pool(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+        task_timeout: Duration,
+    ) -> anyhow::Result<PoolConfig> {
+        let pool_size = self.pick(
+            "pool_size",
+            "AIRLOCK_POOL_SIZE",
+            flags.pool_size,
+            file.pool_size,
+            0,
+            ToString::to_string,
+        );
+        let pool_max_age = self.pick(
+            "pool_max_age",
+            "AIRLOCK_POOL_MAX_AGE",
+            flags.pool_max_age,
+            file.pool_max_age,
+            600,
+            |v| format!("{v} s"),
+        );
+        if pool_size > 8 {
+            bail!(
+                "--pool-size {pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_POOL_SIZE)"
+            );
+        }
+        if !(10..=86_400).contains(&pool_max_age) {
+            bail!(
+                "--pool-max-age {pool_max_age} is out of range: use 10 to 86400 seconds (AIRLOCK_POOL_MAX_AGE)"
+            );
+        }
+        Ok(PoolConfig {
+            size: pool_size,
+            max_age: Duration::from_secs(pool_max_age),
+            task_timeout,
+        })
+    }
+
     fn limits(
         &mut self,
         flags: &SettingFlags,

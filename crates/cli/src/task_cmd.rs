@@ -58,6 +58,7 @@ pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
 pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDriver>> {
     let driver = DockerDriver::connect(settings.driver.clone()).await?;
     driver.check().await?;
+    driver.start_pool()?;
     Ok(Arc::new(driver))
 }
 

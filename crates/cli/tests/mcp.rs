@@ -29,15 +29,37 @@ impl Client {
         Self::spawn(&["mcp", "--model", &model, "--allow", &allow])
     }
 
+    /// `airlock mcp` with these arguments; without a warm pool unless they ask for one, so a
+    /// test's container counts are its tasks' alone.
     fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-            .args(args)
+        Self::spawn_with(args, None)
+    }
+
+    /// As [`Client::spawn`], sending the server's log lines (at `RUST_LOG=filter`) to `log`.
+    fn spawn_with(args: &[&str], log: Option<(&str, mpsc::Sender<String>)>) -> Self {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("airlock"));
+        command.args(args);
+        if !args.contains(&"--pool-size") {
+            command.args(["--pool-size", "0"]);
+        }
+        command
             .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+            .stdout(Stdio::piped());
+        match &log {
+            Some((filter, _)) => command.env("RUST_LOG", filter).stderr(Stdio::piped()),
+            None => command.stderr(Stdio::inherit()),
+        };
+        let mut child = command.spawn().unwrap();
+        if let Some((_, sender)) = log {
+            let stderr = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    eprintln!("{line}");
+                    let _ = sender.send(line);
+                }
+            });
+        }
         let stdout: ChildStdout = child.stdout.take().unwrap();
         let (sender, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -333,4 +355,235 @@ fn a_direct_session_ends_at_the_task_time_limit_while_the_server_runs() {
     );
     assert!(client.finish().success());
     assert_eq!(containers_of(pid).len(), 0);
+}
+
+// The warm pool: browsers started before the task asks, each used by one task.
+
+/// A page that shows, in its title, what an earlier visit left (localStorage and a cookie), then
+/// leaves both behind.
+fn storage_site() -> u16 {
+    let page = "<html><head><title>unset</title></head><body><script>\
+        document.title = (localStorage.getItem('left') || 'none') + '|' + (document.cookie || 'nocookie');\
+        localStorage.setItem('left', 'stored'); document.cookie = 'left=cookie; max-age=3600';\
+        </script></body></html>";
+    airlock_testkit::site::site(move |_| {
+        std::collections::HashMap::from([("/", ("200 OK", String::new(), page.to_owned()))])
+    })
+    .0
+}
+
+/// A log line without its terminal colour codes (`ESC [ … m`).
+fn without_colours(line: &str) -> String {
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
+/// Wait for the server's log to say a warm browser is ready; its container's name.
+fn next_warm(log: &mpsc::Receiver<String>) -> String {
+    loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(90))
+            .expect("a warm browser became ready within 90 s");
+        let line = without_colours(&line);
+        if line.contains("a warm browser is ready") {
+            let name = line
+                .split("container=")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap();
+            return name.to_owned();
+        }
+    }
+}
+
+fn call_task(client: &mut Client, id: u64) -> Value {
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "Read the page"}}}),
+    );
+    client.response(id).0
+}
+
+#[test]
+fn two_tasks_from_the_pool_start_warm_and_share_nothing() {
+    if !docker_ready() {
+        return;
+    }
+    let port = storage_site();
+    let dir = tempfile::tempdir().unwrap();
+    let open = json!({"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}});
+    let title = json!({"name": "agent_browser", "input": {"args": ["get", "title"]}});
+    let script = json!({"turns": [
+        // Task 1: a first visit finds nothing; a second, in the same task, finds what it left.
+        {"tool_calls": [open, title]},
+        {"expect": {"shown_contains": ["none|nocookie"]}, "tool_calls": [open, title]},
+        {"expect": {"shown_contains": ["stored|left=cookie"]}, "text": "task 1 done"},
+        // Task 2, on another warm browser: nothing from task 1.
+        {"tool_calls": [open, title]},
+        {"expect": {"shown_contains": ["none|nocookie"], "shown_not_contains": ["stored"]}, "text": "task 2 done"},
+    ]});
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let (sender, log) = mpsc::channel();
+    let mut client = Client::spawn_with(
+        &[
+            "mcp",
+            "--model",
+            &format!("script:{}", path.display()),
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--pool-size",
+            "1",
+        ],
+        Some(("airlock_driver_docker::pool=info", sender)),
+    );
+    client.initialize();
+    let pid = client.child.id();
+    let mut used = Vec::new();
+    for (id, report) in [(2, "task 1 done"), (3, "task 2 done")] {
+        let warm = next_warm(&log);
+        let egress = airlock_testkit::docker::egress_dir_of(&warm);
+        let before = std::time::SystemTime::now();
+        let answer = call_task(&mut client, id);
+        let result = &answer["result"];
+        assert_eq!(result["content"][0]["text"], report, "{answer}");
+        assert_eq!(
+            result["structuredContent"]["timings"]["browser_warm"], true,
+            "{answer}"
+        );
+        assert!(
+            wait_until_removed(&warm, before, Duration::from_secs(30)),
+            "the warm browser {warm} outlived its task"
+        );
+        used.push((warm, egress));
+    }
+    assert_ne!(used[0].0, used[1].0, "two tasks shared a container");
+    assert_ne!(used[0].1, used[1].1, "two tasks shared a proxy");
+    // The pool refilled after the second task; closing stdin removes that browser too.
+    next_warm(&log);
+    assert!(client.finish().success());
+    assert_eq!(
+        containers_of(pid).len(),
+        0,
+        "a warm browser outlived the server"
+    );
+}
+
+#[test]
+fn a_dead_warm_browser_is_replaced_without_the_task_noticing() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("MCP page", "Hello from the lab");
+    let dir = tempfile::tempdir().unwrap();
+    let open = json!({"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}});
+    let script = json!({"turns": [
+        {"tool_calls": [open]},
+        {"expect": {"shown_contains": ["MCP page"]}, "text": "seen after a killed container"},
+        {"tool_calls": [open]},
+        {"expect": {"shown_contains": ["MCP page"]}, "text": "seen after a killed browser"},
+    ]});
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let (sender, log) = mpsc::channel();
+    let mut client = Client::spawn_with(
+        &[
+            "mcp",
+            "--model",
+            &format!("script:{}", path.display()),
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--pool-size",
+            "1",
+        ],
+        Some(("airlock_driver_docker::pool=info", sender)),
+    );
+    client.initialize();
+    // The whole container killed while it waits.
+    let warm = next_warm(&log);
+    assert!(
+        Command::new("docker")
+            .args(["kill", &warm])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let answer = call_task(&mut client, 2);
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "seen after a killed container",
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["isError"], false);
+    // Chromium alone killed inside a waiting container.
+    let warm = next_warm(&log);
+    let killed = Command::new("docker")
+        .args(["exec", &warm, "sh", "-c"])
+        // `chro[m]ium` matches Chromium's processes but not this script's own command line.
+        .arg("for p in /proc/[0-9]*; do if grep -q 'chro[m]ium' \"$p/cmdline\" 2>/dev/null; then kill -9 \"${p#/proc/}\"; fi; done; true")
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let answer = call_task(&mut client, 3);
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "seen after a killed browser",
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["isError"], false);
+    let pid = client.child.id();
+    assert!(client.finish().success());
+    assert_eq!(containers_of(pid).len(), 0);
+}
+
+#[test]
+fn a_killed_servers_warm_browsers_are_removed_by_cleanup() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, json!({"turns": []}).to_string()).unwrap();
+    let (sender, log) = mpsc::channel();
+    let mut client = Client::spawn_with(
+        &[
+            "mcp",
+            "--model",
+            &format!("script:{}", path.display()),
+            "--pool-size",
+            "2",
+        ],
+        Some(("airlock_driver_docker::pool=info", sender)),
+    );
+    client.initialize();
+    let first = next_warm(&log);
+    let second = next_warm(&log);
+    let pid = client.child.id();
+    assert_eq!(containers_of(pid).len(), 2);
+    client.child.kill().unwrap();
+    client.child.wait().unwrap();
+    let cleaned = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .arg("cleanup")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&cleaned.stdout);
+    assert!(cleaned.status.success(), "{said}");
+    assert!(said.contains(&first) && said.contains(&second), "{said}");
+    assert_eq!(
+        containers_of(pid).len(),
+        0,
+        "a SIGKILLed server's warm browsers stayed"
+    );
 }

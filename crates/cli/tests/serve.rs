@@ -34,6 +34,12 @@ impl Served {
             .args(["serve", "--listen", "127.0.0.1:0", "--model"])
             .arg(format!("script:{}", path.display()))
             .args(extra)
+            // No warm browser unless the test asks: container counts are the tasks' alone.
+            .args(if extra.contains(&"--pool-size") {
+                &[][..]
+            } else {
+                &["--pool-size", "0"][..]
+            })
             .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
             .env(
                 "AIRLOCK_TOKENS",

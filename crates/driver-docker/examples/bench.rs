@@ -5,7 +5,10 @@
 //! session. `bench concurrency MAX URL` starts 1, 2, 4 … MAX sessions at once and prints, per
 //! level, each session's time to its first snapshot and the containers' memory. `bench pageload
 //! LOADS URL` opens URL LOADS times in one session and prints Chromium's own load-event times.
-//! `bench context 1 BASE` runs the context-economy tasks over the corpus under BASE (a fixed
+//! `bench warmpool ROUNDS URL` measures task requested → first snapshot with a browser taken
+//! from a warm pool (and the warm browser's idle memory); `bench pooltasks N URL` runs N one-page
+//! tasks back to back with a pool of `AIRLOCK_BENCH_POOL` browsers (`{n}` in URL names a fresh
+//! page per task). `bench context 1 BASE` runs the context-economy tasks over the corpus under BASE (a fixed
 //! worker strategy, cut against paged) and prints one JSON line per page and strategy, plus one
 //! with the length of each snapshot form. `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor);
 //! `AIRLOCK_BENCH_DEV_SHM_MIB` gives Chromium a `/dev/shm` of that size instead of `/tmp`.
@@ -26,6 +29,11 @@ fn millis(duration: Duration) -> f64 {
 }
 
 async fn driver(url: &str) -> DockerDriver {
+    driver_with_pool(url, 0).await
+}
+
+/// A driver whose warm pool keeps `pool` browsers ready.
+async fn driver_with_pool(url: &str, pool: usize) -> DockerDriver {
     let authority = url
         .trim_start_matches("http://")
         .split('/')
@@ -33,7 +41,7 @@ async fn driver(url: &str) -> DockerDriver {
         .unwrap()
         .to_owned();
     let policy = EgressPolicy::new(Profile::Public, None, [authority.parse().unwrap()]).unwrap();
-    DockerDriver::connect(DriverConfig {
+    let driver = DockerDriver::connect(DriverConfig {
         egress: policy,
         runtime: std::env::var("AIRLOCK_RUNTIME").unwrap_or_else(|_| "runc".to_owned()),
         resources: airlock_driver_docker::Resources {
@@ -41,10 +49,16 @@ async fn driver(url: &str) -> DockerDriver {
                 .map_or(0, |mib| mib.parse().unwrap()),
             ..airlock_driver_docker::Resources::default()
         },
+        pool: airlock_driver_docker::PoolConfig {
+            size: pool,
+            ..airlock_driver_docker::PoolConfig::default()
+        },
         ..DriverConfig::default()
     })
     .await
-    .unwrap()
+    .unwrap();
+    driver.start_pool().unwrap();
+    driver
 }
 
 async fn call(
@@ -182,6 +196,79 @@ async fn concurrency_level(
         times.push(millis(took));
     }
     json!({"tasks": tasks, "failures": failures, "times_ms": times, "memory_mib": memory})
+}
+
+/// Wait (bounded) until the pool has a browser ready.
+async fn wait_warm(driver: &DockerDriver) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while driver.warm_sessions() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no warm browser within 120 s: {:?}",
+            driver.pool_error()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Task requested → first snapshot with a browser from the warm pool; and the warm browser's
+/// memory while it waited.
+async fn warm_pool_round(url: &str) -> serde_json::Value {
+    let driver = driver_with_pool(url, 1).await;
+    wait_warm(&driver).await;
+    let idle_mib: f64 = container_memory_mib().iter().sum();
+    let requested = Instant::now();
+    let session = driver
+        .start(TaskContext::new(
+            CancellationToken::new(),
+            TaskLimits::default(),
+        ))
+        .await
+        .unwrap();
+    assert!(session.warm, "the session did not come from the pool");
+    let started = requested.elapsed();
+    call(&session, json!(["open", url])).await;
+    call(&session, json!(["snapshot"])).await;
+    let first_snapshot = requested.elapsed();
+    session.dispose.dispose().await;
+    driver.shutdown().await;
+    json!({"warm_pool_ms": millis(first_snapshot), "take_ms": millis(started), "warm_idle_mib": idle_mib})
+}
+
+/// Tasks of one heavy page each, back to back, with a pool of `AIRLOCK_BENCH_POOL` browsers:
+/// the whole run's time, and each page's load time (the pool refills while the next task runs).
+async fn pool_tasks(url: &str, tasks: usize) -> serde_json::Value {
+    let pool = std::env::var("AIRLOCK_BENCH_POOL").map_or(0, |n| n.parse().unwrap());
+    let driver = driver_with_pool(url, pool).await;
+    if pool > 0 {
+        wait_warm(&driver).await;
+    }
+    let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
+    let began = Instant::now();
+    let mut loads = Vec::new();
+    let mut warm = 0;
+    for n in 0..tasks {
+        let session = driver
+            .start(TaskContext::new(
+                CancellationToken::new(),
+                TaskLimits::default(),
+            ))
+            .await
+            .unwrap();
+        warm += usize::from(session.warm);
+        call(
+            &session,
+            json!(["open", url.replace("{n}", &n.to_string())]),
+        )
+        .await;
+        let measured = call(&session, json!(["eval", script])).await;
+        loads.push(measured.text.trim().parse::<f64>().ok());
+        call(&session, json!(["snapshot"])).await;
+        session.dispose.dispose().await;
+    }
+    let seconds = began.elapsed().as_secs_f64();
+    driver.shutdown().await;
+    json!({"pool": pool, "tasks": tasks, "warm": warm, "seconds": seconds, "loads_ms": loads})
 }
 
 /// The facts and pages of `cargo xtask bench --only context` (xtask writes the corpus).
@@ -472,6 +559,12 @@ async fn main() {
                 tasks = if tasks < 2 { 2 } else { tasks + 2 };
             }
         }
+        "warmpool" => {
+            for _ in 0..count {
+                println!("{}", warm_pool_round(&url).await);
+            }
+        }
+        "pooltasks" => println!("{}", pool_tasks(&url, count).await),
         "context" => {
             for page in PAGES {
                 let page_url = format!("{url}{page}.html");

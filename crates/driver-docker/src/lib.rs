@@ -20,6 +20,7 @@
 mod error;
 mod exec;
 mod owner;
+mod pool;
 mod spec;
 mod tool;
 
@@ -77,6 +78,30 @@ pub struct DriverConfig {
     /// The OCI runtime: `runc` (Docker's default), or `runsc` to run the container under
     /// gVisor's user-space kernel. The daemon must offer it (`check()` says how).
     pub runtime: String,
+    /// Sealed browsers kept ready before tasks ask for them.
+    pub pool: PoolConfig,
+}
+
+/// The warm pool: how many sealed browsers wait, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Sessions kept ready; 0 for none (every task starts cold).
+    pub size: usize,
+    /// A warm session older than this is replaced.
+    pub max_age: Duration,
+    /// The longest task a warm session may serve (the task time limit), so its container's own
+    /// lifetime covers waiting and the task.
+    pub task_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            size: 0,
+            max_age: Duration::from_secs(600),
+            task_timeout: Duration::from_secs(300),
+        }
+    }
 }
 
 impl Default for DriverConfig {
@@ -93,6 +118,7 @@ impl Default for DriverConfig {
             lifetime_grace: Duration::from_secs(60),
             browser_sandbox: true,
             runtime: "runc".to_owned(),
+            pool: PoolConfig::default(),
         }
     }
 }
@@ -104,7 +130,6 @@ pub(crate) const BUILD_COMMAND: &str = "cargo xtask image";
 pub struct DockerDriver {
     docker: Docker,
     config: DriverConfig,
-    owner: String,
     user: (u32, u32),
     /// Containers whose removal failed, retried at [`DockerDriver::shutdown`].
     failed_removals: Arc<Mutex<Vec<String>>>,
@@ -112,6 +137,10 @@ pub struct DockerDriver {
     removed_orphans: Vec<String>,
     /// Proxy directories of dead owners removed when the driver connected.
     removed_egress_dirs: Vec<PathBuf>,
+    /// Makes sessions, for tasks and for the pool.
+    maker: Arc<Maker>,
+    /// Warm sessions, once [`DockerDriver::start_pool`] ran with `config.pool.size` > 0.
+    pool: std::sync::OnceLock<pool::Pool>,
 }
 
 impl std::fmt::Debug for DockerDriver {
@@ -142,14 +171,23 @@ impl DockerDriver {
             .await
             .map_err(DockerError::NotAnswering)?;
         let user = config.user.unwrap_or_else(current_user);
+        let failed_removals: Arc<Mutex<Vec<String>>> = Arc::default();
+        let maker = Arc::new(Maker {
+            docker: docker.clone(),
+            config: config.clone(),
+            owner: owner::this_process(),
+            user,
+            failed_removals: Arc::clone(&failed_removals),
+        });
         let mut driver = Self {
             docker,
             config,
-            owner: owner::this_process(),
             user,
-            failed_removals: Arc::default(),
+            failed_removals,
             removed_orphans: Vec::new(),
             removed_egress_dirs: Vec::new(),
+            maker,
+            pool: std::sync::OnceLock::new(),
         };
         match driver.cleanup_orphans().await {
             Ok(removed) => {
@@ -219,8 +257,12 @@ impl DockerDriver {
         Ok(removed)
     }
 
-    /// Retry removals that failed during dispose. Call before the program exits.
+    /// Remove the warm pool's sessions, and retry removals that failed during dispose. Call
+    /// before the program exits.
     pub async fn shutdown(&self) {
+        if let Some(pool) = self.pool.get() {
+            pool.shutdown().await;
+        }
         let pending: Vec<String> = std::mem::take(
             &mut *self
                 .failed_removals
@@ -238,75 +280,43 @@ impl DockerDriver {
         // Here as well as in `check()`: a library caller that skips the check still never runs a
         // task as root, on the host or in the container.
         refuse_root(current_user().0, self.user.0)?;
-        let task_id = task_id();
-        let pending: tool::PendingRefusals = Arc::default();
-        let sink = Arc::clone(&pending);
-        let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
-            .with_dir_tag(owner::dir_tag())
-            .with_limits(self.config.proxy_limits)
-            .with_events(Arc::new(move |event| {
-                // Refusals and failures are told to the worker; allowed requests are not news.
-                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
-                    sink.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(event);
-                }
-            }));
-        if !self.config.nameservers.is_empty() {
-            proxy_config = proxy_config
-                .with_nameservers(&self.config.nameservers)
-                .map_err(DockerError::Proxy)?;
+        if let Some(pool) = self.pool.get()
+            && let Some(prepared) = pool.take().await
+        {
+            return Ok(self.maker.bind(prepared, context, true));
         }
-        let proxy = EgressProxy::start(proxy_config).map_err(DockerError::Proxy)?;
+        let lifetime = context.limits.timeout + self.config.lifetime_grace;
+        let prepared = self.maker.prepare(lifetime, false).await?;
+        Ok(self.maker.bind(prepared, context, false))
+    }
 
-        let options = ContainerOptions {
-            image: self.config.image.clone(),
-            task_id: task_id.clone(),
-            owner: self.owner.clone(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            user: self.user,
-            socket_dir: proxy.socket_dir().to_owned(),
-            lifetime_secs: (context.limits.timeout + self.config.lifetime_grace).as_secs(),
-            resources: self.config.resources,
-            browser_sandbox: self.config.browser_sandbox,
-            runtime: self.config.runtime.clone(),
-        };
-        let name = options.name();
-        // From here on, everything made is undone by the guard unless the session takes it over.
-        let mut made = Made {
-            docker: self.docker.clone(),
-            container: None,
-            proxy: Some(proxy),
-            failed_removals: Arc::clone(&self.failed_removals),
-            context: context.clone(),
-        };
-        let create = CreateContainerOptionsBuilder::default().name(&name).build();
-        self.docker
-            .create_container(Some(create), container_spec(&options))
-            .await
-            .map_err(DockerError::CreateContainer)?;
-        made.container = Some(name.clone());
-        self.docker
-            .start_container(&name, None)
-            .await
-            .map_err(DockerError::StartContainer)?;
+    /// Start keeping `config.pool.size` browsers warm (nothing if 0, or if already started). Call
+    /// after [`BrowserDriver::check`] passed, so a pool is never filled on a setup that cannot
+    /// run tasks; [`DockerDriver::shutdown`] removes what it holds.
+    pub fn start_pool(&self) -> Result<(), DriverError> {
+        let pool = self.config.pool;
+        if pool.size == 0 || self.pool.get().is_some() {
+            return Ok(());
+        }
+        refuse_root(current_user().0, self.user.0)?;
+        let lifetime = pool.max_age + pool.task_timeout + self.config.lifetime_grace;
+        let _ = self.pool.set(pool::Pool::start(
+            Arc::clone(&self.maker),
+            pool.size,
+            pool.max_age,
+            lifetime,
+        ));
+        Ok(())
+    }
 
-        let guide = self.wait_for_relay_then_guide(&name).await?;
-        let tool = tool::AgentBrowserTool {
-            docker: self.docker.clone(),
-            container: name.clone(),
-            context,
-            pending,
-            command_timeout: self.config.command_timeout,
-            max_output_bytes: self.config.max_command_output_bytes,
-            screenshots_taken: AtomicU64::new(0),
-        };
-        Ok(BrowserSession {
-            tools: vec![Arc::new(tool) as Arc<dyn Tool>],
-            guide,
-            prompt: DRIVER_PROMPT.to_owned(),
-            dispose: Box::new(made),
-        })
+    /// Warm sessions ready now (0 without a pool).
+    pub fn warm_sessions(&self) -> usize {
+        self.pool.get().map_or(0, pool::Pool::ready_count)
+    }
+
+    /// Why the pool could not make its last warm session, if it could not.
+    pub fn pool_error(&self) -> Option<String> {
+        self.pool.get().and_then(pool::Pool::last_error)
     }
 
     /// The runtimes the daemon offers, by name, with their extra arguments.
@@ -351,6 +361,194 @@ impl DockerDriver {
             return Err(DockerError::RunscCannotReachProxy.into());
         }
         Ok(())
+    }
+}
+
+/// What making a session needs, shared by the driver and its pool's filler.
+pub(crate) struct Maker {
+    docker: Docker,
+    config: DriverConfig,
+    owner: String,
+    user: (u32, u32),
+    failed_removals: Arc<Mutex<Vec<String>>>,
+}
+
+/// A session made but not yet given to a task: container running, proxy listening, relay ready,
+/// guide read (and, when warm, Chromium launched on `about:blank`).
+pub(crate) struct Prepared {
+    made: Made,
+    name: String,
+    guide: String,
+    pending: tool::PendingRefusals,
+    pub(crate) made_at: std::time::Instant,
+}
+
+impl Prepared {
+    /// Remove everything it holds.
+    pub(crate) async fn dispose(mut self) {
+        self.made.undo().await;
+    }
+}
+
+impl Maker {
+    /// Make a session whose container exits by itself after `lifetime`. `warm` also launches
+    /// Chromium (with the launch settings every later command uses, so nothing relaunches it).
+    pub(crate) async fn prepare(
+        &self,
+        lifetime: Duration,
+        warm: bool,
+    ) -> Result<Prepared, DriverError> {
+        let task_id = task_id();
+        let pending: tool::PendingRefusals = Arc::default();
+        let sink = Arc::clone(&pending);
+        let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
+            .with_dir_tag(owner::dir_tag())
+            .with_limits(self.config.proxy_limits)
+            .with_events(Arc::new(move |event| {
+                // Refusals and failures are told to the worker; allowed requests are not news.
+                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
+                    sink.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(event);
+                }
+            }));
+        if !self.config.nameservers.is_empty() {
+            proxy_config = proxy_config
+                .with_nameservers(&self.config.nameservers)
+                .map_err(DockerError::Proxy)?;
+        }
+        let proxy = EgressProxy::start(proxy_config).map_err(DockerError::Proxy)?;
+
+        let options = ContainerOptions {
+            image: self.config.image.clone(),
+            task_id: task_id.clone(),
+            owner: self.owner.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            user: self.user,
+            socket_dir: proxy.socket_dir().to_owned(),
+            lifetime_secs: lifetime.as_secs(),
+            resources: self.config.resources,
+            browser_sandbox: self.config.browser_sandbox,
+            runtime: self.config.runtime.clone(),
+        };
+        let name = options.name();
+        // From here on, everything made is undone by the guard unless the session takes it over.
+        let mut made = Made {
+            docker: self.docker.clone(),
+            container: None,
+            proxy: Some(proxy),
+            failed_removals: Arc::clone(&self.failed_removals),
+            context: None,
+        };
+        let create = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.docker
+            .create_container(Some(create), container_spec(&options))
+            .await
+            .map_err(DockerError::CreateContainer)?;
+        made.container = Some(name.clone());
+        self.docker
+            .start_container(&name, None)
+            .await
+            .map_err(DockerError::StartContainer)?;
+
+        let guide = self.wait_for_relay_then_guide(&name).await?;
+        if warm {
+            self.launch_browser(&name).await?;
+        }
+        Ok(Prepared {
+            made,
+            name,
+            guide,
+            pending,
+            made_at: std::time::Instant::now(),
+        })
+    }
+
+    /// Give a prepared session to one task: its tool, its records, its dispose.
+    pub(crate) fn bind(
+        &self,
+        prepared: Prepared,
+        context: TaskContext,
+        warm: bool,
+    ) -> BrowserSession {
+        let Prepared {
+            mut made,
+            name,
+            guide,
+            pending,
+            ..
+        } = prepared;
+        // What the proxy saw before the task (Chromium's own start-up requests) is not the task's.
+        let before: Vec<_> =
+            std::mem::take(&mut *pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if !before.is_empty() {
+            tracing::debug!(
+                count = before.len(),
+                "proxy events before the task took its session, not reported to it"
+            );
+        }
+        made.context = Some(context.clone());
+        let tool = tool::AgentBrowserTool {
+            docker: self.docker.clone(),
+            container: name,
+            context,
+            pending,
+            command_timeout: self.config.command_timeout,
+            max_output_bytes: self.config.max_command_output_bytes,
+            screenshots_taken: AtomicU64::new(0),
+        };
+        BrowserSession {
+            tools: vec![Arc::new(tool) as Arc<dyn Tool>],
+            guide,
+            prompt: DRIVER_PROMPT.to_owned(),
+            dispose: Box::new(made),
+            warm,
+        }
+    }
+
+    /// Launch Chromium on `about:blank`: the launch a task's first command would do.
+    async fn launch_browser(&self, container: &str) -> Result<(), DriverError> {
+        let command = [
+            "agent-browser".to_owned(),
+            "open".to_owned(),
+            "about:blank".to_owned(),
+        ];
+        let result = exec::run(
+            &self.docker,
+            container,
+            &command,
+            None,
+            self.config.command_timeout,
+            64 * 1024,
+        )
+        .await
+        .map_err(DockerError::GuideExec)?;
+        if result.exit_code != 0 {
+            return Err(DockerError::GuideFailed {
+                stderr: String::from_utf8_lossy(&result.stderr).trim().to_owned(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Whether a warm session still has its container and a browser that answers.
+    pub(crate) async fn alive(&self, container: &str) -> bool {
+        let command = [
+            "agent-browser".to_owned(),
+            "get".to_owned(),
+            "url".to_owned(),
+        ];
+        exec::run(
+            &self.docker,
+            container,
+            &command,
+            None,
+            Duration::from_secs(5),
+            4096,
+        )
+        .await
+        .is_ok_and(|result| result.exit_code == 0)
     }
 
     /// agent-browser's own guide, from the binary in the container, so it always matches it.
@@ -444,19 +642,18 @@ struct Made {
     container: Option<String>,
     proxy: Option<EgressProxy>,
     failed_removals: Arc<Mutex<Vec<String>>>,
-    /// Where the proxy's byte counts go when it stops.
-    context: TaskContext,
+    /// Where the proxy's byte counts go when it stops (once a task has the session).
+    context: Option<TaskContext>,
 }
 
 impl Made {
     async fn undo(&mut self) {
-        if let Some(proxy) = &self.proxy {
+        if let (Some(proxy), Some(context)) = (&self.proxy, &self.context) {
             let stats = proxy.stats();
-            self.context
-                .record_egress_bytes(airlock_worker::EgressBytes {
-                    up: stats.bytes_up,
-                    down: stats.bytes_down,
-                });
+            context.record_egress_bytes(airlock_worker::EgressBytes {
+                up: stats.bytes_up,
+                down: stats.bytes_down,
+            });
         }
         undo(
             self.docker.clone(),

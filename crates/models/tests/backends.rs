@@ -466,6 +466,7 @@ impl airlock_worker::BrowserDriver for OneTool {
                 guide: String::new(),
                 prompt: String::new(),
                 dispose: Box::new(NoDispose),
+                warm: false,
             })
         })
     }

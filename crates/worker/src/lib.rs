@@ -20,7 +20,7 @@
 //!     fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> { Box::pin(async { Ok(()) }) }
 //!     fn start(&self, _: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
 //!         Box::pin(async {
-//!             Ok(BrowserSession { tools: vec![], guide: String::new(), prompt: String::new(), dispose: Box::new(Nothing) })
+//!             Ok(BrowserSession { tools: vec![], guide: String::new(), prompt: String::new(), dispose: Box::new(Nothing), warm: false })
 //!         })
 //!     }
 //! }

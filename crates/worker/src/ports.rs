@@ -107,6 +107,8 @@ pub struct BrowserSession {
     pub prompt: String,
     /// Ends the session.
     pub dispose: Box<dyn Dispose>,
+    /// Whether the browser was started before the task asked (a warm pool's session).
+    pub warm: bool,
 }
 
 impl std::fmt::Debug for BrowserSession {

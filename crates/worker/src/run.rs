@@ -54,8 +54,10 @@ pub enum Ended {
 pub struct Timings {
     /// From request to result.
     pub total_ms: u64,
-    /// Starting the browser session.
+    /// Starting the browser session (or taking a warm one).
     pub browser_start_ms: u64,
+    /// Whether the session came warm from a pool, started before the task asked.
+    pub browser_warm: bool,
     /// Waiting for the model.
     pub model_ms: u64,
     /// Running tools.
@@ -278,6 +280,7 @@ impl TaskRunner {
             }
         };
         run.timings.browser_start_ms = millis(start_began.elapsed());
+        run.timings.browser_warm = session.warm;
         let mut disposer = DisposeGuard(Some(session.dispose));
         let system = format!(
             "{STANDING_INSTRUCTIONS}\n\n{}\n\n{}",

@@ -148,6 +148,7 @@ impl BrowserDriver for FakeDriver {
                 guide: "FAKE GUIDE".into(),
                 prompt: "FAKE PROMPT".into(),
                 dispose: Box::new(FakeDispose(Arc::clone(&self.observed))),
+                warm: false,
             })
         })
     }

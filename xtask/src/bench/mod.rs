@@ -9,6 +9,8 @@
 //! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests; tinyproxy as
 //!   a peer) and the proxy's memory with idle tunnels.
 //! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
+//! - Pool: one-page tasks back to back with no warm pool and pools of 1 and 2: tasks per minute,
+//!   and the page load of a task while the pool refills beside it.
 //! - Serve: a one-page task through `POST /v1/tasks` against `airlock task`, and throughput with
 //!   1, 2 and 4 clients.
 //! - Context: characters and image bytes shown to a worker to find facts planted in demanding
@@ -23,6 +25,7 @@ mod context;
 mod dev_shm;
 mod gvisor;
 mod page_load;
+mod pool;
 mod processes;
 mod proxy;
 mod serve;
@@ -64,6 +67,7 @@ enum Section {
     DevShm,
     Context,
     Serve,
+    Pool,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -125,6 +129,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::DevShm) {
         dev_shm::dev_shm(&root, site_port, session_rounds, loads, &mut report);
+    }
+    if wanted(Section::Pool) {
+        pool::pool(
+            &root,
+            site_port,
+            if args.quick { 1 } else { 3 },
+            if args.quick { 4 } else { 8 },
+            &mut report,
+        );
     }
     if wanted(Section::Serve) {
         serve::serve(&root, site_port, rounds, &mut report)?;

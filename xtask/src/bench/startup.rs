@@ -25,19 +25,23 @@ pub(super) fn startup(
         Samples::default(),
     );
     let mut phases: Vec<serde_json::Value> = Vec::new();
+    let (mut pooled, mut idle_mib) = (Samples::default(), Vec::new());
     for round in 0..total_rounds(rounds) {
         let record = !is_warmup(round);
-        for contender in rotation(round, 2) {
+        for contender in rotation(round, 3) {
+            if contender == 2 {
+                // Airlock with a browser from the warm pool (made before the task, not timed).
+                let value = example_line(&example, &["warmpool", "1", &url]);
+                if record {
+                    let field = |key: &str| value.as_ref().and_then(|v| v[key].as_f64());
+                    pooled.record(field("warm_pool_ms"));
+                    idle_mib.extend(field("warm_idle_mib"));
+                }
+                continue;
+            }
             if contender == 0 {
                 // Airlock: the bench example prints one JSON line per session.
-                let value: Option<serde_json::Value> = output(
-                    Command::new("runuser")
-                        .args(["-u", crate::integration::TEST_USER, "--"])
-                        .arg(&example)
-                        .args(["startup", "1", &url]),
-                )
-                .ok()
-                .and_then(|line| serde_json::from_str(line.trim()).ok());
+                let value = example_line(&example, &["startup", "1", &url]);
                 if record {
                     let field = |key: &str| value.as_ref().and_then(|v| v[key].as_f64());
                     airlock_cold.record(field("cold_ms"));
@@ -71,8 +75,44 @@ pub(super) fn startup(
     table_header(report);
     table_row(report, "bare agent-browser, cold", &bare_cold, None);
     table_row(report, "Airlock, cold", &airlock_cold, Some(&bare_cold));
+    table_row(
+        report,
+        "Airlock, a browser from the warm pool (vs bare cold)",
+        &pooled,
+        Some(&bare_cold),
+    );
     table_row(report, "bare agent-browser, warm", &bare_warm, None);
     table_row(report, "Airlock, warm", &airlock_warm, Some(&bare_warm));
+    table_row(
+        report,
+        "Airlock, a browser from the warm pool (vs bare warm)",
+        &pooled,
+        Some(&bare_warm),
+    );
+    if let Some(mib) = median(&idle_mib) {
+        let _ = writeln!(
+            report,
+            "\nA warm browser waiting in the pool (container, relay, agent-browser, Chromium on about:blank) holds {mib:.0} MiB (median, `docker stats`)."
+        );
+    }
+    phases_table(report, &phases);
+    let _ = writeln!(report);
+}
+
+/// The bench example's one JSON line, run as the test user.
+fn example_line(example: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    output(
+        Command::new("runuser")
+            .args(["-u", crate::integration::TEST_USER, "--"])
+            .arg(example)
+            .args(args),
+    )
+    .ok()
+    .and_then(|line| serde_json::from_str(line.trim()).ok())
+}
+
+/// Where Airlock's cold start goes: the median of each phase.
+fn phases_table(report: &mut String, phases: &[serde_json::Value]) {
     let _ = writeln!(report, "\nWhere Airlock's cold start goes (medians):\n");
     let _ = writeln!(report, "| phase | ms |\n|---|---|");
     for (key, label) in [
@@ -97,5 +137,4 @@ pub(super) fn startup(
             }
         }
     }
-    let _ = writeln!(report);
 }

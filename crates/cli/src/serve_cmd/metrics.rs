@@ -43,6 +43,7 @@ pub(crate) struct Metrics {
     pub(crate) capacity: Gauge,
     pub(crate) ready: Gauge,
     pub(crate) direct_sessions: Gauge,
+    pub(crate) warm_sessions: Gauge,
     finished: Family<Outcome, Counter>,
     pub(crate) refused: Family<Reason, Counter>,
     egress_refusals: Family<Class, Counter>,
@@ -62,6 +63,7 @@ impl Metrics {
             capacity: Gauge::default(),
             ready: Gauge::default(),
             direct_sessions: Gauge::default(),
+            warm_sessions: Gauge::default(),
             finished: Family::default(),
             refused: Family::default(),
             egress_refusals: Family::default(),
@@ -100,6 +102,11 @@ impl Metrics {
             "direct_sessions",
             "MCP sessions holding a sealed browser (--direct)",
             metrics.direct_sessions.clone(),
+        );
+        registry.register(
+            "warm_sessions",
+            "Sealed browsers ready in the warm pool",
+            metrics.warm_sessions.clone(),
         );
         registry.register(
             "tasks_finished",

@@ -1,0 +1,173 @@
+//! The warm pool: sealed browsers made before they are asked for, each given to exactly one task
+//! and then destroyed. A filler task keeps `size` sessions ready, replaces any older than
+//! `max_age`, and backs off (remembering why) when it cannot make one. Taking checks that the
+//! session still answers; a dead one is removed and the next (or a cold start) is used instead,
+//! so the task never notices.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Maker, Prepared};
+
+/// How long the filler waits after a failure, at first and at most.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Ready sessions and the task that keeps them ready.
+pub(crate) struct Pool {
+    shared: Arc<Shared>,
+    filler: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    maker: Arc<Maker>,
+    size: usize,
+    max_age: Duration,
+    /// How long a warm container may live: waiting in the pool, then running a task.
+    lifetime: Duration,
+    ready: Mutex<VecDeque<Prepared>>,
+    /// Wakes the filler when a session is taken.
+    taken: Notify,
+    stop: CancellationToken,
+    last_error: Mutex<Option<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Pool {
+    /// Start filling: `size` sessions, each replaced after `max_age`; a warm container exits by
+    /// itself after `lifetime` even if nobody removes it (a killed owner).
+    pub(crate) fn start(
+        maker: Arc<Maker>,
+        size: usize,
+        max_age: Duration,
+        lifetime: Duration,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            maker,
+            size,
+            max_age,
+            lifetime,
+            ready: Mutex::new(VecDeque::new()),
+            taken: Notify::new(),
+            stop: CancellationToken::new(),
+            last_error: Mutex::new(None),
+        });
+        let filler = tokio::spawn(fill(Arc::clone(&shared)));
+        Self {
+            shared,
+            filler: Mutex::new(Some(filler)),
+        }
+    }
+
+    /// A ready session that still answers, if there is one. Stale or dead ones met on the way
+    /// are removed; the filler is woken to make more.
+    pub(crate) async fn take(&self) -> Option<Prepared> {
+        loop {
+            let candidate = lock(&self.shared.ready).pop_front();
+            self.shared.taken.notify_one();
+            let prepared = candidate?;
+            if prepared.made_at.elapsed() >= self.shared.max_age {
+                prepared.dispose().await;
+                continue;
+            }
+            if self.shared.maker.alive(&prepared.name).await {
+                return Some(prepared);
+            }
+            tracing::warn!(container = %prepared.name, "a warm session no longer answered; it is replaced");
+            prepared.dispose().await;
+        }
+    }
+
+    /// Sessions ready now.
+    pub(crate) fn ready_count(&self) -> usize {
+        lock(&self.shared.ready).len()
+    }
+
+    /// Why the last attempt to make a session failed, if it did.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        lock(&self.shared.last_error).clone()
+    }
+
+    /// Stop filling and remove every ready session.
+    pub(crate) async fn shutdown(&self) {
+        self.shared.stop.cancel();
+        let filler = lock(&self.filler).take();
+        if let Some(filler) = filler {
+            // A session being made when the stop came is finished, then removed, by the filler.
+            let _ = filler.await;
+        }
+        let ready: Vec<Prepared> = lock(&self.shared.ready).drain(..).collect();
+        for prepared in ready {
+            prepared.dispose().await;
+        }
+    }
+}
+
+/// Keep the pool full until stopped.
+async fn fill(shared: Arc<Shared>) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let expired: Vec<Prepared> = {
+            let mut ready = lock(&shared.ready);
+            let (old, fresh): (VecDeque<Prepared>, VecDeque<Prepared>) = ready
+                .drain(..)
+                .partition(|prepared| prepared.made_at.elapsed() >= shared.max_age);
+            *ready = fresh;
+            old.into()
+        };
+        for prepared in expired {
+            prepared.dispose().await;
+        }
+        if lock(&shared.ready).len() < shared.size {
+            // Not raced against the stop: a half-made session would be undone on a task of its
+            // own that a closing runtime may never run. Making one is bounded; then it goes.
+            let made = shared.maker.prepare(shared.lifetime, true).await;
+            if shared.stop.is_cancelled() {
+                if let Ok(prepared) = made {
+                    prepared.dispose().await;
+                }
+                return;
+            }
+            match made {
+                Ok(prepared) => {
+                    let name = prepared.name.clone();
+                    let ready = {
+                        let mut ready = lock(&shared.ready);
+                        ready.push_back(prepared);
+                        ready.len()
+                    };
+                    tracing::info!(container = %name, ready, "a warm browser is ready");
+                    *lock(&shared.last_error) = None;
+                    backoff = FIRST_BACKOFF;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the warm pool could not make a session; retrying in {} s", backoff.as_secs());
+                    *lock(&shared.last_error) = Some(error.to_string());
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = shared.stop.cancelled() => return,
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+            continue;
+        }
+        // Full: wait for a take, for the oldest to age out, or for the stop.
+        let oldest_age = lock(&shared.ready)
+            .front()
+            .map_or(Duration::ZERO, |prepared| prepared.made_at.elapsed());
+        tokio::select! {
+            () = shared.taken.notified() => {}
+            () = tokio::time::sleep(shared.max_age.saturating_sub(oldest_age)) => {}
+            () = shared.stop.cancelled() => return,
+        }
+    }
+}

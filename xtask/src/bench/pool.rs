@@ -1,0 +1,75 @@
+//! The warm pool's throughput: tasks of one heavy page each, back to back, with no pool and with
+//! pools of 1 and 2, in alternation; and whether the pool's refill (a browser starting while the
+//! next task loads its page) slows that page.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::gvisor::example;
+use super::stats::{Samples, is_warmup, rotation, total_rounds};
+
+const POOLS: [&str; 3] = ["0", "1", "2"];
+
+pub(super) fn pool(root: &Path, site: u16, rounds: usize, tasks: usize, report: &mut String) {
+    eprintln!("== warm pool: {tasks} one-page tasks back to back, pools 0, 1 and 2");
+    let pages = format!("http://127.0.0.1:{site}/page-{{n}}.html");
+    let mut per_minute = [Vec::new(), Vec::new(), Vec::new()];
+    let mut loads = [Samples::default(), Samples::default(), Samples::default()];
+    let mut warm = [0_u64; 3];
+    for round in 0..total_rounds(rounds) {
+        for index in rotation(round, POOLS.len()) {
+            let run = example(
+                root,
+                &[("AIRLOCK_BENCH_POOL", POOLS[index])],
+                &["pooltasks", &tasks.to_string(), &pages],
+            );
+            if is_warmup(round) {
+                continue;
+            }
+            let Some(run) = run.first() else {
+                loads[index].record(None);
+                continue;
+            };
+            if let Some(seconds) = run["seconds"].as_f64() {
+                let done = run["loads_ms"].as_array().map_or(0, Vec::len);
+                per_minute[index]
+                    .push(f64::from(u32::try_from(done).unwrap_or(0)) * 60.0 / seconds);
+            }
+            warm[index] += run["warm"].as_u64().unwrap_or(0);
+            for load in run["loads_ms"].as_array().into_iter().flatten() {
+                loads[index].record(load.as_f64());
+            }
+        }
+    }
+    let _ = writeln!(
+        report,
+        "## Warm pool: one-page tasks back to back ({tasks} per run, {rounds} runs each after a warm-up)\n\n\
+         Each task: a session, the 100-subresource page (a fresh one per task), its load time, a \
+         snapshot, dispose. With a pool, the next browser starts while the current task loads its page.\n\n\
+         | pool | tasks per minute (median) | ratio | tasks that started warm | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|"
+    );
+    let tpm: Vec<Option<f64>> = per_minute.iter().map(|v| super::stats::median(v)).collect();
+    let load_median: Vec<Option<f64>> = loads
+        .iter()
+        .map(|s| s.summary().map(|s| s.median))
+        .collect();
+    for index in 0..POOLS.len() {
+        let ratio = |values: &[Option<f64>]| match (values[index], values[0]) {
+            (Some(v), Some(base)) if base > 0.0 => format!("{:.2}x", v / base),
+            _ => "–".to_owned(),
+        };
+        let number = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
+        let _ = writeln!(
+            report,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            POOLS[index],
+            number(tpm[index]),
+            ratio(&tpm),
+            warm[index],
+            number(load_median[index]),
+            ratio(&load_median),
+            loads[index].failed(),
+        );
+    }
+    let _ = writeln!(report);
+}
