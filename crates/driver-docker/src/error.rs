@@ -88,6 +88,11 @@ pub enum DockerError {
         "starting the task container failed: {0}; `docker info` shows whether the daemon is healthy"
     )]
     StartContainer(#[source] bollard::errors::Error),
+    /// A warm container's CPU weight could not be changed.
+    #[error(
+        "changing a warm container's CPU weight failed: {0}; `docker info` shows whether the daemon is healthy"
+    )]
+    UpdateContainer(#[source] bollard::errors::Error),
     /// The start-up exec (relay wait and guide) could not run.
     #[error("reading agent-browser's guide failed: {0}")]
     GuideExec(#[source] ExecError),

@@ -283,7 +283,18 @@ impl DockerDriver {
         if let Some(pool) = self.pool.get()
             && let Some(prepared) = pool.take().await
         {
-            return Ok(self.maker.bind(prepared, context, true));
+            match self
+                .maker
+                .set_cpu_weight(&prepared.name, TASK_CPU_SHARES)
+                .await
+            {
+                Ok(()) => return Ok(self.maker.bind(prepared, context, true)),
+                // Gone between the check and now: the task starts cold instead.
+                Err(error) => {
+                    tracing::warn!(%error, "a warm session could not be given to the task; starting cold");
+                    prepared.dispose().await;
+                }
+            }
         }
         let lifetime = context.limits.timeout + self.config.lifetime_grace;
         let prepared = self.maker.prepare(lifetime, false).await?;
@@ -446,6 +457,10 @@ impl Maker {
             .await
             .map_err(DockerError::CreateContainer)?;
         made.container = Some(name.clone());
+        if warm {
+            // Made beside a running task: it yields the CPU to it until a task takes it.
+            self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
+        }
         self.docker
             .start_container(&name, None)
             .await
@@ -532,23 +547,30 @@ impl Maker {
         Ok(())
     }
 
-    /// Whether a warm session still has its container and a browser that answers.
+    /// The container's CPU weight against other containers (Docker's default is 1024).
+    pub(crate) async fn set_cpu_weight(
+        &self,
+        container: &str,
+        shares: i64,
+    ) -> Result<(), DriverError> {
+        let update = bollard::models::ContainerUpdateBody {
+            cpu_shares: Some(shares),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(container, update)
+            .await
+            .map_err(|e| DockerError::UpdateContainer(e).into())
+    }
+
+    /// Whether a warm session's container still runs. One inspect, a few milliseconds; an exec
+    /// asking agent-browser cost 160–200 ms of every warm start and caught nothing more: when
+    /// Chromium alone has died, agent-browser launches a fresh one at the task's first command.
     pub(crate) async fn alive(&self, container: &str) -> bool {
-        let command = [
-            "agent-browser".to_owned(),
-            "get".to_owned(),
-            "url".to_owned(),
-        ];
-        exec::run(
-            &self.docker,
-            container,
-            &command,
-            None,
-            Duration::from_secs(5),
-            4096,
-        )
-        .await
-        .is_ok_and(|result| result.exit_code == 0)
+        self.docker
+            .inspect_container(container, None)
+            .await
+            .is_ok_and(|info| info.state.and_then(|state| state.running) == Some(true))
     }
 
     /// agent-browser's own guide, from the binary in the container, so it always matches it.
@@ -585,6 +607,12 @@ impl Maker {
         }
     }
 }
+
+/// A warm container's CPU weight while it waits: an eighth of a task's, so starting the next
+/// browser does not slow the page the running task is loading.
+const BACKGROUND_CPU_SHARES: i64 = 128;
+/// Docker's default CPU weight, which a warm container gets back when a task takes it.
+const TASK_CPU_SHARES: i64 = 1024;
 
 /// Created by `airlock-relay` in the container once the browser's way out exists.
 const RELAY_READY_FILE: &str = "/tmp/.airlock-relay-ready";
