@@ -111,7 +111,7 @@ pub struct ServeArgs {
 const MAX_CONNECTIONS: usize = 512;
 /// A client must send its request head within this.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// A client must send a task's body within this.
+/// A client must send a request's body within this.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The TLS handshake must finish within this.
 const TLS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -229,8 +229,8 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     ));
 
     terminated.await;
-    eprintln!("airlock serve: draining (new tasks are refused; /readyz answers 503)");
     gate.drain();
+    eprintln!("airlock serve: draining (new tasks are refused; /readyz answers 503)");
     let drained = tokio::time::timeout(
         Duration::from_secs(args.drain_timeout),
         wait_until_idle(&gate),
@@ -280,6 +280,9 @@ fn router(app: App, settings: Arc<Settings>) -> Router {
             )
         })
         .layer(middleware::from_fn_with_state(app.clone(), checks))
+        // Every body (a task's, an MCP message's) must arrive within the time limit: a client
+        // that trickles one holds a connection no longer than that.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .with_state(app)
 }
 

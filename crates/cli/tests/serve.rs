@@ -24,6 +24,7 @@ struct Served {
     child: Child,
     port: u16,
     log: Arc<Mutex<String>>,
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Served {
@@ -64,12 +65,32 @@ impl Served {
         };
         let log = Arc::new(Mutex::new(String::new()));
         let keep = Arc::clone(&log);
+        let (sender, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in stderr.lines().map_while(Result::ok) {
                 keep.lock().unwrap().push_str(&format!("{line}\n"));
+                let _ = sender.send(line);
             }
         });
-        Self { child, port, log }
+        Self {
+            child,
+            port,
+            log,
+            lines,
+        }
+    }
+
+    /// Wait for a log line containing `needle` (panics after 60 s).
+    fn wait_for_log(&self, needle: &str) {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the server never logged `{needle}`"));
+            if line.contains(needle) {
+                return;
+            }
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -448,18 +469,6 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
     let (status, ready) = request(served.port, "GET", "/readyz", &[], "");
     assert_eq!(status, 200, "{ready}");
     assert_eq!(request(served.port, "GET", "/metrics", &[], "").0, 401);
-    // A client that never finishes its request head is dropped at the header time limit.
-    let mut slow = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
-    slow.set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
-        .unwrap();
-    let mut rest = Vec::new();
-    let _ = slow.read_to_end(&mut rest);
-    assert!(
-        !String::from_utf8_lossy(&rest).contains("200 OK"),
-        "a half-sent head was answered"
-    );
     assert_eq!(containers_of(served.child.id()).len(), 0);
 }
 
@@ -591,6 +600,7 @@ fn sigterm_drains_running_tasks_and_exits_0_with_nothing_left() {
     let pid = served.child.id();
     assert!(wait_for_containers_of(pid, 2, Duration::from_secs(60)));
     signal(pid, "-TERM");
+    served.wait_for_log("airlock serve: draining");
     // While draining: not ready, and new tasks are refused.
     let (ready, _) = request(port, "GET", "/readyz", &[], "");
     let (refused, why) = request(
@@ -848,5 +858,41 @@ fn a_flood_of_mcp_sessions_is_bounded() {
         statuses,
         [200, 200, 200, 503, 503],
         "sessions past --max-sessions were opened"
+    );
+}
+
+#[test]
+fn slow_clients_are_cut_off_at_the_time_limits() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&json!({"turns": []}), dir.path(), &[]);
+    // A body that never finishes, to the MCP endpoint, is answered at the body time limit (30 s)
+    // instead of holding its connection.
+    let (status, answer) = raw(
+        served.port,
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: 1000\r\n\r\n{{\"jsonrpc\"",
+            served.port,
+            bearer()
+        )
+        .as_bytes(),
+    );
+    assert!(
+        status >= 400,
+        "a trickled MCP body was not cut off: {status} {answer}"
+    );
+    // A client that never finishes its request head is dropped at the header time limit.
+    let mut slow = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("200 OK"),
+        "a half-sent head was answered"
     );
 }

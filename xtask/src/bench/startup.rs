@@ -26,6 +26,7 @@ pub(super) fn startup(
     );
     let mut phases: Vec<serde_json::Value> = Vec::new();
     let (mut pooled, mut idle_mib) = (Samples::default(), Vec::new());
+    let mut bare_fresh = Samples::default();
     for round in 0..total_rounds(rounds) {
         let record = !is_warmup(round);
         for contender in rotation(round, 3) {
@@ -51,23 +52,26 @@ pub(super) fn startup(
                 continue;
             }
             let session = format!("bench-{round}");
-            let load = || -> Option<f64> {
-                let open = timed(
-                    agent_browser_command(agent_browser, &session, None).args(["open", &url]),
-                )
-                .ok()?;
+            let load = |url: &str| -> Option<f64> {
+                let open =
+                    timed(agent_browser_command(agent_browser, &session, None).args(["open", url]))
+                        .ok()?;
                 let snapshot =
                     timed(agent_browser_command(agent_browser, &session, None).arg("snapshot"))
                         .ok()?;
                 Some(open + snapshot)
             };
-            let (cold, warm) = (load(), load());
+            let (cold, warm) = (load(&url), load(&url));
+            // The running browser on a page of the same kind it has not loaded (nothing cached):
+            // what a fresh profile from the warm pool must do too.
+            let fresh = load(&format!("http://127.0.0.1:{site}/page-{}.html", round + 1));
             let _ = agent_browser_command(agent_browser, &session, None)
                 .arg("close")
                 .status();
             if record {
                 bare_cold.record(cold);
                 bare_warm.record(warm);
+                bare_fresh.record(fresh);
             }
         }
     }
@@ -88,6 +92,18 @@ pub(super) fn startup(
         "Airlock, a browser from the warm pool (vs bare warm)",
         &pooled,
         Some(&bare_warm),
+    );
+    table_row(
+        report,
+        "bare agent-browser, warm, a page it has not loaded",
+        &bare_fresh,
+        None,
+    );
+    table_row(
+        report,
+        "Airlock, a browser from the warm pool (vs bare warm, a new page)",
+        &pooled,
+        Some(&bare_fresh),
     );
     if let Some(mib) = median(&idle_mib) {
         let _ = writeln!(
