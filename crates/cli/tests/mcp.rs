@@ -359,6 +359,27 @@ fn a_direct_session_ends_at_the_task_time_limit_while_the_server_runs() {
 
 // The warm pool: browsers started before the task asks, each used by one task.
 
+/// `airlock mcp --pool-size SIZE` with a scripted worker (and `--allow 127.0.0.1:PORT`), its
+/// pool's log lines sent to the returned receiver.
+fn pooled(
+    dir: &std::path::Path,
+    script: &Value,
+    allow: Option<u16>,
+    size: &str,
+) -> (Client, mpsc::Receiver<String>) {
+    let path = dir.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let model = format!("script:{}", path.display());
+    let allow = allow.map(|port| format!("127.0.0.1:{port}"));
+    let mut args = vec!["mcp", "--model", &model, "--pool-size", size];
+    if let Some(allow) = &allow {
+        args.extend(["--allow", allow.as_str()]);
+    }
+    let (sender, log) = mpsc::channel();
+    let client = Client::spawn_with(&args, Some(("airlock_driver_docker::pool=info", sender)));
+    (client, log)
+}
+
 /// A page that shows, in its title, what an earlier visit left (localStorage and a cookie), then
 /// leaves both behind.
 fn storage_site() -> u16 {
@@ -436,21 +457,7 @@ fn two_tasks_from_the_pool_start_warm_and_share_nothing() {
         {"tool_calls": [open, title]},
         {"expect": {"shown_contains": ["none|nocookie"], "shown_not_contains": ["stored"]}, "text": "task 2 done"},
     ]});
-    let path = dir.path().join("script.json");
-    std::fs::write(&path, script.to_string()).unwrap();
-    let (sender, log) = mpsc::channel();
-    let mut client = Client::spawn_with(
-        &[
-            "mcp",
-            "--model",
-            &format!("script:{}", path.display()),
-            "--allow",
-            &format!("127.0.0.1:{port}"),
-            "--pool-size",
-            "1",
-        ],
-        Some(("airlock_driver_docker::pool=info", sender)),
-    );
+    let (mut client, log) = pooled(dir.path(), &script, Some(port), "1");
     client.initialize();
     let pid = client.child.id();
     let mut used = Vec::new();
@@ -497,21 +504,7 @@ fn a_dead_warm_browser_is_replaced_without_the_task_noticing() {
         {"tool_calls": [open]},
         {"expect": {"shown_contains": ["MCP page"]}, "text": "seen after a killed browser"},
     ]});
-    let path = dir.path().join("script.json");
-    std::fs::write(&path, script.to_string()).unwrap();
-    let (sender, log) = mpsc::channel();
-    let mut client = Client::spawn_with(
-        &[
-            "mcp",
-            "--model",
-            &format!("script:{}", path.display()),
-            "--allow",
-            &format!("127.0.0.1:{port}"),
-            "--pool-size",
-            "1",
-        ],
-        Some(("airlock_driver_docker::pool=info", sender)),
-    );
+    let (mut client, log) = pooled(dir.path(), &script, Some(port), "1");
     client.initialize();
     // The whole container killed while it waits.
     let warm = next_warm(&log);
@@ -554,19 +547,7 @@ fn a_killed_servers_warm_browsers_are_removed_by_cleanup() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("script.json");
-    std::fs::write(&path, json!({"turns": []}).to_string()).unwrap();
-    let (sender, log) = mpsc::channel();
-    let mut client = Client::spawn_with(
-        &[
-            "mcp",
-            "--model",
-            &format!("script:{}", path.display()),
-            "--pool-size",
-            "2",
-        ],
-        Some(("airlock_driver_docker::pool=info", sender)),
-    );
+    let (mut client, log) = pooled(dir.path(), &json!({"turns": []}), None, "2");
     client.initialize();
     let first = next_warm(&log);
     let second = next_warm(&log);

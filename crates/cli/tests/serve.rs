@@ -472,6 +472,23 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
     assert_eq!(containers_of(served.child.id()).len(), 0);
 }
 
+/// `count` clients, each posting one task at once; their answers, to join.
+fn tasks_at_once(port: u16, count: usize) -> Vec<std::thread::JoinHandle<(u16, String)>> {
+    (0..count)
+        .map(|_| {
+            std::thread::spawn(move || {
+                request(
+                    port,
+                    "POST",
+                    "/v1/tasks",
+                    &[&bearer(), "content-type: application/json"],
+                    r#"{"task": "wait"}"#,
+                )
+            })
+        })
+        .collect()
+}
+
 /// A script every task can share: each takes one slow step, then ends at the step limit.
 fn slow_steps(turns: usize) -> Value {
     let turn = json!({"text": "done", "tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "3000"]}}]});
@@ -500,19 +517,7 @@ fn twelve_clients_against_capacity_two_get_results_or_the_capacity_answer() {
     );
     let idle_kib = served.rss_kib();
     let port = served.port;
-    let clients: Vec<_> = (0..12)
-        .map(|_| {
-            std::thread::spawn(move || {
-                request(
-                    port,
-                    "POST",
-                    "/v1/tasks",
-                    &[&bearer(), "content-type: application/json"],
-                    r#"{"task": "wait"}"#,
-                )
-            })
-        })
-        .collect();
+    let clients = tasks_at_once(port, 12);
     let answers: Vec<(u16, String)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
     let ran = answers.iter().filter(|(s, _)| *s == 200).count();
     let refused = answers.iter().filter(|(s, _)| *s == 503).count();
@@ -583,19 +588,7 @@ fn sigterm_drains_running_tasks_and_exits_0_with_nothing_left() {
         ],
     );
     let port = served.port;
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(move || {
-                request(
-                    port,
-                    "POST",
-                    "/v1/tasks",
-                    &[&bearer(), "content-type: application/json"],
-                    r#"{"task": "wait"}"#,
-                )
-            })
-        })
-        .collect();
+    let clients = tasks_at_once(port, 2);
     // Both tasks hold a slot before the signal.
     let pid = served.child.id();
     assert!(wait_for_containers_of(pid, 2, Duration::from_secs(60)));

@@ -73,16 +73,21 @@ async fn call(
     output
 }
 
-/// One cold start and one warm open + snapshot; the phases in milliseconds.
-async fn startup_round(driver: &DockerDriver, url: &str) -> serde_json::Value {
-    let requested = Instant::now();
-    let session = driver
+/// A session for one measured task, with the default limits.
+async fn new_session(driver: &DockerDriver) -> airlock_worker::BrowserSession {
+    driver
         .start(TaskContext::new(
             CancellationToken::new(),
             TaskLimits::default(),
         ))
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// One cold start and one warm open + snapshot; the phases in milliseconds.
+async fn startup_round(driver: &DockerDriver, url: &str) -> serde_json::Value {
+    let requested = Instant::now();
+    let session = new_session(driver).await;
     let started = requested.elapsed();
     call(&session, json!(["open", url])).await;
     let opened = requested.elapsed();
@@ -218,13 +223,7 @@ async fn warm_pool_round(url: &str) -> serde_json::Value {
     wait_warm(&driver).await;
     let idle_mib: f64 = container_memory_mib().iter().sum();
     let requested = Instant::now();
-    let session = driver
-        .start(TaskContext::new(
-            CancellationToken::new(),
-            TaskLimits::default(),
-        ))
-        .await
-        .unwrap();
+    let session = new_session(&driver).await;
     assert!(session.warm, "the session did not come from the pool");
     let started = requested.elapsed();
     call(&session, json!(["open", url])).await;
@@ -248,13 +247,7 @@ async fn pool_tasks(url: &str, tasks: usize) -> serde_json::Value {
     let mut loads = Vec::new();
     let mut warm = 0;
     for n in 0..tasks {
-        let session = driver
-            .start(TaskContext::new(
-                CancellationToken::new(),
-                TaskLimits::default(),
-            ))
-            .await
-            .unwrap();
+        let session = new_session(&driver).await;
         warm += usize::from(session.warm);
         call(
             &session,
@@ -453,13 +446,7 @@ async fn context_run(
 
 /// How long each snapshot form's whole output is on a page.
 async fn snapshot_forms(driver: &DockerDriver, url: &str, page: &str) -> serde_json::Value {
-    let session = driver
-        .start(TaskContext::new(
-            CancellationToken::new(),
-            TaskLimits::default(),
-        ))
-        .await
-        .unwrap();
+    let session = new_session(driver).await;
     call(&session, json!(["open", url])).await;
     let mut forms = serde_json::Map::new();
     for args in [
@@ -512,13 +499,7 @@ async fn main() {
             }
         }
         "pageload" => {
-            let session = driver
-                .start(TaskContext::new(
-                    CancellationToken::new(),
-                    TaskLimits::default(),
-                ))
-                .await
-                .unwrap();
+            let session = new_session(&driver).await;
             let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
             let mut loads = Vec::new();
             // `{n}` in the URL names a fresh page for every load, so nothing comes from cache.
