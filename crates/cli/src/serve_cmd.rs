@@ -45,8 +45,7 @@ pub(crate) use gate::{Gate, Slot};
 
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::settings::{SettingFlags, Settings};
-use guard::{Guard, refuse};
-use tasks_api::json_response;
+use guard::{Guard, json_response, refuse};
 
 /// Arguments of `airlock serve`.
 #[derive(Debug, Args)]
@@ -231,11 +230,7 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     terminated.await;
     gate.drain();
     eprintln!("airlock serve: draining (new tasks are refused; /readyz answers 503)");
-    let drained = tokio::time::timeout(
-        Duration::from_secs(args.drain_timeout),
-        wait_until_idle(&gate),
-    )
-    .await;
+    let drained = tokio::time::timeout(Duration::from_secs(args.drain_timeout), gate.idle()).await;
     if drained.is_err() {
         eprintln!(
             "airlock serve: {} tasks still ran after --drain-timeout {} s; cancelling them",
@@ -255,13 +250,6 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     driver.shutdown().await;
     eprintln!("airlock serve: stopped");
     Ok(0)
-}
-
-/// Resolves when no task runs. Polled: draining happens once, and a task's end is not signalled.
-async fn wait_until_idle(gate: &Gate) {
-    while gate.running() > 0 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn router(app: App, settings: Arc<Settings>) -> Router {

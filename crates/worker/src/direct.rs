@@ -169,11 +169,7 @@ impl DirectSession {
     /// What the caller has been shown so far.
     pub fn context_use(&self) -> ContextUse {
         let kept = self.kept();
-        ContextUse {
-            outputs_kept: u64::try_from(kept.0.kept_count()).unwrap_or(u64::MAX),
-            output_reads: u64::try_from(kept.0.read_count()).unwrap_or(u64::MAX),
-            ..kept.1
-        }
+        kept.1.with_store(&kept.0)
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, (KeptOutputs, ContextUse)> {

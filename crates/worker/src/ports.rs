@@ -142,14 +142,19 @@ impl EgressRefusal {
         reason: impl Into<String>,
     ) -> Self {
         Self {
-            at_unix_ms: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis()),
+            at_unix_ms: now_unix_ms(),
             target: target.into(),
             reason: reason.into(),
             class: class.into(),
         }
     }
+}
+
+/// Milliseconds since the Unix epoch (0 on a clock set before it).
+fn now_unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 /// Bytes the egress proxy carried for a task.
@@ -184,9 +189,7 @@ impl EgressFailure {
         reason: impl Into<String>,
     ) -> Self {
         Self {
-            at_unix_ms: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis()),
+            at_unix_ms: now_unix_ms(),
             target: target.into(),
             class: class.into(),
             reason: reason.into(),

@@ -100,6 +100,17 @@ impl ContextUse {
     }
 }
 
+impl ContextUse {
+    /// This record with the store's counts of outputs kept and pages read.
+    pub(crate) fn with_store(self, kept: &KeptOutputs) -> Self {
+        Self {
+            outputs_kept: count(kept.kept_count()),
+            output_reads: count(kept.read_count()),
+            ..self
+        }
+    }
+}
+
 fn count(value: usize) -> u64 {
     u64::try_from(value).unwrap_or(u64::MAX)
 }
@@ -513,11 +524,7 @@ impl Run<'_> {
             egress_bytes: self.context.egress_bytes(),
             timings: self.timings,
             usage: self.usage,
-            context: ContextUse {
-                outputs_kept: count(self.kept.kept_count()),
-                output_reads: count(self.kept.read_count()),
-                ..self.context_use
-            },
+            context: self.context_use.with_store(&self.kept),
         }
     }
 }

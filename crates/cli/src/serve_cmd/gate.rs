@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use airlock_worker::{CancellationToken, TaskResult};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::metrics::Metrics;
 
@@ -63,18 +63,23 @@ pub(crate) struct Gate {
     queue_timeout: Duration,
     /// Cancelled when draining starts.
     pub(crate) draining: CancellationToken,
+    /// Told whenever a slot is given back, so draining can wait for the last one.
+    freed: Notify,
     pub(crate) metrics: Metrics,
 }
 
 /// A running task's slot; the running gauge follows it.
 pub(crate) struct Slot {
-    _permit: OwnedSemaphorePermit,
+    permit: Option<OwnedSemaphorePermit>,
     gate: Arc<Gate>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        // The permit goes back before anyone is told, so a waiter sees the slot free.
+        drop(self.permit.take());
         self.gate.metrics.running.dec();
+        self.gate.freed.notify_waiters();
     }
 }
 
@@ -99,6 +104,7 @@ impl Gate {
             queued: AtomicUsize::new(0),
             queue_timeout,
             draining: CancellationToken::new(),
+            freed: Notify::new(),
             metrics,
         })
     }
@@ -116,7 +122,7 @@ impl Gate {
             Err(refusal) => self.metrics.refused(refusal.reason()),
         }
         admitted.map(|permit| Slot {
-            _permit: permit,
+            permit: Some(permit),
             gate: Arc::clone(self),
         })
     }
@@ -178,6 +184,20 @@ impl Gate {
     pub(crate) fn drain(&self) {
         self.metrics.ready.set(0);
         self.draining.cancel();
+    }
+
+    /// Resolves when no task holds a slot.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the check, so a slot given back in between still wakes us.
+            freed.as_mut().enable();
+            if self.running() == 0 {
+                return;
+            }
+            freed.await;
+        }
     }
 
     /// Tasks running now.
@@ -243,6 +263,22 @@ mod tests {
         });
         drop(first);
         assert!(waiting.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn idle_resolves_when_the_last_slot_is_given_back() {
+        let gate = Gate::new(2, 0, Duration::ZERO);
+        let first = gate.admit(&CancellationToken::new()).await.unwrap();
+        let second = gate.admit(&CancellationToken::new()).await.unwrap();
+        let waiting = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.idle().await }
+        });
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "idle while a task still ran");
+        drop(second);
+        waiting.await.unwrap();
     }
 
     #[tokio::test]

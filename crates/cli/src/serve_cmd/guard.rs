@@ -181,8 +181,12 @@ fn authority(ip: IpAddr, port: Option<u16>) -> String {
 
 /// A JSON error answer: `{"error": "..."}`.
 pub(crate) fn refuse(status: StatusCode, message: &str) -> Response<Body> {
-    let body = serde_json::json!({ "error": message }).to_string();
-    let mut response = Response::new(Body::from(body));
+    json_response(status, &serde_json::json!({ "error": message }))
+}
+
+/// A JSON answer with this status.
+pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(value.to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

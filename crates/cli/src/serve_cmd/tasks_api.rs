@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_util::task::TaskTracker;
 
 use super::gate::{Gate, Refusal};
-use super::guard::refuse;
+use super::guard::{json_response, refuse};
 
 /// The most a task body may be: a task and a URL, with room to spare.
 pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024;
@@ -140,14 +140,4 @@ fn answer(result: &TaskResult) -> Value {
         .map(|image| json!({"media_type": image.media_type, "bytes": image.data.len(), "data": image.base64()}))
         .collect();
     value
-}
-
-pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
-    let mut response = Response::new(Body::from(value.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
 }
