@@ -7,6 +7,8 @@
 //! - [`check_command`]: the command policy for agent-browser 0.41.x. It saves the worker wasted
 //!   steps and keeps the browser's launch fixed; it is **not** the security boundary. The sealed
 //!   container and the egress proxy are.
+//! - [`CdpGuard`]: the guard on a DevTools Protocol connection to a sealed browser (what a
+//!   Playwright or Puppeteer client may ask); like the command policy, not the boundary.
 //! - [`EgressPolicy`]: ports, profile and exact allow entries, deciding on a URL or authority
 //!   before resolution ([`EgressPolicy::decide_url`]) and on every resolved address after it
 //!   ([`EgressPolicy::decide_resolved`]). The egress proxy enforces it.
@@ -29,6 +31,7 @@
 //! assert!(check_command(&args).is_err());
 //! ```
 
+mod cdp;
 mod command;
 mod command_table;
 mod egress;
@@ -38,6 +41,7 @@ use std::net::IpAddr;
 
 use airlock_address::{HostError, NotPublic};
 
+pub use cdp::{CdpGuard, RECORD_LIMIT, Recorded, Verdict, page_refusal};
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,
