@@ -290,6 +290,7 @@ fn prepare_context(root: &Path, pins: &Pins, relay: &Path) -> anyhow::Result<Pat
         "entrypoint.sh",
         "chromium-policy.json",
         "airlock-chromium",
+        "airlock-cdp-browser",
     ] {
         fs::copy(root.join("docker").join(file), context.join(file))
             .with_context(|| format!("copying docker/{file}"))?;

@@ -35,6 +35,9 @@ enum Command {
     /// Serve Airlock over the network: MCP over streamable HTTP at /mcp, a JSON task API at
     /// /v1/tasks, health, readiness and Prometheus metrics. Drains on SIGTERM.
     Serve(serve_cmd::ServeArgs),
+    /// Serve the guarded CDP endpoint alone: each Playwright, Puppeteer or browser-use connection
+    /// to ws://ADDR/cdp (discovery at /json/version) drives its own sealed browser.
+    Cdp(serve_cmd::CdpArgs),
     /// Check Docker, the image, the user and the model settings, each with its fix.
     Doctor(doctor_cmd::DoctorArgs),
     /// Remove task containers whose owning process is gone.
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Command::Browse(args) => block_on(browse_cmd::run(args, &sub("browse"))),
         Command::Mcp(args) => block_on(mcp_cmd::run(args, &sub("mcp"))),
         Command::Serve(args) => block_on(serve_cmd::run(args, &sub("serve"))),
+        Command::Cdp(args) => block_on(serve_cmd::run_cdp(args, &sub("cdp"))),
         Command::Doctor(args) => block_on(doctor_cmd::run(args, &sub("doctor"))),
         Command::Cleanup => block_on(cleanup()),
         Command::Image(ImageCommand::BuildCommand) => {

@@ -11,6 +11,7 @@
 //! tasks get `--drain-timeout` to finish and are then cancelled, and the process exits only
 //! after every container is gone.
 
+mod cdp;
 mod gate;
 mod guard;
 mod metrics;
@@ -33,7 +34,6 @@ use axum::routing::{get, post};
 use clap::{ArgMatches, Args};
 use http::{Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -57,6 +57,24 @@ pub struct ServeArgs {
     /// ends or idles out) instead of `browser_task`.
     #[arg(long)]
     direct: bool,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+/// Arguments of `airlock cdp`: the CDP endpoint alone.
+#[derive(Debug, Args)]
+pub struct CdpArgs {
+    /// Where to listen (Chromium's usual DevTools port by default). A non-loopback address needs
+    /// tokens.
+    #[arg(long, env = "AIRLOCK_CDP_LISTEN", default_value = "127.0.0.1:9222")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+/// What `serve` and `cdp` share: who may call, how many run, how they end.
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
     /// A file of bearer tokens, one per line (# comments and blank lines ignored). Tokens may also
     /// come from AIRLOCK_TOKENS, comma-separated; several allow rotation.
     #[arg(long, env = "AIRLOCK_TOKENS_FILE", value_name = "FILE")]
@@ -75,7 +93,7 @@ pub struct ServeArgs {
     /// TLS private key (PEM); with --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Seconds a task may wait for a slot when all are busy (0: refuse at once).
+    /// Seconds a task or CDP client may wait for a slot when all are busy (0: refuse at once).
     #[arg(
         long,
         env = "AIRLOCK_QUEUE_TIMEOUT",
@@ -86,7 +104,7 @@ pub struct ServeArgs {
     /// Tasks that may wait for a slot at once (default: twice max_concurrent_tasks).
     #[arg(long, env = "AIRLOCK_MAX_QUEUED_TASKS", value_name = "N")]
     max_queued_tasks: Option<usize>,
-    /// Seconds running tasks get to finish after SIGTERM before they are cancelled.
+    /// Seconds running tasks and CDP leases get to finish after SIGTERM before they are ended.
     #[arg(
         long,
         env = "AIRLOCK_DRAIN_TIMEOUT",
@@ -102,8 +120,37 @@ pub struct ServeArgs {
         default_value_t = 64
     )]
     max_sessions: usize,
+    /// Seconds a CDP client may keep its sealed browser (10–86400).
+    #[arg(
+        long,
+        env = "AIRLOCK_CDP_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 900
+    )]
+    cdp_timeout: u64,
+    /// Seconds a CDP connection may pass no message either way before it ends (5 up to
+    /// --cdp-timeout).
+    #[arg(
+        long,
+        env = "AIRLOCK_CDP_IDLE_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 300
+    )]
+    cdp_idle_timeout: u64,
+    /// CDP browsers kept ready before clients connect (0–8; default 0 for `serve`, 1 for `cdp`).
+    #[arg(long, env = "AIRLOCK_CDP_POOL_SIZE", value_name = "N")]
+    cdp_pool_size: Option<usize>,
     #[command(flatten)]
     settings: SettingFlags,
+}
+
+/// Which endpoints a server offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoints {
+    /// `airlock serve`: MCP, the task API, and CDP.
+    All,
+    /// `airlock cdp`: CDP alone.
+    CdpOnly,
 }
 
 /// Connections open at once; the next waits in the kernel's backlog.
@@ -121,7 +168,11 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// What every handler shares.
 #[derive(Clone)]
-struct App {
+pub(crate) struct App {
+    /// Served over TLS (so /json/version names wss://).
+    tls: bool,
+    /// How long CDP leases last.
+    cdp: cdp::LeaseLimits,
     guard: Arc<Guard>,
     gate: Arc<Gate>,
     runner: Option<TaskRunner>,
@@ -132,7 +183,7 @@ struct App {
     max_sessions: usize,
 }
 
-fn tokens(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
+fn tokens(args: &ServiceArgs) -> anyhow::Result<Vec<String>> {
     let mut tokens: Vec<String> = std::env::var("AIRLOCK_TOKENS")
         .unwrap_or_default()
         .split(',')
@@ -155,15 +206,80 @@ fn tokens(args: &ServeArgs) -> anyhow::Result<Vec<String>> {
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
 pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    let settings = Settings::resolve(&args.settings, Some(matches))
+    serve(
+        args.listen,
+        &args.service,
+        matches,
+        Endpoints::All,
+        args.direct,
+    )
+    .await
+}
+
+/// `airlock cdp`: the guarded CDP endpoint alone, until SIGTERM or SIGINT.
+pub async fn run_cdp(args: &CdpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+    serve(
+        args.listen,
+        &args.service,
+        matches,
+        Endpoints::CdpOnly,
+        false,
+    )
+    .await
+}
+
+/// The lease limits, checked.
+fn lease_limits(args: &ServiceArgs) -> anyhow::Result<cdp::LeaseLimits> {
+    if !(10..=86_400).contains(&args.cdp_timeout) {
+        anyhow::bail!(
+            "--cdp-timeout {} is out of range: use 10 to 86400 seconds (AIRLOCK_CDP_TIMEOUT)",
+            args.cdp_timeout
+        );
+    }
+    if !(5..=args.cdp_timeout).contains(&args.cdp_idle_timeout) {
+        anyhow::bail!(
+            "--cdp-idle-timeout {} is out of range: use 5 seconds up to --cdp-timeout ({}) (AIRLOCK_CDP_IDLE_TIMEOUT)",
+            args.cdp_idle_timeout,
+            args.cdp_timeout
+        );
+    }
+    Ok(cdp::LeaseLimits {
+        lease: Duration::from_secs(args.cdp_timeout),
+        idle: Duration::from_secs(args.cdp_idle_timeout),
+    })
+}
+
+async fn serve(
+    listen: SocketAddr,
+    args: &ServiceArgs,
+    matches: &ArgMatches,
+    endpoints: Endpoints,
+    direct: bool,
+) -> anyhow::Result<u8> {
+    let mut settings = Settings::resolve(&args.settings, Some(matches))
         .map_err(crate::bad_input)?
-        .with_default_pool(1);
+        .with_default_pool(if endpoints == Endpoints::All { 1 } else { 0 });
+    let limits = lease_limits(args).map_err(crate::bad_input)?;
+    let cdp_pool_size = args
+        .cdp_pool_size
+        .unwrap_or(if endpoints == Endpoints::CdpOnly {
+            1
+        } else {
+            0
+        });
+    if cdp_pool_size > 8 {
+        return Err(crate::bad_input(anyhow::anyhow!(
+            "--cdp-pool-size {cdp_pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_CDP_POOL_SIZE)"
+        )));
+    }
+    settings.driver.pool.cdp_size = cdp_pool_size;
+    settings.driver.pool.cdp_lease = limits.lease;
     // Bound first, so the Host check knows the real port (with --listen …:0, the kernel's pick).
-    let listener = TcpListener::bind(args.listen)
+    let listener = TcpListener::bind(listen)
         .await
-        .with_context(|| format!("--listen {}: cannot listen there", args.listen))
+        .with_context(|| format!("--listen {listen}: cannot listen there"))
         .map_err(crate::bad_input)?;
-    let local = listener.local_addr().unwrap_or(args.listen);
+    let local = listener.local_addr().unwrap_or(listen);
     let guard = Guard::new(
         local,
         tokens(args).map_err(crate::bad_input)?,
@@ -182,7 +298,7 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         Duration::from_secs(args.queue_timeout),
     );
     // The model first: a bad one is bad input, found before any browser starts warming.
-    let model = if args.direct {
+    let model = if direct || endpoints == Endpoints::CdpOnly {
         None
     } else {
         Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
@@ -203,6 +319,8 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = Arc::new(sessions);
     let app = App {
+        tls: tls.is_some(),
+        cdp: limits,
         guard: Arc::new(guard),
         gate: Arc::clone(&gate),
         runner,
@@ -212,19 +330,27 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         sessions,
         max_sessions: args.max_sessions,
     };
-    let router = router(app, Arc::new(settings));
+    let router = match endpoints {
+        Endpoints::All => router(app, Arc::new(settings)),
+        Endpoints::CdpOnly => cdp_router(app),
+    };
     let stop_accepting = CancellationToken::new();
-    let graceful = GracefulShutdown::new();
-    eprintln!(
-        "airlock serve: listening on {}://{local} (mcp at /mcp, tasks at /v1/tasks)",
-        if tls.is_some() { "https" } else { "http" }
-    );
+    let connections = TaskTracker::new();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    match endpoints {
+        Endpoints::All => eprintln!(
+            "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp)"
+        ),
+        Endpoints::CdpOnly => eprintln!(
+            "airlock serve: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
+        ),
+    }
     let accepting = tokio::spawn(accept_loop(
         listener,
         tls,
         router,
         stop_accepting.clone(),
-        graceful,
+        connections.clone(),
     ));
 
     terminated.await;
@@ -243,10 +369,10 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     tracker.close();
     tracker.wait().await;
     stop_accepting.cancel();
-    if let Ok(graceful) = accepting.await {
-        // Open connections (idle keep-alives, SSE streams) get a moment, then are dropped.
-        let _ = tokio::time::timeout(CLOSE_GRACE, graceful.shutdown()).await;
-    }
+    let _ = accepting.await;
+    // Open connections (idle keep-alives, SSE streams) get a moment, then are dropped.
+    connections.close();
+    let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait()).await;
     driver.shutdown().await;
     eprintln!("airlock serve: stopped");
     Ok(0)
@@ -260,16 +386,44 @@ fn router(app: App, settings: Arc<Settings>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/schema", get(|| async { tasks_api::schema() }))
         .route("/v1/tasks", post(tasks))
+        .route("/cdp", get(cdp::connect))
+        .route("/cdp/json/version", get(cdp::version))
+        .route("/cdp/json/version/", get(cdp::version))
+        .route("/json/version", get(cdp::version))
+        .route("/json/version/", get(cdp::version))
         .nest_service("/mcp", mcp)
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
-                "no such path: the endpoints are /mcp, /v1/tasks, /v1/schema, /healthz, /readyz and /metrics",
+                "no such path: the endpoints are /mcp, /v1/tasks, /v1/schema, /cdp, /json/version, /healthz, /readyz and /metrics",
             )
         })
         .layer(middleware::from_fn_with_state(app.clone(), checks))
         // Every body (a task's, an MCP message's) must arrive within the time limit: a client
         // that trickles one holds a connection no longer than that.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
+        .with_state(app)
+}
+
+/// `airlock cdp`: the CDP endpoint, its discovery, and the probes.
+fn cdp_router(app: App) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/", get(cdp::connect))
+        .route("/cdp", get(cdp::connect))
+        .route("/cdp/json/version", get(cdp::version))
+        .route("/cdp/json/version/", get(cdp::version))
+        .route("/json/version", get(cdp::version))
+        .route("/json/version/", get(cdp::version))
+        .fallback(|| async {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "no such path: this is `airlock cdp`; the endpoints are /cdp (WebSocket), /json/version, /healthz, /readyz and /metrics",
+            )
+        })
+        .layer(middleware::from_fn_with_state(app.clone(), checks))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .with_state(app)
 }
@@ -282,7 +436,12 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
     }
     let path = request.uri().path();
     let probe = path == "/healthz" || path == "/readyz";
-    if !probe && let Some(refused) = app.guard.check_token(headers) {
+    // CDP clients cannot always add a header: their endpoints also take `?token=`.
+    let from_query = (cdp::is_cdp_path(path) || path == "/")
+        .then(|| cdp::with_query_token(headers, request.uri().query()))
+        .flatten();
+    let token_headers = from_query.as_ref().unwrap_or(headers);
+    if !probe && let Some(refused) = app.guard.check_token(token_headers) {
         return refused;
     }
     let new_session = path.starts_with("/mcp")
@@ -331,6 +490,11 @@ async fn metrics(State(app): State<App>) -> Response<Body> {
         .metrics
         .warm_sessions
         .set(i64::try_from(warm).unwrap_or(i64::MAX));
+    let warm_cdp = app.driver.warm_cdp_browsers();
+    app.gate
+        .metrics
+        .warm_cdp_browsers
+        .set(i64::try_from(warm_cdp).unwrap_or(i64::MAX));
     let mut response = Response::new(Body::from(app.gate.metrics.encode()));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -432,18 +596,19 @@ fn mcp_service(
     StreamableHttpService::new(factory, sessions, config)
 }
 
-/// Accept connections until `stop`, each served by hyper (HTTP/1.1, a header time limit), over
-/// TLS when configured. Returns the graceful handle so the caller can close what is left.
+/// Accept connections until `stop`, each served by hyper (HTTP/1.1 with upgrades for /cdp, a
+/// header time limit), over TLS when configured. Once `stop` fires, each connection finishes the
+/// request it is on and closes; `connections` tracks them so the caller can wait (bounded).
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     router: Router,
     stop: CancellationToken,
-    graceful: GracefulShutdown,
-) -> GracefulShutdown {
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    connections: TaskTracker,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let Ok(permit) = Arc::clone(&connections).acquire_owned().await else {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             break;
         };
         let accepted = tokio::select! {
@@ -458,37 +623,43 @@ async fn accept_loop(
             }
         };
         let service = TowerToHyperService::new(router.clone());
-        let builder = {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            builder
-        };
-        match &tls {
-            None => {
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
-                let connection = graceful.watch(connection);
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                    drop(permit);
-                });
-            }
-            Some(acceptor) => {
-                let acceptor = acceptor.clone();
-                let watcher = graceful.watcher();
-                tokio::spawn(async move {
+        let tls = tls.clone();
+        let stop = stop.clone();
+        connections.spawn(async move {
+            match tls {
+                None => serve_connection(TokioIo::new(stream), service, &stop).await,
+                Some(acceptor) => {
                     let Ok(Ok(stream)) =
                         tokio::time::timeout(TLS_TIMEOUT, acceptor.accept(stream)).await
                     else {
                         return;
                     };
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    let _ = watcher.watch(connection).await;
-                    drop(permit);
-                });
+                    serve_connection(TokioIo::new(stream), service, &stop).await;
+                }
             }
+            drop(permit);
+        });
+    }
+}
+
+/// Serve one connection until it ends, or until `stop`: then let it finish its request and close.
+async fn serve_connection<I>(io: I, service: TowerToHyperService<Router>, stop: &CancellationToken)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    // With upgrades, so /cdp can become a WebSocket; the upgraded socket then lives in the
+    // lease's own task, which the server's task tracker waits for.
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
         }
     }
-    graceful
 }

@@ -409,6 +409,8 @@ impl Resolver<'_> {
             size: pool_size,
             max_age: Duration::from_secs(pool_max_age),
             task_timeout,
+            // `serve` and `cdp` set the CDP pool from their own flags.
+            ..PoolConfig::default()
         })
     }
 

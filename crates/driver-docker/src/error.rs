@@ -109,6 +109,34 @@ pub enum DockerError {
         /// What agent-browser printed on stderr.
         stderr: String,
     },
+    /// The exec that starts a CDP browser could not be made or attached.
+    #[error(
+        "starting the CDP browser in its container failed: {0}; `docker info` shows whether the daemon is healthy"
+    )]
+    CdpExec(#[source] bollard::errors::Error),
+    /// Docker started the CDP browser's exec detached, so its DevTools pipe cannot be reached.
+    #[error(
+        "docker started the CDP browser detached, so its DevTools pipe cannot be reached; check the Docker daemon's version (20.10 or later)"
+    )]
+    CdpDetached,
+    /// Chromium exited before it answered its first command.
+    #[error(
+        "the CDP browser exited before it answered; its last words: {stderr}; rebuild the image with `{BUILD_COMMAND}`"
+    )]
+    CdpBrowserExited {
+        /// The end of Chromium's stderr.
+        stderr: String,
+    },
+    /// Chromium did not answer its first command in time.
+    #[error(
+        "the CDP browser did not answer within {seconds} s (a busy host? its last words: {stderr}); try again, or lower max_concurrent_tasks"
+    )]
+    CdpBrowserSilent {
+        /// The wait.
+        seconds: u64,
+        /// The end of Chromium's stderr.
+        stderr: String,
+    },
 }
 
 impl From<DockerError> for airlock_worker::DriverError {

@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cdp;
 mod error;
 mod exec;
 mod owner;
@@ -40,6 +41,7 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 
+pub use cdp::{CdpBrowser, CdpError, MAX_BROWSER_MESSAGE_BYTES};
 pub use error::DockerError;
 pub use exec::ExecError;
 pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
@@ -92,6 +94,10 @@ pub struct PoolConfig {
     /// The longest task a warm session may serve (the task time limit), so its container's own
     /// lifetime covers waiting and the task.
     pub task_timeout: Duration,
+    /// CDP browsers kept ready for `airlock serve`'s /cdp and `airlock cdp`; 0 for none.
+    pub cdp_size: usize,
+    /// The longest CDP lease a warm CDP browser may serve.
+    pub cdp_lease: Duration,
 }
 
 impl Default for PoolConfig {
@@ -100,6 +106,8 @@ impl Default for PoolConfig {
             size: 0,
             max_age: Duration::from_secs(600),
             task_timeout: Duration::from_secs(300),
+            cdp_size: 0,
+            cdp_lease: Duration::from_secs(900),
         }
     }
 }
@@ -141,6 +149,8 @@ pub struct DockerDriver {
     maker: Arc<Maker>,
     /// Warm sessions, once [`DockerDriver::start_pool`] ran with `config.pool.size` > 0.
     pool: std::sync::OnceLock<pool::Pool>,
+    /// Warm CDP browsers, once [`DockerDriver::start_pool`] ran with `config.pool.cdp_size` > 0.
+    cdp_pool: std::sync::OnceLock<pool::Pool>,
 }
 
 impl std::fmt::Debug for DockerDriver {
@@ -188,6 +198,7 @@ impl DockerDriver {
             removed_egress_dirs: Vec::new(),
             maker,
             pool: std::sync::OnceLock::new(),
+            cdp_pool: std::sync::OnceLock::new(),
         };
         match driver.cleanup_orphans().await {
             Ok(removed) => {
@@ -260,7 +271,7 @@ impl DockerDriver {
     /// Remove the warm pool's sessions, and retry removals that failed during dispose. Call
     /// before the program exits.
     pub async fn shutdown(&self) {
-        if let Some(pool) = self.pool.get() {
+        for pool in [self.pool.get(), self.cdp_pool.get()].into_iter().flatten() {
             pool.shutdown().await;
         }
         let pending: Vec<String> = std::mem::take(
@@ -297,8 +308,36 @@ impl DockerDriver {
             }
         }
         let lifetime = context.limits.timeout + self.config.lifetime_grace;
-        let prepared = self.maker.prepare(lifetime, false).await?;
+        let prepared = self
+            .maker
+            .prepare(lifetime, false, Kind::AgentBrowser)
+            .await?;
         Ok(self.maker.bind(prepared, context, false))
+    }
+
+    /// A sealed browser for one CDP client, for at most `lease` (its container exits by itself a
+    /// little after that even if nobody removes it). From the warm CDP pool when one is ready.
+    pub async fn start_cdp(&self, lease: Duration) -> Result<CdpBrowser, DriverError> {
+        refuse_root(current_user().0, self.user.0)?;
+        if let Some(pool) = self.cdp_pool.get()
+            && lease <= self.config.pool.cdp_lease
+            && let Some(prepared) = pool.take().await
+        {
+            match self
+                .maker
+                .set_cpu_weight(&prepared.name, TASK_CPU_SHARES)
+                .await
+            {
+                Ok(()) => return Ok(prepared.into_cdp(true)),
+                Err(error) => {
+                    tracing::warn!(%error, "a warm CDP browser could not be leased; starting cold");
+                    prepared.dispose().await;
+                }
+            }
+        }
+        let lifetime = lease + self.config.lifetime_grace;
+        let prepared = self.maker.prepare(lifetime, false, Kind::Cdp).await?;
+        Ok(prepared.into_cdp(false))
     }
 
     /// Start keeping `config.pool.size` browsers warm (nothing if 0, or if already started). Call
@@ -306,17 +345,23 @@ impl DockerDriver {
     /// run tasks; [`DockerDriver::shutdown`] removes what it holds.
     pub fn start_pool(&self) -> Result<(), DriverError> {
         let pool = self.config.pool;
-        if pool.size == 0 || self.pool.get().is_some() {
-            return Ok(());
+        for (size, lease, kind, slot) in [
+            (pool.size, pool.task_timeout, Kind::AgentBrowser, &self.pool),
+            (pool.cdp_size, pool.cdp_lease, Kind::Cdp, &self.cdp_pool),
+        ] {
+            if size == 0 || slot.get().is_some() {
+                continue;
+            }
+            refuse_root(current_user().0, self.user.0)?;
+            let lifetime = pool.max_age + lease + self.config.lifetime_grace;
+            let _ = slot.set(pool::Pool::start(
+                Arc::clone(&self.maker),
+                size,
+                pool.max_age,
+                lifetime,
+                kind,
+            ));
         }
-        refuse_root(current_user().0, self.user.0)?;
-        let lifetime = pool.max_age + pool.task_timeout + self.config.lifetime_grace;
-        let _ = self.pool.set(pool::Pool::start(
-            Arc::clone(&self.maker),
-            pool.size,
-            pool.max_age,
-            lifetime,
-        ));
         Ok(())
     }
 
@@ -325,9 +370,17 @@ impl DockerDriver {
         self.pool.get().map_or(0, pool::Pool::ready_count)
     }
 
-    /// Why the pool could not make its last warm session, if it could not.
+    /// Warm CDP browsers ready now (0 without a CDP pool).
+    pub fn warm_cdp_browsers(&self) -> usize {
+        self.cdp_pool.get().map_or(0, pool::Pool::ready_count)
+    }
+
+    /// Why a pool could not make its last warm session, if it could not.
     pub fn pool_error(&self) -> Option<String> {
-        self.pool.get().and_then(pool::Pool::last_error)
+        [self.pool.get(), self.cdp_pool.get()]
+            .into_iter()
+            .flatten()
+            .find_map(pool::Pool::last_error)
     }
 
     /// The runtimes the daemon offers, by name, with their extra arguments.
@@ -384,13 +437,24 @@ pub(crate) struct Maker {
     failed_removals: Arc<Mutex<Vec<String>>>,
 }
 
+/// Which browser a session holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// agent-browser's, driven by exec'd commands (tasks, `--direct`).
+    AgentBrowser,
+    /// Chromium with its DevTools on an exec's pipe, for one CDP client.
+    Cdp,
+}
+
 /// A session made but not yet given to a task: container running, proxy listening, relay ready,
-/// guide read (and, when warm, Chromium launched on `about:blank`).
+/// guide read (and, when warm, Chromium launched on `about:blank`). A CDP session holds its
+/// Chromium, launched and answering, instead of a guide.
 pub(crate) struct Prepared {
     made: Made,
     name: String,
     guide: String,
     pending: tool::PendingRefusals,
+    pipe: Option<cdp::Pipe>,
     pub(crate) made_at: std::time::Instant,
 }
 
@@ -398,6 +462,46 @@ impl Prepared {
     /// Remove everything it holds.
     pub(crate) async fn dispose(mut self) {
         self.made.undo().await;
+    }
+
+    /// Whether its browser still answers: the container runs and, for CDP, Chromium answers a
+    /// command.
+    pub(crate) async fn answers(&mut self, maker: &Maker) -> bool {
+        if !maker.alive(&self.name).await {
+            return false;
+        }
+        match &mut self.pipe {
+            Some(pipe) => pipe
+                .wait_until_answering(maker.config.command_timeout)
+                .await
+                .is_ok(),
+            None => true,
+        }
+    }
+
+    /// Lease a CDP session to its client. What the proxy saw before (Chromium's start-up) is
+    /// not the client's.
+    fn into_cdp(self, warm: bool) -> CdpBrowser {
+        let Self {
+            made,
+            name,
+            pending,
+            pipe,
+            ..
+        } = self;
+        pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        CdpBrowser {
+            // Invariant: `prepare` with `Kind::Cdp` always sets the pipe, and only CDP sessions
+            // are leased here (the CDP pool makes only those).
+            pipe: pipe.unwrap_or_else(|| unreachable!("a CDP session without its pipe")),
+            made,
+            name,
+            pending,
+            warm,
+        }
     }
 }
 
@@ -408,6 +512,7 @@ impl Maker {
         &self,
         lifetime: Duration,
         warm: bool,
+        kind: Kind,
     ) -> Result<Prepared, DriverError> {
         let task_id = task_id();
         let pending: tool::PendingRefusals = Arc::default();
@@ -466,15 +571,28 @@ impl Maker {
             .await
             .map_err(DockerError::StartContainer)?;
 
-        let guide = self.wait_for_relay_then_guide(&name).await?;
-        if warm {
-            self.launch_browser(&name).await?;
-        }
+        let (guide, pipe) = match kind {
+            Kind::AgentBrowser => {
+                let guide = self.wait_for_relay_then(&name, AFTER_RELAY_GUIDE).await?;
+                if warm {
+                    self.launch_browser(&name).await?;
+                }
+                (guide, None)
+            }
+            Kind::Cdp => {
+                self.wait_for_relay_then(&name, AFTER_RELAY_NOTHING).await?;
+                let mut pipe = cdp::Pipe::launch(&self.docker, &name).await?;
+                pipe.wait_until_answering(self.config.command_timeout)
+                    .await?;
+                (String::new(), Some(pipe))
+            }
+        };
         Ok(Prepared {
             made,
             name,
             guide,
             pending,
+            pipe,
             made_at: std::time::Instant::now(),
         })
     }
@@ -577,14 +695,18 @@ impl Maker {
     /// The same exec first waits (bounded) for the relay's ready file, which `airlock-relay`
     /// creates once it listens and holds its channel to the proxy: one exec instead of two on
     /// every task's start, and the browser never starts before its one way out exists.
-    async fn wait_for_relay_then_guide(&self, container: &str) -> Result<String, DriverError> {
+    async fn wait_for_relay_then(
+        &self,
+        container: &str,
+        then: &str,
+    ) -> Result<String, DriverError> {
         let script = format!(
             "tries=0; until [ -e {RELAY_READY_FILE} ]; do \
                tries=$((tries + 1)); \
                if [ $tries -gt 500 ]; then exit {RELAY_NOT_READY_EXIT}; fi; \
                sleep 0.02; \
              done; \
-             exec agent-browser skills get core"
+             {then}"
         );
         let command = ["sh".to_owned(), "-c".to_owned(), script];
         let result = exec::run(
@@ -613,6 +735,11 @@ impl Maker {
 const BACKGROUND_CPU_SHARES: i64 = 128;
 /// Docker's default CPU weight, which a warm container gets back when a task takes it.
 const TASK_CPU_SHARES: i64 = 1024;
+
+/// After the relay is ready: print agent-browser's guide (an agent-browser session).
+const AFTER_RELAY_GUIDE: &str = "exec agent-browser skills get core";
+/// After the relay is ready: nothing (a CDP session starts its Chromium by its own exec).
+const AFTER_RELAY_NOTHING: &str = "exit 0";
 
 /// Created by `airlock-relay` in the container once the browser's way out exists.
 const RELAY_READY_FILE: &str = "/tmp/.airlock-relay-ready";

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Maker, Prepared};
+use crate::{Kind, Maker, Prepared};
 
 /// How long the filler waits after a failure, at first and at most.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -30,6 +30,8 @@ struct Shared {
     max_age: Duration,
     /// How long a warm container may live: waiting in the pool, then running a task.
     lifetime: Duration,
+    /// The browser each session holds.
+    kind: Kind,
     ready: Mutex<VecDeque<Prepared>>,
     /// Wakes the filler when a session is taken.
     taken: Notify,
@@ -49,12 +51,14 @@ impl Pool {
         size: usize,
         max_age: Duration,
         lifetime: Duration,
+        kind: Kind,
     ) -> Self {
         let shared = Arc::new(Shared {
             maker,
             size,
             max_age,
             lifetime,
+            kind,
             ready: Mutex::new(VecDeque::new()),
             taken: Notify::new(),
             stop: CancellationToken::new(),
@@ -73,12 +77,12 @@ impl Pool {
         loop {
             let candidate = lock(&self.shared.ready).pop_front();
             self.shared.taken.notify_one();
-            let prepared = candidate?;
+            let mut prepared = candidate?;
             if prepared.made_at.elapsed() >= self.shared.max_age {
                 prepared.dispose().await;
                 continue;
             }
-            if self.shared.maker.alive(&prepared.name).await {
+            if prepared.answers(&self.shared.maker).await {
                 return Some(prepared);
             }
             tracing::warn!(container = %prepared.name, "a warm session no longer answered; it is replaced");
@@ -129,7 +133,10 @@ async fn fill(shared: Arc<Shared>) {
         if lock(&shared.ready).len() < shared.size {
             // Not raced against the stop: a half-made session would be undone on a task of its
             // own that a closing runtime may never run. Making one is bounded; then it goes.
-            let made = shared.maker.prepare(shared.lifetime, true).await;
+            let made = shared
+                .maker
+                .prepare(shared.lifetime, true, shared.kind)
+                .await;
             if shared.stop.is_cancelled() {
                 if let Ok(prepared) = made {
                     prepared.dispose().await;
@@ -144,7 +151,7 @@ async fn fill(shared: Arc<Shared>) {
                         ready.push_back(prepared);
                         ready.len()
                     };
-                    tracing::info!(container = %name, ready, "a warm browser is ready");
+                    tracing::info!(container = %name, ready, kind = ?shared.kind, "a warm browser is ready");
                     *lock(&shared.last_error) = None;
                     backoff = FIRST_BACKOFF;
                 }

@@ -31,6 +31,11 @@ pub(crate) struct Kind {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Verdict {
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct Direction {
     direction: &'static str,
 }
@@ -44,6 +49,10 @@ pub(crate) struct Metrics {
     pub(crate) ready: Gauge,
     pub(crate) direct_sessions: Gauge,
     pub(crate) warm_sessions: Gauge,
+    pub(crate) warm_cdp_browsers: Gauge,
+    pub(crate) cdp_leases: Gauge,
+    cdp_ended: Family<Reason, Counter>,
+    cdp_verdicts: Family<Verdict, Counter>,
     finished: Family<Outcome, Counter>,
     pub(crate) refused: Family<Reason, Counter>,
     egress_refusals: Family<Class, Counter>,
@@ -64,6 +73,10 @@ impl Metrics {
             ready: Gauge::default(),
             direct_sessions: Gauge::default(),
             warm_sessions: Gauge::default(),
+            warm_cdp_browsers: Gauge::default(),
+            cdp_leases: Gauge::default(),
+            cdp_ended: Family::default(),
+            cdp_verdicts: Family::default(),
             finished: Family::default(),
             refused: Family::default(),
             egress_refusals: Family::default(),
@@ -80,7 +93,7 @@ impl Metrics {
             .set(i64::try_from(capacity).unwrap_or(i64::MAX));
         registry.register(
             "tasks_running",
-            "Tasks running now",
+            "Tasks and CDP leases running now (each holds a slot)",
             metrics.running.clone(),
         );
         registry.register(
@@ -107,6 +120,26 @@ impl Metrics {
             "warm_sessions",
             "Sealed browsers ready in the warm pool",
             metrics.warm_sessions.clone(),
+        );
+        registry.register(
+            "warm_cdp_browsers",
+            "CDP browsers ready in the warm CDP pool",
+            metrics.warm_cdp_browsers.clone(),
+        );
+        registry.register(
+            "cdp_leases",
+            "Sealed browsers leased to CDP clients now",
+            metrics.cdp_leases.clone(),
+        );
+        registry.register(
+            "cdp_leases_ended",
+            "CDP leases that ended, by how",
+            metrics.cdp_ended.clone(),
+        );
+        registry.register(
+            "cdp_guard_verdicts",
+            "CDP client messages judged by the guard, by verdict",
+            metrics.cdp_verdicts.clone(),
         );
         registry.register(
             "tasks_finished",
@@ -193,6 +226,25 @@ impl Metrics {
         #[allow(clippy::cast_precision_loss)] // milliseconds of a task fit an f64 exactly
         self.duration
             .observe(result.timings.total_ms as f64 / 1000.0);
+    }
+
+    /// Count a CDP lease that ended (`start_failed` when its browser never started).
+    pub(crate) fn cdp_ended(&self, reason: &'static str) {
+        self.cdp_ended.get_or_create(&Reason { reason }).inc();
+    }
+
+    /// Count one guard verdict on a CDP message.
+    pub(crate) fn cdp_verdict(&self, verdict: &'static str) {
+        self.cdp_verdicts.get_or_create(&Verdict { verdict }).inc();
+    }
+
+    /// Count a destination the egress proxy refused a CDP browser.
+    pub(crate) fn cdp_egress_refusal(&self, class: &'static str) {
+        self.egress_refusals
+            .get_or_create(&Class {
+                class: class.to_owned(),
+            })
+            .inc();
     }
 
     /// Count a task refused before it ran.

@@ -1,0 +1,335 @@
+//! The guarded CDP endpoint: `ws://HOST/cdp` (and the `/json/version` discovery that
+//! Playwright's `connectOverCDP("http://…")` and Puppeteer's `browserURL` read).
+//!
+//! Each WebSocket connection leases its own sealed browser (from the warm CDP pool when one is
+//! ready) with its own egress proxy, for at most `--cdp-timeout`, and while messages flow at least
+//! every `--cdp-idle-timeout`. A lease takes a slot of the same gate as tasks. Every client
+//! message passes the [`CdpGuard`] before Chromium sees it; when the connection ends for any
+//! reason the browser's container is removed and its proxy stopped.
+
+use std::time::{Duration, Instant};
+
+use airlock_driver_docker::CdpBrowser;
+use airlock_policy::{CdpGuard, Verdict};
+use axum::body::Body;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{Request, State};
+use axum::response::IntoResponse;
+use http::{HeaderMap, Response, StatusCode};
+
+use super::guard::{json_response, refuse};
+use super::{App, Slot};
+
+/// The largest message a client may send (a command with a big script or document).
+const MAX_CLIENT_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+/// A client that takes longer than this to accept one message is gone.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long leases last.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseLimits {
+    /// The most a lease lasts.
+    pub(crate) lease: Duration,
+    /// A lease with no message either way for this long ends.
+    pub(crate) idle: Duration,
+}
+
+/// `GET /json/version` (also under `/cdp/`): where to connect, in Chromium's shape.
+pub(crate) async fn version(State(app): State<App>, request: Request) -> Response<Body> {
+    let headers = request.headers();
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let scheme = if app.tls { "wss" } else { "ws" };
+    // A token given in the query is handed back in the URL the client will use next: it has it
+    // already, and clients that read this document cannot always add headers.
+    let token = query_token(request.uri().query());
+    let url = match token {
+        Some(token) => format!("{scheme}://{host}/cdp?token={token}"),
+        None => format!("{scheme}://{host}/cdp"),
+    };
+    json_response(
+        StatusCode::OK,
+        &serde_json::json!({
+            "Browser": "Airlock sealed Chromium",
+            "Protocol-Version": "1.3",
+            "webSocketDebuggerUrl": url,
+        }),
+    )
+}
+
+/// The `token` query parameter, if there is one (its characters are token characters or it is
+/// not a token).
+pub(crate) fn query_token(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))
+        .filter(|token| {
+            token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+        })
+}
+
+/// `GET /cdp` with a WebSocket upgrade: lease a browser, then serve the connection.
+pub(crate) async fn connect(
+    State(app): State<App>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response<Body> {
+    let Ok(upgrade) = upgrade else {
+        return refuse(
+            StatusCode::UPGRADE_REQUIRED,
+            "/cdp is a WebSocket endpoint: connect with a CDP client (Playwright connectOverCDP, Puppeteer connect), or read /json/version for its URL",
+        );
+    };
+    let slot = match app.gate.admit(&app.shutdown).await {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            let mut refused = refuse(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string());
+            refused.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("5"),
+            );
+            return refused;
+        }
+    };
+    let limits = app.cdp;
+    let started = Instant::now();
+    // The browser starts before the upgrade, so a failure is an HTTP answer with its reason.
+    let browser = match app.driver.start_cdp(limits.lease).await {
+        Ok(browser) => browser,
+        Err(error) => {
+            tracing::warn!(%error, "a CDP browser could not start");
+            app.gate.metrics.cdp_ended("start_failed");
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the sealed browser could not start: {error}"),
+            );
+        }
+    };
+    let start_ms = started.elapsed().as_millis();
+    tracing::info!(
+        container = browser.container(),
+        warm = browser.warm(),
+        start_ms,
+        "a CDP client leased a sealed browser"
+    );
+    let tracker = app.tracker.clone();
+    upgrade
+        .max_message_size(MAX_CLIENT_MESSAGE_BYTES)
+        .max_frame_size(MAX_CLIENT_MESSAGE_BYTES)
+        .on_failed_upgrade(|error| tracing::warn!(%error, "a CDP client's upgrade failed"))
+        .on_upgrade(move |socket| {
+            // The tracker keeps shutdown waiting for the lease's cleanup.
+            tracker.track_future(serve_lease(app, slot, browser, socket))
+        })
+        .into_response()
+}
+
+/// How a lease ended, for the log and `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    ClientClosed,
+    BrowserClosed,
+    BrowserExited,
+    LeaseTimeout,
+    Idle,
+    Draining,
+    Failed,
+}
+
+impl End {
+    fn label(self) -> &'static str {
+        match self {
+            Self::ClientClosed => "client_closed",
+            Self::BrowserClosed => "browser_close",
+            Self::BrowserExited => "browser_exited",
+            Self::LeaseTimeout => "lease_timeout",
+            Self::Idle => "idle",
+            Self::Draining => "draining",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Pass messages both ways until either side ends or a limit passes; then close the client with
+/// the reason and dispose of the browser.
+async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: WebSocket) {
+    let metrics = &app.gate.metrics;
+    metrics.cdp_leases.inc();
+    let limits = app.cdp;
+    let mut guard = CdpGuard::new();
+    let deadline = tokio::time::Instant::now() + limits.lease;
+    let mut idle_until = tokio::time::Instant::now() + limits.idle;
+    let end = loop {
+        tokio::select! {
+            from_client = socket.recv() => {
+                idle_until = tokio::time::Instant::now() + limits.idle;
+                let text = match from_client {
+                    Some(Ok(Message::Text(text))) => text.to_string(),
+                    Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break End::ClientClosed,
+                };
+                let verdict = guard.check(&text);
+                metrics.cdp_verdict(verdict.kind());
+                match verdict {
+                    Verdict::Forward { message } | Verdict::Rewrite { message, .. } => {
+                        if browser.send(&message).await.is_err() {
+                            break End::BrowserExited;
+                        }
+                    }
+                    Verdict::Refuse { reply, .. } | Verdict::Invalid { reply, .. } => {
+                        if !send(&mut socket, reply).await {
+                            break End::ClientClosed;
+                        }
+                    }
+                    Verdict::Close { reply } => {
+                        send(&mut socket, reply).await;
+                        break End::BrowserClosed;
+                    }
+                    Verdict::Ignore => {}
+                }
+            }
+            from_browser = browser.next_message() => {
+                idle_until = tokio::time::Instant::now() + limits.idle;
+                match from_browser {
+                    Some(Ok(message)) => {
+                        guard.observe_reply(&message);
+                        if !send(&mut socket, message).await {
+                            break End::ClientClosed;
+                        }
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(%error, container = browser.container(), "a CDP browser's stream failed");
+                        break End::Failed;
+                    }
+                    None => break End::BrowserExited,
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => break End::LeaseTimeout,
+            () = tokio::time::sleep_until(idle_until) => break End::Idle,
+            () = app.shutdown.cancelled() => break End::Draining,
+        }
+    };
+    guard.close();
+    let (code, reason) = match end {
+        End::ClientClosed | End::BrowserClosed => (close_code::NORMAL, String::new()),
+        End::BrowserExited => (
+            close_code::ERROR,
+            "airlock: the browser exited; connect again for a new one".to_owned(),
+        ),
+        End::Failed => (
+            close_code::ERROR,
+            "airlock: the browser's stream failed; connect again for a new one".to_owned(),
+        ),
+        End::LeaseTimeout => (
+            close_code::POLICY,
+            format!(
+                "airlock: the lease's time limit ({} s, --cdp-timeout) passed",
+                limits.lease.as_secs()
+            ),
+        ),
+        End::Idle => (
+            close_code::POLICY,
+            format!(
+                "airlock: no message for {} s (--cdp-idle-timeout)",
+                limits.idle.as_secs()
+            ),
+        ),
+        End::Draining => (
+            close_code::AWAY,
+            "airlock: the server is shutting down".to_owned(),
+        ),
+    };
+    if end != End::ClientClosed {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
+    }
+    let refusals = browser.take_egress_events();
+    for event in &refusals {
+        if let airlock_proxy::Outcome::Refused { reason, class } = &event.outcome {
+            metrics.cdp_egress_refusal(class);
+            tracing::info!(container = browser.container(), target = %event.target, %reason, "the egress proxy refused a CDP browser's request");
+        }
+    }
+    let container = browser.container().to_owned();
+    browser.dispose().await;
+    drop(slot);
+    metrics.cdp_leases.dec();
+    metrics.cdp_ended(end.label());
+    let record: Vec<String> = guard
+        .record()
+        .iter()
+        .map(|r| format!("{} {}: {}", r.verdict, r.method, r.reason))
+        .collect();
+    tracing::info!(
+        container,
+        end = end.label(),
+        guard_record = ?record,
+        unrecorded = guard.unrecorded(),
+        "a CDP lease ended; its browser is removed"
+    );
+}
+
+/// Send one text message within [`SEND_TIMEOUT`]; false when the client is gone.
+async fn send(socket: &mut WebSocket, text: String) -> bool {
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await,
+        Ok(Ok(()))
+    )
+}
+
+/// Whether this request is for the CDP endpoints (which also take the token from the query).
+pub(crate) fn is_cdp_path(path: &str) -> bool {
+    path == "/cdp" || path.starts_with("/cdp/") || path.starts_with("/json/version")
+}
+
+/// Headers with the query's token moved into `Authorization`, for the one token check.
+pub(crate) fn with_query_token(headers: &HeaderMap, query: Option<&str>) -> Option<HeaderMap> {
+    let token = query_token(query)?;
+    if headers.contains_key(http::header::AUTHORIZATION) {
+        return None;
+    }
+    let mut headers = headers.clone();
+    let value = http::HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+    headers.insert(http::header::AUTHORIZATION, value);
+    Some(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_token_is_read_only_when_it_is_token_text() {
+        assert_eq!(
+            query_token(Some("token=abcDEF0123456789")),
+            Some("abcDEF0123456789")
+        );
+        assert_eq!(query_token(Some("x=1&token=abc-_.~")), Some("abc-_.~"));
+        assert_eq!(query_token(Some("token=a%20b")), None);
+        assert_eq!(query_token(Some("tokens=abc")), None);
+        assert_eq!(query_token(None), None);
+    }
+
+    #[test]
+    fn cdp_paths_are_the_endpoint_and_its_discovery() {
+        for path in [
+            "/cdp",
+            "/cdp/json/version",
+            "/cdp/json/version/",
+            "/json/version",
+            "/json/version/",
+        ] {
+            assert!(is_cdp_path(path), "{path}");
+        }
+        for path in ["/cdpx", "/mcp", "/v1/tasks", "/json/list"] {
+            assert!(!is_cdp_path(path), "{path}");
+        }
+    }
+}
