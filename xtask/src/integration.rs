@@ -10,6 +10,8 @@
 //! a failed one, or a proxy directory left in the temp dir fails the run.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -76,6 +78,22 @@ const LABELS: &[(&str, &str)] = &[
         "scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json",
         "8. a proxy failure is told as the proxy saw it",
     ),
+    (
+        "playwright_drives_the_sealed_browser_and_the_seal_holds",
+        "9. CDP: Playwright (Node), guard and seal",
+    ),
+    (
+        "puppeteer_on_serve_closes_the_browser_and_its_container_goes",
+        "9b. CDP: Puppeteer on serve, browser.close()",
+    ),
+    (
+        "python_playwright_and_browser_use_drive_sealed_browsers",
+        "9c. CDP: Python Playwright and browser-use",
+    ),
+    (
+        "two_clients_get_two_browsers_and_closing_one_leaves_the_other",
+        "9d. CDP: two clients, two browsers, no DevTools port",
+    ),
 ];
 
 /// The scenarios that run a second time with every container under gVisor (`--runtime runsc`).
@@ -112,33 +130,27 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if as_root {
         ensure_test_user()?;
     }
-    let python = ensure_python_clients()?;
+    let (python, node_modules) = ensure_clients()?;
     let egress_before = egress_dirs();
     let log_dir = tempfile_dir()?;
     let log = format!("{log_dir}/docker-tests.log");
+    let image = crate::image::default_tag();
+    let root_text = root.display().to_string();
     // Every test binary runs, as the non-root user, with Docker required: a Docker test in any
     // binary, old or new, runs for real here (as root it would only skip).
     let mut runs = Vec::new();
-    let test_command = |binary: &str| {
-        let mut test = if as_root {
-            let mut command = Command::new("runuser");
-            command.args(["-u", TEST_USER, "--"]).arg(binary);
-            command
-        } else {
-            Command::new(binary)
-        };
-        test.current_dir(&root)
-            .env("AIRLOCK_REQUIRE_DOCKER", "1")
-            .env("AIRLOCK_DOCKER_TESTS_LOG", &log)
-            .env("AIRLOCK_IMAGE", crate::image::default_tag())
-            // The test user cannot run cargo; snapshot tests find the workspace from this, and
-            // compare without writing.
-            .env("INSTA_WORKSPACE_ROOT", &root)
-            .env("INSTA_UPDATE", "no")
-            .env("AIRLOCK_TEST_PYTHON", &python)
-            .args(["--test-threads", "1"]);
-        test
-    };
+    let env = [
+        ("AIRLOCK_REQUIRE_DOCKER", "1"),
+        ("AIRLOCK_DOCKER_TESTS_LOG", log.as_str()),
+        ("AIRLOCK_IMAGE", image.as_str()),
+        // The test user cannot run cargo; snapshot tests find the workspace from this, and
+        // compare without writing.
+        ("INSTA_WORKSPACE_ROOT", root_text.as_str()),
+        ("INSTA_UPDATE", "no"),
+        ("AIRLOCK_TEST_PYTHON", python.as_str()),
+        ("AIRLOCK_TEST_NODE_MODULES", node_modules.as_str()),
+    ];
+    let test_command = |binary: &str| test_command(binary, as_root, &root, &env);
     for ((package, target), binary) in &binaries {
         let mut test = test_command(binary);
         eprintln!("== {package} / {target}");
@@ -263,6 +275,21 @@ fn report(
     problems
 }
 
+/// One test binary's command: as the test user when run as root, with Docker required.
+fn test_command(binary: &str, as_root: bool, root: &Path, env: &[(&str, &str)]) -> Command {
+    let mut test = if as_root {
+        let mut command = Command::new("runuser");
+        command.args(["-u", TEST_USER, "--"]).arg(binary);
+        command
+    } else {
+        Command::new(binary)
+    };
+    test.current_dir(root)
+        .envs(env.iter().copied())
+        .args(["--test-threads", "1"]);
+    test
+}
+
 /// Run one test binary, echoing its output, and read each test's result from it.
 fn run_binary(command: &mut Command) -> anyhow::Result<BinaryRun> {
     use std::io::BufRead;
@@ -344,28 +371,86 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<(String, String), String>> {
 /// Create (or reuse) a non-root user in the docker group.
 /// Where the real protocol clients' Python lives: a virtual environment every user can run.
 const CLIENTS_VENV: &str = "/opt/airlock-ci/venv";
+/// The Python clients, pinned: the official MCP SDK (for `serve`), Playwright and browser-use
+/// (for the CDP endpoint). Playwright's wheel carries its own driver; no browser is downloaded.
+const PYTHON_CLIENTS: &[&str] = &["mcp==2.1.1", "playwright==1.65.2", "browser-use==0.13.14"];
+/// Where the Node clients live: a folder of node_modules every user can read.
+const CLIENTS_NODE: &str = "/opt/airlock-ci/node";
+/// The Node clients, pinned: Playwright's and Puppeteer's cores (they connect over CDP and never
+/// download a browser) and `ws` for raw WebSocket messages.
+const NODE_CLIENTS: &[(&str, &str)] = &[
+    ("playwright-core", "1.65.1"),
+    ("puppeteer-core", "24.43.1"),
+    ("ws", "8.23.0"),
+];
 
-/// A Python with the official MCP SDK (from PyPI; nothing is fetched while tests run), made
-/// once, readable by the test user. Its interpreter's path.
-fn ensure_python_clients() -> anyhow::Result<String> {
+/// The real protocol clients the tests drive Airlock with, installed once from PyPI and npm
+/// (nothing is fetched while tests run) where the test user can run them. Returns the Python
+/// interpreter and the node_modules folder.
+fn ensure_clients() -> anyhow::Result<(String, String)> {
     let python = format!("{CLIENTS_VENV}/bin/python");
-    let ready = |python: &str| {
-        succeeds(Command::new(python).args(["-c", "import mcp.client.streamable_http"]))
-    };
-    if !ready(&python) {
-        if !is_root() {
-            anyhow::bail!(
-                "{CLIENTS_VENV} has no MCP Python SDK: run `cargo xtask integration` once as root, or make it with `python3 -m venv {CLIENTS_VENV} && {CLIENTS_VENV}/bin/pip install mcp`"
-            );
-        }
+    let modules = format!("{CLIENTS_NODE}/node_modules");
+    let python_ready = succeeds(Command::new(&python).args([
+        "-c",
+        "import mcp.client.streamable_http, playwright.async_api, browser_use",
+    ]));
+    let node_ready = NODE_CLIENTS.iter().all(|(name, version)| {
+        fs::read_to_string(format!("{modules}/{name}/package.json"))
+            .is_ok_and(|text| text.contains(&format!("\"version\": \"{version}\"")))
+    });
+    if python_ready && node_ready {
+        return Ok((python, modules));
+    }
+    if !is_root() {
+        anyhow::bail!(
+            "the test clients are missing under /opt/airlock-ci: run `cargo xtask integration` once as root (it installs {} from PyPI and {} from npm)",
+            PYTHON_CLIENTS.join(" "),
+            NODE_CLIENTS
+                .iter()
+                .map(|(name, version)| format!("{name}@{version}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    if !python_ready {
         // Debian's interpreter, not a per-user one, so the test user can run it too.
         run_loud(Command::new("/usr/bin/python3").args(["-m", "venv", CLIENTS_VENV]))?;
         run_loud(
-            Command::new(format!("{CLIENTS_VENV}/bin/pip")).args(["install", "--quiet", "mcp"]),
+            Command::new(format!("{CLIENTS_VENV}/bin/pip"))
+                .args(["install", "--quiet"])
+                .args(PYTHON_CLIENTS),
         )?;
-        run_loud(Command::new("chmod").args(["-R", "a+rX", "/opt/airlock-ci"]))?;
     }
-    Ok(python)
+    if !node_ready {
+        fs::create_dir_all(CLIENTS_NODE).with_context(|| format!("creating {CLIENTS_NODE}"))?;
+        let manifest = format!("{CLIENTS_NODE}/package.json");
+        if !Path::new(&manifest).exists() {
+            fs::write(
+                &manifest,
+                "{\"name\": \"airlock-ci-clients\", \"private\": true}\n",
+            )
+            .with_context(|| format!("writing {manifest}"))?;
+        }
+        run_loud(
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--prefix",
+                    CLIENTS_NODE,
+                ])
+                .args(
+                    NODE_CLIENTS
+                        .iter()
+                        .map(|(name, version)| format!("{name}@{version}")),
+                )
+                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+                .env("PUPPETEER_SKIP_DOWNLOAD", "1"),
+        )?;
+    }
+    run_loud(Command::new("chmod").args(["-R", "a+rX", "/opt/airlock-ci"]))?;
+    Ok((python, modules))
 }
 
 pub fn ensure_test_user() -> anyhow::Result<()> {

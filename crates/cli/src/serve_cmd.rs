@@ -249,6 +249,29 @@ fn lease_limits(args: &ServiceArgs) -> anyhow::Result<cdp::LeaseLimits> {
     })
 }
 
+/// The settings, with each endpoint set's default pools, and the CDP lease limits.
+fn service_settings(
+    args: &ServiceArgs,
+    matches: &ArgMatches,
+    endpoints: Endpoints,
+) -> anyhow::Result<(Settings, cdp::LeaseLimits)> {
+    // `serve` keeps one task browser warm, `cdp` one CDP browser.
+    let mut settings = Settings::resolve(&args.settings, Some(matches))?
+        .with_default_pool(usize::from(endpoints == Endpoints::All));
+    let limits = lease_limits(args)?;
+    let cdp_pool_size = args
+        .cdp_pool_size
+        .unwrap_or(usize::from(endpoints == Endpoints::CdpOnly));
+    if cdp_pool_size > 8 {
+        anyhow::bail!(
+            "--cdp-pool-size {cdp_pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_CDP_POOL_SIZE)"
+        );
+    }
+    settings.driver.pool.cdp_size = cdp_pool_size;
+    settings.driver.pool.cdp_lease = limits.lease;
+    Ok((settings, limits))
+}
+
 async fn serve(
     listen: SocketAddr,
     args: &ServiceArgs,
@@ -256,24 +279,8 @@ async fn serve(
     endpoints: Endpoints,
     direct: bool,
 ) -> anyhow::Result<u8> {
-    let mut settings = Settings::resolve(&args.settings, Some(matches))
-        .map_err(crate::bad_input)?
-        .with_default_pool(if endpoints == Endpoints::All { 1 } else { 0 });
-    let limits = lease_limits(args).map_err(crate::bad_input)?;
-    let cdp_pool_size = args
-        .cdp_pool_size
-        .unwrap_or(if endpoints == Endpoints::CdpOnly {
-            1
-        } else {
-            0
-        });
-    if cdp_pool_size > 8 {
-        return Err(crate::bad_input(anyhow::anyhow!(
-            "--cdp-pool-size {cdp_pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_CDP_POOL_SIZE)"
-        )));
-    }
-    settings.driver.pool.cdp_size = cdp_pool_size;
-    settings.driver.pool.cdp_lease = limits.lease;
+    let (settings, limits) =
+        service_settings(args, matches, endpoints).map_err(crate::bad_input)?;
     // Bound first, so the Host check knows the real port (with --listen …:0, the kernel's pick).
     let listener = TcpListener::bind(listen)
         .await
@@ -337,14 +344,20 @@ async fn serve(
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
     let scheme = if tls.is_some() { "https" } else { "http" };
-    match endpoints {
-        Endpoints::All => eprintln!(
-            "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp)"
-        ),
-        Endpoints::CdpOnly => eprintln!(
-            "airlock serve: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
-        ),
-    }
+    let name = match endpoints {
+        Endpoints::All => {
+            eprintln!(
+                "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp)"
+            );
+            "airlock serve"
+        }
+        Endpoints::CdpOnly => {
+            eprintln!(
+                "airlock cdp: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
+            );
+            "airlock cdp"
+        }
+    };
     let accepting = tokio::spawn(accept_loop(
         listener,
         tls,
@@ -354,28 +367,57 @@ async fn serve(
     ));
 
     terminated.await;
-    gate.drain();
-    eprintln!("airlock serve: draining (new tasks are refused; /readyz answers 503)");
-    let drained = tokio::time::timeout(Duration::from_secs(args.drain_timeout), gate.idle()).await;
-    if drained.is_err() {
-        eprintln!(
-            "airlock serve: {} tasks still ran after --drain-timeout {} s; cancelling them",
-            gate.running(),
-            args.drain_timeout
-        );
-    }
-    // Cancels what still runs, and ends every --direct session's browser.
-    shutdown.cancel();
-    tracker.close();
-    tracker.wait().await;
-    stop_accepting.cancel();
-    let _ = accepting.await;
-    // Open connections (idle keep-alives, SSE streams) get a moment, then are dropped.
-    connections.close();
-    let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait()).await;
+    let stopping = Stopping {
+        name,
+        gate,
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        shutdown,
+        tracker,
+        stop_accepting,
+        connections,
+    };
+    stopping.run(accepting).await;
     driver.shutdown().await;
-    eprintln!("airlock serve: stopped");
+    eprintln!("{name}: stopped");
     Ok(0)
+}
+
+/// What a stop ends, in order.
+struct Stopping {
+    name: &'static str,
+    gate: Arc<Gate>,
+    drain_timeout: Duration,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    stop_accepting: CancellationToken,
+    connections: TaskTracker,
+}
+
+impl Stopping {
+    /// Drain: refuse new work, give running tasks and leases the drain time, then end them and
+    /// wait for their cleanup; stop accepting; give open connections a moment.
+    async fn run(self, accepting: tokio::task::JoinHandle<()>) {
+        let name = self.name;
+        self.gate.drain();
+        eprintln!("{name}: draining (new tasks and CDP clients are refused; /readyz answers 503)");
+        let drained = tokio::time::timeout(self.drain_timeout, self.gate.idle()).await;
+        if drained.is_err() {
+            eprintln!(
+                "{name}: {} tasks or CDP leases still ran after --drain-timeout {} s; ending them",
+                self.gate.running(),
+                self.drain_timeout.as_secs()
+            );
+        }
+        // Cancels what still runs, ends every --direct session's browser and every CDP lease.
+        self.shutdown.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        self.stop_accepting.cancel();
+        let _ = accepting.await;
+        // Open connections (idle keep-alives, SSE streams) get a moment, then are dropped.
+        self.connections.close();
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.connections.wait()).await;
+    }
 }
 
 fn router(app: App, settings: Arc<Settings>) -> Router {

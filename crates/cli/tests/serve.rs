@@ -5,10 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::Duration;
 
 use airlock_testkit::docker::{
@@ -16,169 +17,31 @@ use airlock_testkit::docker::{
 };
 use airlock_testkit::site::simple_site;
 use serde_json::{Value, json};
+use support::{Served, metric, raw, request, signal};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
-/// A running `airlock serve`, stopped (SIGTERM, then waited for) when dropped.
-struct Served {
-    child: Child,
-    port: u16,
-    log: Arc<Mutex<String>>,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Served {
-    fn start(script: &Value, dir: &std::path::Path, extra: &[&str]) -> Self {
-        let path = dir.join("script.json");
-        std::fs::write(&path, script.to_string()).unwrap();
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--model"])
-            .arg(format!("script:{}", path.display()))
-            .args(extra)
-            // No warm browser unless the test asks: container counts are the tasks' alone.
-            .args(if extra.contains(&"--pool-size") {
-                &[][..]
-            } else {
-                &["--pool-size", "0"][..]
-            })
-            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
-            .env(
-                "AIRLOCK_TOKENS",
-                format!("{TOKEN},second-token-abcdef0123456"),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let port = loop {
-            line.clear();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "airlock serve ended before listening"
-            );
-            let line = line.trim().replace("https://", "http://");
-            if let Some(rest) = line.strip_prefix("airlock serve: listening on http://127.0.0.1:") {
-                break rest.split_whitespace().next().unwrap().parse().unwrap();
-            }
-        };
-        let log = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&log);
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-                let _ = sender.send(line);
-            }
-        });
-        Self {
-            child,
-            port,
-            log,
-            lines,
-        }
+/// `airlock serve` with a scripted model, no warm browser unless the test asks (container counts
+/// are then the tasks' alone), and the test tokens.
+fn serve(script: &Value, dir: &std::path::Path, extra: &[&str]) -> Served {
+    let path = dir.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--model".into(),
+        format!("script:{}", path.display()),
+    ];
+    args.extend(extra.iter().map(|&a| a.to_owned()));
+    if !extra.contains(&"--pool-size") {
+        args.extend(["--pool-size".into(), "0".into()]);
     }
-
-    /// Wait for a log line containing `needle` (panics after 60 s).
-    fn wait_for_log(&self, needle: &str) {
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("the server never logged `{needle}`"));
-            if line.contains(needle) {
-                return;
-            }
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap()
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if self.child.try_wait().unwrap().is_none() {
-            signal(self.child.id(), "-TERM");
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn signal(pid: u32, which: &str) {
-    assert!(
-        Command::new("kill")
-            .args([which, &pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-}
-
-/// One raw HTTP/1.1 exchange: the status and the body.
-fn raw(port: u16, request: &[u8]) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
-    // A server that answers early (413) may close before it has read everything we send.
-    let _ = stream.write_all(request);
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).to_string();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
-    let mut text = format!(
-        "{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    if !headers
-        .iter()
-        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
-    {
-        text.push_str(&format!("host: 127.0.0.1:{port}\r\n"));
-    }
-    for header in headers {
-        text.push_str(header);
-        text.push_str("\r\n");
-    }
-    text.push_str("\r\n");
-    text.push_str(body);
-    raw(port, text.as_bytes())
+    Served::start(&args, &format!("{TOKEN},second-token-abcdef0123456"))
 }
 
 fn bearer() -> String {
     format!("authorization: Bearer {TOKEN}")
-}
-
-/// A counter's or gauge's value (0 when absent, as Prometheus reads it).
-fn metric(text: &str, line_start: &str) -> u64 {
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Python with the official MCP SDK: `AIRLOCK_TEST_PYTHON` (set by `cargo xtask integration`),
@@ -271,7 +134,7 @@ fn the_python_mcp_sdk_runs_browser_task_with_the_token_and_is_refused_without_it
         {"expect": {"shown_contains": ["Served page"]}, "tool_calls": [{"name": "agent_browser", "input": {"args": ["screenshot"], "keep": true}}]},
         {"usage": {"input_tokens": 10, "output_tokens": 5}, "text": "The page says hello."}
     ]});
-    let served = Served::start(
+    let served = serve(
         &script,
         dir.path(),
         &["--allow", &format!("127.0.0.1:{port}")],
@@ -343,7 +206,7 @@ fn curl_runs_a_task_through_the_json_api() {
         {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", "http://169.254.169.254/latest/meta-data/"]}}]},
         {"text": "Curl page seen."}
     ]});
-    let served = Served::start(
+    let served = serve(
         &script,
         dir.path(),
         &["--allow", &format!("127.0.0.1:{port}")],
@@ -387,7 +250,7 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(&json!({"turns": []}), dir.path(), &[]);
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
     let (status, schema) = request(served.port, "GET", "/v1/schema", &[&bearer()], "");
     assert_eq!(status, 200);
     let schema: Value = serde_json::from_str(&schema).unwrap();
@@ -501,7 +364,7 @@ fn twelve_clients_against_capacity_two_get_results_or_the_capacity_answer() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(
+    let served = serve(
         &slow_steps(60),
         dir.path(),
         &[
@@ -575,7 +438,7 @@ fn sigterm_drains_running_tasks_and_exits_0_with_nothing_left() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut served = Served::start(
+    let mut served = serve(
         &slow_steps(20),
         dir.path(),
         &[
@@ -630,7 +493,7 @@ fn a_client_that_disconnects_mid_task_cancels_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let long = json!({"turns": [{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}]});
-    let served = Served::start(&long, dir.path(), &[]);
+    let served = serve(&long, dir.path(), &[]);
     let pid = served.child.id();
     let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
     let body = r#"{"task": "wait"}"#;
@@ -699,7 +562,7 @@ fn a_cancelled_mcp_call_stops_its_task_and_removes_its_container() {
     }
     let dir = tempfile::tempdir().unwrap();
     let long = json!({"turns": [{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}]});
-    let served = Served::start(&long, dir.path(), &[]);
+    let served = serve(&long, dir.path(), &[]);
     let since = std::time::SystemTime::now();
     let good = json!({"Authorization": format!("Bearer {TOKEN}")});
     let cancelled = sdk(&served, &good, &["wait a minute", "cancel"]);
@@ -728,7 +591,7 @@ fn direct_mode_gives_each_mcp_session_its_own_browser_removed_when_the_session_e
     }
     let port = simple_site("Direct page", "Hello, driver");
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(
+    let served = serve(
         &json!({"turns": []}),
         dir.path(),
         &["--direct", "--allow", &format!("127.0.0.1:{port}")],
@@ -795,7 +658,7 @@ fn tls_serves_https_with_the_given_certificate() {
         "{}",
         String::from_utf8_lossy(&made.stderr)
     );
-    let served = Served::start(
+    let served = serve(
         &json!({"turns": []}),
         dir.path(),
         &[
@@ -833,7 +696,7 @@ fn a_flood_of_mcp_sessions_is_bounded() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(&json!({"turns": []}), dir.path(), &["--max-sessions", "3"]);
+    let served = serve(&json!({"turns": []}), dir.path(), &["--max-sessions", "3"]);
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "flood", "version": "1"}}})
@@ -860,7 +723,7 @@ fn slow_clients_are_cut_off_at_the_time_limits() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(&json!({"turns": []}), dir.path(), &[]);
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
     // A body that never finishes, to the MCP endpoint, is answered at the body time limit (30 s)
     // instead of holding its connection.
     let (status, answer) = raw(

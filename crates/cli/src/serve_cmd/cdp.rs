@@ -140,6 +140,39 @@ enum End {
 }
 
 impl End {
+    /// The WebSocket close code and reason the client is told.
+    fn close_frame(self, limits: LeaseLimits) -> (u16, String) {
+        match self {
+            Self::ClientClosed | Self::BrowserClosed => (close_code::NORMAL, String::new()),
+            Self::BrowserExited => (
+                close_code::ERROR,
+                "airlock: the browser exited; connect again for a new one".to_owned(),
+            ),
+            Self::Failed => (
+                close_code::ERROR,
+                "airlock: the browser's stream failed; connect again for a new one".to_owned(),
+            ),
+            Self::LeaseTimeout => (
+                close_code::POLICY,
+                format!(
+                    "airlock: the lease's time limit ({} s, --cdp-timeout) passed",
+                    limits.lease.as_secs()
+                ),
+            ),
+            Self::Idle => (
+                close_code::POLICY,
+                format!(
+                    "airlock: no message for {} s (--cdp-idle-timeout)",
+                    limits.idle.as_secs()
+                ),
+            ),
+            Self::Draining => (
+                close_code::AWAY,
+                "airlock: the server is shutting down".to_owned(),
+            ),
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::ClientClosed => "client_closed",
@@ -214,35 +247,7 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
         }
     };
     guard.close();
-    let (code, reason) = match end {
-        End::ClientClosed | End::BrowserClosed => (close_code::NORMAL, String::new()),
-        End::BrowserExited => (
-            close_code::ERROR,
-            "airlock: the browser exited; connect again for a new one".to_owned(),
-        ),
-        End::Failed => (
-            close_code::ERROR,
-            "airlock: the browser's stream failed; connect again for a new one".to_owned(),
-        ),
-        End::LeaseTimeout => (
-            close_code::POLICY,
-            format!(
-                "airlock: the lease's time limit ({} s, --cdp-timeout) passed",
-                limits.lease.as_secs()
-            ),
-        ),
-        End::Idle => (
-            close_code::POLICY,
-            format!(
-                "airlock: no message for {} s (--cdp-idle-timeout)",
-                limits.idle.as_secs()
-            ),
-        ),
-        End::Draining => (
-            close_code::AWAY,
-            "airlock: the server is shutting down".to_owned(),
-        ),
-    };
+    let (code, reason) = end.close_frame(limits);
     if end != End::ClientClosed {
         let frame = CloseFrame {
             code,

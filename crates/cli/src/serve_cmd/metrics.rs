@@ -121,26 +121,7 @@ impl Metrics {
             "Sealed browsers ready in the warm pool",
             metrics.warm_sessions.clone(),
         );
-        registry.register(
-            "warm_cdp_browsers",
-            "CDP browsers ready in the warm CDP pool",
-            metrics.warm_cdp_browsers.clone(),
-        );
-        registry.register(
-            "cdp_leases",
-            "Sealed browsers leased to CDP clients now",
-            metrics.cdp_leases.clone(),
-        );
-        registry.register(
-            "cdp_leases_ended",
-            "CDP leases that ended, by how",
-            metrics.cdp_ended.clone(),
-        );
-        registry.register(
-            "cdp_guard_verdicts",
-            "CDP client messages judged by the guard, by verdict",
-            metrics.cdp_verdicts.clone(),
-        );
+        metrics.register_cdp(&mut registry);
         registry.register(
             "tasks_finished",
             "Tasks that ran, by how they ended",
@@ -226,6 +207,30 @@ impl Metrics {
         #[allow(clippy::cast_precision_loss)] // milliseconds of a task fit an f64 exactly
         self.duration
             .observe(result.timings.total_ms as f64 / 1000.0);
+    }
+
+    /// The CDP endpoint's metrics.
+    fn register_cdp(&self, registry: &mut Registry) {
+        registry.register(
+            "warm_cdp_browsers",
+            "CDP browsers ready in the warm CDP pool",
+            self.warm_cdp_browsers.clone(),
+        );
+        registry.register(
+            "cdp_leases",
+            "Sealed browsers leased to CDP clients now",
+            self.cdp_leases.clone(),
+        );
+        registry.register(
+            "cdp_leases_ended",
+            "CDP leases that ended, by how",
+            self.cdp_ended.clone(),
+        );
+        registry.register(
+            "cdp_guard_verdicts",
+            "CDP client messages judged by the guard, by verdict",
+            self.cdp_verdicts.clone(),
+        );
     }
 
     /// Count a CDP lease that ended (`start_failed` when its browser never started).

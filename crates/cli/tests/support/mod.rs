@@ -1,10 +1,14 @@
-//! Shared by the `airlock` binary's tests: starting a task and waiting for its first step. The
+//! Shared by the `airlock` binary's tests: starting a task and waiting for its first step; a
+//! running server (`serve`, `cdp`) and raw HTTP exchanges with it. The
 //! Docker gate, the lab site and the DNS responder are in `airlock-testkit`.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Start `airlock task` with a script, and return once its first step has begun.
 pub fn spawn_task_at_first_step(
@@ -36,4 +40,157 @@ pub fn spawn_task_at_first_step(
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in stderr.lines() {});
     child
+}
+
+/// A running `airlock serve` or `airlock cdp`, stopped (SIGTERM, then waited for) when dropped.
+pub struct Served {
+    pub child: Child,
+    pub port: u16,
+    pub log: Arc<Mutex<String>>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// Start `airlock ARGS` with these tokens (AIRLOCK_TOKENS), no config file and info logs;
+    /// return once it listens.
+    pub fn start(args: &[String], tokens: &str) -> Self {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+            .args(args)
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .env("AIRLOCK_TOKENS", tokens)
+            // Info: tests wait for the server's own word that something happened.
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let port = loop {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "the server ended before listening"
+            );
+            let line = line.trim().replace("https://", "http://");
+            let listening = line
+                .strip_prefix("airlock serve: listening on http://127.0.0.1:")
+                .or_else(|| line.strip_prefix("airlock cdp: listening on http://127.0.0.1:"));
+            if let Some(rest) = listening {
+                break rest.split_whitespace().next().unwrap().parse().unwrap();
+            }
+        };
+        let log = Arc::new(Mutex::new(String::new()));
+        let keep = Arc::clone(&log);
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                keep.lock().unwrap().push_str(&format!("{line}\n"));
+                let _ = sender.send(line);
+            }
+        });
+        Self {
+            child,
+            port,
+            log,
+            lines,
+        }
+    }
+
+    /// Wait for a log line containing `needle` (panics after 60 s).
+    pub fn wait_for_log(&self, needle: &str) {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the server never logged `{needle}`"));
+            if line.contains(needle) {
+                return;
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            signal(self.child.id(), "-TERM");
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn signal(pid: u32, which: &str) {
+    assert!(
+        Command::new("kill")
+            .args([which, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// One raw HTTP/1.1 exchange: the status and the body.
+pub fn raw(port: u16, request: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    // A server that answers early (413) may close before it has read everything we send.
+    let _ = stream.write_all(request);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+pub fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+    let mut text = format!(
+        "{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        text.push_str(&format!("host: 127.0.0.1:{port}\r\n"));
+    }
+    for header in headers {
+        text.push_str(header);
+        text.push_str("\r\n");
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    raw(port, text.as_bytes())
+}
+
+/// A counter's or gauge's value (0 when absent, as Prometheus reads it).
+pub fn metric(text: &str, line_start: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
 }

@@ -1,0 +1,58 @@
+// A raw WebSocket client (the `ws` package) for what libraries never send, and for the limits.
+// Usage: node cdp_raw.js WS_URL MODE
+//   guard: unreadable messages, refused and rewritten commands, then Browser.close.
+//   silent: send nothing and report how the server closes the connection.
+// Prints one JSON object.
+const WebSocket = require('ws');
+
+const [url, mode] = process.argv.slice(2);
+const socket = new WebSocket(url);
+const replies = [];
+let waiting = null;
+
+socket.on('message', (data) => {
+  const text = data.toString();
+  const message = JSON.parse(text);
+  if (message.id === undefined && message.method) return; // an event
+  replies.push(message);
+  if (waiting) {
+    const resolve = waiting;
+    waiting = null;
+    resolve(message);
+  }
+});
+
+function ask(text) {
+  return new Promise((resolve) => {
+    waiting = resolve;
+    socket.send(text);
+  });
+}
+
+const closed = new Promise((resolve) => {
+  socket.on('close', (code, reason) => resolve({ code, reason: reason.toString() }));
+});
+
+socket.on('error', (error) => {
+  console.log(JSON.stringify({ failed: String(error.message) }));
+  process.exit(1);
+});
+
+socket.on('open', async () => {
+  const out = {};
+  if (mode === 'guard') {
+    out.not_json = await ask('not json');
+    out.no_id = await ask('{"method":"Browser.getVersion"}');
+    out.bad_params = await ask('{"id":3,"method":"Page.navigate","params":["file:///"]}');
+    out.version = await ask('{"id":4,"method":"Browser.getVersion"}');
+    out.unflattened = await ask('{"id":5,"method":"Target.sendMessageToTarget","params":{"message":"{}","targetId":"x"}}');
+    out.download = await ask('{"id":6,"method":"Browser.setDownloadBehavior","params":{"behavior":"allow","downloadPath":"/tmp"}}');
+    out.new_tab_file = await ask('{"id":7,"method":"Target.createTarget","params":{"url":" FI\\tLE:///etc/passwd"}}');
+    out.close = await ask('{"id":8,"method":"Browser.close"}');
+    socket.send('{"id":9,"method":"Browser.getVersion"}');
+  }
+  out.closed = await closed;
+  out.replies_after_close = replies.filter((reply) => reply.id === 9).length;
+  console.log(JSON.stringify(out));
+  process.exit(0);
+});
