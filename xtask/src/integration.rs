@@ -83,6 +83,10 @@ const LABELS: &[(&str, &str)] = &[
         "9. CDP: Playwright (Node), guard and seal",
     ),
     (
+        "the_escape_traps_fail_through_cdp_too",
+        "9a. CDP: scenario 3's traps, through CDP",
+    ),
+    (
         "puppeteer_on_serve_closes_the_browser_and_its_container_goes",
         "9b. CDP: Puppeteer on serve, browser.close()",
     ),

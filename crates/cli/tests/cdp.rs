@@ -11,8 +11,10 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
+use std::net::Ipv4Addr;
 use std::process::{Command, Output, Stdio};
 
+use airlock_testkit::dns::dns;
 use airlock_testkit::docker::{containers_of, docker_ready};
 use airlock_testkit::site::{Seen, site};
 use serde_json::Value;
@@ -225,6 +227,98 @@ fn playwright_drives_the_sealed_browser_and_the_seal_holds() {
         "the lease's record was not logged: {log}"
     );
     assert!(!log.contains(TOKEN), "a token reached the log");
+}
+
+#[test]
+fn the_escape_traps_fail_through_cdp_too() {
+    if !docker_ready() {
+        return;
+    }
+    // The end-to-end scenario's traps, on a page a CDP client opens: the guard lets all of this
+    // through (it is ordinary page content), so only the seal stops it.
+    let sites = sites();
+    let forbidden = sites.forbidden;
+    let (port, _) = site(|port| {
+        let traps = format!(
+            "<h1>Traps</h1><p id=\"ok\">allowed content</p>\
+             <iframe src=\"http://127.0.0.1:{forbidden}/secret\"></iframe>\
+             <img src=\"http://2130706433/pixel.png\"><img src=\"/redirect\">\
+             <img src=\"http://private.lab:{port}/x.png\">\
+             <script>window.trapsDone = Promise.allSettled([\
+               fetch('http://10.0.0.3/secret').then(() => 'fetched', () => 'fetch failed'),\
+               new Promise((done) => {{ const s = new WebSocket('ws://10.0.0.4/socket');\
+                 s.onerror = s.onclose = () => done('socket failed'); }}),\
+             ]).then((all) => all.map((r) => r.value));</script>"
+        );
+        HashMap::from([
+            (
+                "/",
+                (
+                    "200 OK",
+                    String::new(),
+                    format!("<!doctype html><html><body>{traps}</body></html>"),
+                ),
+            ),
+            (
+                "/redirect",
+                (
+                    "302 Found",
+                    "location: http://169.254.169.254/latest/meta-data/\r\n".to_owned(),
+                    String::new(),
+                ),
+            ),
+        ])
+    });
+    let resolver = dns(HashMap::from([(
+        "private.lab",
+        vec![Ipv4Addr::new(10, 0, 0, 1)],
+    )]));
+    let (served, _dir) = start(
+        &sites,
+        false,
+        &[
+            "--cdp-pool-size",
+            "0",
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--nameserver",
+            &format!("127.0.0.1:{resolver}"),
+        ],
+    );
+    let output = node("cdp_open.js")
+        .args([
+            &served.url(&format!("/cdp?token={TOKEN}")),
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .output()
+        .unwrap();
+    let out = printed(&output);
+    assert_eq!(out["ok"], "allowed content", "{out}");
+    assert_eq!(
+        out["traps"],
+        serde_json::json!(["fetch failed", "socket failed"]),
+        "{out}"
+    );
+    served.wait_for_log("a CDP lease ended");
+    let log = served.log.lock().unwrap().clone();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("the egress proxy refused a CDP browser's request"))
+        .collect();
+    for target in [
+        format!("target=http://127.0.0.1:{forbidden}/secret"),
+        "target=http://169.254.169.254/latest/meta-data/".to_owned(),
+        "target=http://10.0.0.3/secret".to_owned(),
+        "target=10.0.0.4:80".to_owned(),
+        "target=http://127.0.0.1/pixel.png".to_owned(),
+        format!("target=http://private.lab:{port}/x.png"),
+    ] {
+        assert!(
+            refused.iter().any(|line| line.contains(&target)),
+            "{target} was not refused: {refused:#?}"
+        );
+    }
+    sites.assert_forbidden_heard_nothing();
 }
 
 #[test]
