@@ -391,7 +391,7 @@ const NODE_CLIENTS: &[(&str, &str)] = &[
 /// The real protocol clients the tests drive Airlock with, installed once from PyPI and npm
 /// (nothing is fetched while tests run) where the test user can run them. Returns the Python
 /// interpreter and the node_modules folder.
-fn ensure_clients() -> anyhow::Result<(String, String)> {
+pub(crate) fn ensure_clients() -> anyhow::Result<(String, String)> {
     let python = format!("{CLIENTS_VENV}/bin/python");
     let modules = format!("{CLIENTS_NODE}/node_modules");
     let python_ready = succeeds(Command::new(&python).args([

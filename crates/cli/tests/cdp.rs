@@ -175,6 +175,7 @@ fn playwright_drives_the_sealed_browser_and_the_seal_holds() {
     refused_by_proxy(&out["devtools_port"], "loopback");
     refused_by_proxy(&out["new_context_loopback"], "loopback");
     assert_eq!(out["new_context_lab"]["ok"]["status"], 200, "{out}");
+    assert_eq!(out["script_file"]["url"], sites.lab_url(), "{out}");
     sites.assert_forbidden_heard_nothing();
     assert!(
         !sites.lab_seen.lock().unwrap().is_empty(),

@@ -13,6 +13,8 @@
 //!   and the page load of a task while the pool refills beside it.
 //! - Serve: a one-page task through `POST /v1/tasks` against `airlock task`, and throughput with
 //!   1, 2 and 4 clients.
+//! - CDP: a Playwright client's connect to its first page.goto through `airlock cdp` (cold and
+//!   from the warm CDP pool) against Playwright launching the same Chromium on the host.
 //! - Context: characters and image bytes shown to a worker to find facts planted in demanding
 //!   pages, cut (the old default) against paged.
 //!
@@ -20,6 +22,7 @@
 //! section also writes `docs/benchmarks.md`, the report of record (committed, with the machine it
 //! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
 
+mod cdp;
 mod concurrency;
 mod context;
 mod dev_shm;
@@ -68,6 +71,7 @@ enum Section {
     Context,
     Serve,
     Pool,
+    Cdp,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -141,6 +145,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::Serve) {
         serve::serve(&root, site_port, rounds, &mut report)?;
+    }
+    if wanted(Section::Cdp) {
+        cdp::cdp(&root, site_port, rounds, &mut report)?;
     }
     if wanted(Section::Context) {
         context::context(&root, site_port, &mut report);

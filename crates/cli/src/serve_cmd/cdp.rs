@@ -229,6 +229,7 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
                 idle_until = tokio::time::Instant::now() + limits.idle;
                 match from_browser {
                     Some(Ok(message)) => {
+                        log_refusals(&browser, metrics);
                         guard.observe_reply(&message);
                         if !send(&mut socket, message).await {
                             break End::ClientClosed;
@@ -255,13 +256,7 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
         };
         let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
     }
-    let refusals = browser.take_egress_events();
-    for event in &refusals {
-        if let airlock_proxy::Outcome::Refused { reason, class } = &event.outcome {
-            metrics.cdp_egress_refusal(class);
-            tracing::info!(container = browser.container(), target = %event.target, %reason, "the egress proxy refused a CDP browser's request");
-        }
-    }
+    log_refusals(&browser, metrics);
     let container = browser.container().to_owned();
     browser.dispose().await;
     drop(slot);
@@ -279,6 +274,17 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
         unrecorded = guard.unrecorded(),
         "a CDP lease ended; its browser is removed"
     );
+}
+
+/// Log and count what the browser's egress proxy refused since the last look (as the browser's
+/// messages arrive, and once more at the end).
+fn log_refusals(browser: &CdpBrowser, metrics: &super::metrics::Metrics) {
+    for event in browser.take_egress_events() {
+        if let airlock_proxy::Outcome::Refused { reason, class } = &event.outcome {
+            metrics.cdp_egress_refusal(class);
+            tracing::info!(container = browser.container(), target = %event.target, %reason, "the egress proxy refused a CDP browser's request");
+        }
+    }
 }
 
 /// Send one text message within [`SEND_TIMEOUT`]; false when the client is gone.

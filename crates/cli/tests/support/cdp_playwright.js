@@ -41,6 +41,12 @@ async function visit(page, url) {
   out.metadata = await visit(page, 'http://169.254.169.254/latest/meta-data/');
   out.devtools_port = await visit(page, 'http://127.0.0.1:9222/json/version');
   await page.goto(lab);
+  // A page's own script opening a file: the guard never sees it; Chromium refuses it, and says so.
+  const blocked = page.waitForEvent('console', {
+    predicate: (message) => message.text().includes('Not allowed to load local resource'),
+  });
+  await page.evaluate(() => { location.href = 'file:///etc/hostname'; });
+  out.script_file = { console: (await blocked).text(), url: page.url() };
   // A page's own script reaching for what the browser may not.
   out.script_fetch = await page.evaluate(async (targets) => {
     const results = [];
