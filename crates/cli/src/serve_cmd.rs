@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// ends or idles out) instead of `browser_task`.
     #[arg(long)]
     direct: bool,
+    /// Serve MCP without server-side sessions: every request stands alone, so any replica behind
+    /// a plain load balancer can answer any request (progress still streams in the response).
+    /// Not with --direct, whose browser lives in one server's session.
+    #[arg(long, env = "AIRLOCK_STATELESS")]
+    stateless: bool,
     #[command(flatten)]
     service: ServiceArgs,
 }
@@ -144,6 +149,15 @@ pub struct ServiceArgs {
     settings: SettingFlags,
 }
 
+/// How `/mcp` serves.
+#[derive(Debug, Clone, Copy, Default)]
+struct McpMode {
+    /// `agent_browser` with a browser per MCP session, instead of `browser_task`.
+    direct: bool,
+    /// No server-side MCP sessions.
+    stateless: bool,
+}
+
 /// Which endpoints a server offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Endpoints {
@@ -169,6 +183,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct App {
+    /// MCP without server-side sessions (`--stateless`).
+    stateless: bool,
     /// Served over TLS (so /json/version names wss://).
     tls: bool,
     /// How long CDP leases last.
@@ -206,14 +222,16 @@ fn tokens(args: &ServiceArgs) -> anyhow::Result<Vec<String>> {
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
 pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
-    serve(
-        args.listen,
-        &args.service,
-        matches,
-        Endpoints::All,
-        args.direct,
-    )
-    .await
+    if args.direct && args.stateless {
+        return Err(crate::bad_input(anyhow::anyhow!(
+            "--direct and --stateless cannot go together: --direct keeps a sealed browser in one server's MCP session, so every request of that session must reach the same server, and --stateless keeps no sessions. Behind a load balancer, run --direct with session affinity on the Mcp-Session-Id header, or use browser_task with --stateless"
+        )));
+    }
+    let mcp = McpMode {
+        direct: args.direct,
+        stateless: args.stateless,
+    };
+    serve(args.listen, &args.service, matches, Endpoints::All, mcp).await
 }
 
 /// `airlock cdp`: the guarded CDP endpoint alone, until SIGTERM or SIGINT.
@@ -223,7 +241,7 @@ pub async fn run_cdp(args: &CdpArgs, matches: &ArgMatches) -> anyhow::Result<u8>
         &args.service,
         matches,
         Endpoints::CdpOnly,
-        false,
+        McpMode::default(),
     )
     .await
 }
@@ -277,7 +295,7 @@ async fn serve(
     args: &ServiceArgs,
     matches: &ArgMatches,
     endpoints: Endpoints,
-    direct: bool,
+    mcp: McpMode,
 ) -> anyhow::Result<u8> {
     let (settings, limits) =
         service_settings(args, matches, endpoints).map_err(crate::bad_input)?;
@@ -305,7 +323,7 @@ async fn serve(
         Duration::from_secs(args.queue_timeout),
     );
     // The model first: a bad one is bad input, found before any browser starts warming.
-    let model = if direct || endpoints == Endpoints::CdpOnly {
+    let model = if mcp.direct || endpoints == Endpoints::CdpOnly {
         None
     } else {
         Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
@@ -326,6 +344,7 @@ async fn serve(
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = Arc::new(sessions);
     let app = App {
+        stateless: mcp.stateless,
         tls: tls.is_some(),
         cdp: limits,
         guard: Arc::new(guard),
@@ -343,21 +362,7 @@ async fn serve(
     };
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let name = match endpoints {
-        Endpoints::All => {
-            eprintln!(
-                "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp)"
-            );
-            "airlock serve"
-        }
-        Endpoints::CdpOnly => {
-            eprintln!(
-                "airlock cdp: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
-            );
-            "airlock cdp"
-        }
-    };
+    let name = announce(endpoints, tls.is_some(), local);
     let accepting = tokio::spawn(accept_loop(
         listener,
         tls,
@@ -380,6 +385,25 @@ async fn serve(
     driver.shutdown().await;
     eprintln!("{name}: stopped");
     Ok(0)
+}
+
+/// Say where the server listens (tests and scripts wait for this line); the name it logs under.
+fn announce(endpoints: Endpoints, tls: bool, local: SocketAddr) -> &'static str {
+    let scheme = if tls { "https" } else { "http" };
+    match endpoints {
+        Endpoints::All => {
+            eprintln!(
+                "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp)"
+            );
+            "airlock serve"
+        }
+        Endpoints::CdpOnly => {
+            eprintln!(
+                "airlock cdp: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
+            );
+            "airlock cdp"
+        }
+    }
 }
 
 /// What a stop ends, in order.
@@ -634,6 +658,8 @@ fn mcp_service(
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_max_request_body_bytes(1024 * 1024)
+        // Stateless: a fresh `Server` per request, which ends with its response.
+        .with_legacy_session_mode(!app.stateless)
         .with_cancellation_token(shutdown);
     StreamableHttpService::new(factory, sessions, config)
 }

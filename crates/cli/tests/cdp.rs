@@ -343,7 +343,9 @@ fn puppeteer_on_serve_closes_the_browser_and_its_container_goes() {
     assert_eq!(out["screenshot_png"], true);
     refused_by_guard(&out["file"], "Page.navigate");
     refused_by_proxy(&out["loopback"], "loopback");
+    refused_by_proxy(&out["private"], "private");
     refused_by_proxy(&out["metadata"], "metadata");
+    assert_eq!(out["script_fetch"], "failed", "{out}");
     assert!(
         out["close"].get("error").is_none(),
         "browser.close() failed: {out}"
@@ -544,6 +546,39 @@ fn the_guard_answers_raw_messages_and_the_limits_end_leases() {
     );
     // Only the warm browser the pool made next is left.
     assert!(containers_of(served.child.id()).len() <= 1);
+}
+
+#[test]
+fn a_lease_ends_at_its_time_limit_even_when_busy() {
+    if !docker_ready() {
+        return;
+    }
+    let sites = sites();
+    let (served, _dir) = start(
+        &sites,
+        false,
+        &[
+            "--cdp-pool-size",
+            "0",
+            "--cdp-timeout",
+            "10",
+            "--cdp-idle-timeout",
+            "5",
+        ],
+    );
+    let url = format!("ws://127.0.0.1:{}/cdp?token={TOKEN}", served.port);
+    // A message every second keeps it from idling; the lease's own limit still ends it.
+    let out = printed(&node("cdp_raw.js").args([&url, "busy"]).output().unwrap());
+    assert_eq!(out["closed"]["code"], 1008, "{out}");
+    assert!(
+        out["closed"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--cdp-timeout"),
+        "{out}"
+    );
+    served.wait_for_log("a CDP lease ended");
+    assert!(containers_of(served.child.id()).is_empty());
 }
 
 #[test]

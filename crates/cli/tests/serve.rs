@@ -17,7 +17,7 @@ use airlock_testkit::docker::{
 };
 use airlock_testkit::site::simple_site;
 use serde_json::{Value, json};
-use support::{Served, metric, raw, request, signal};
+use support::{Served, exchange, metric, raw, request, signal};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -107,6 +107,11 @@ fn unsafe_starts_are_refused_with_the_fix() {
             "--tls-cert /nonexistent/cert.pem",
         ),
         (vec!["--allowed-origin", "app.example"], "", "scheme://host"),
+        (
+            vec!["--direct", "--stateless"],
+            "",
+            "--direct and --stateless cannot go together",
+        ),
     ] {
         let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
             .arg("serve")
@@ -751,4 +756,58 @@ fn slow_clients_are_cut_off_at_the_time_limits() {
         !String::from_utf8_lossy(&rest).contains("200 OK"),
         "a half-sent head was answered"
     );
+}
+
+#[test]
+fn stateless_requests_stand_alone_so_any_server_answers_any_request() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Stateless page", "Hello without sessions");
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"expect": {"shown_contains": ["Stateless page"]}, "text": "Read without a session."}
+    ]});
+    let allow = format!("127.0.0.1:{port}");
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(&script, dir_a.path(), &["--stateless", "--allow", &allow]);
+    let b = serve(&script, dir_b.path(), &["--stateless", "--allow", &allow]);
+    // The official SDK: browser_task completes with its progress streamed in the response.
+    let good = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let result = sdk_call(&a, &good, "Read the page");
+    assert_eq!(result["texts"][0], "Read without a session.", "{result}");
+    assert_eq!(result["progress"].as_array().unwrap().len(), 1, "{result}");
+    // No session is handed out, and a server that never saw an initialize answers a request.
+    let mcp_post = |port: u16, body: &Value| {
+        let body = body.to_string();
+        exchange(
+            port,
+            format!(
+                "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n{}\r\n\
+                 content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+                 mcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\n\r\n{body}",
+                bearer(),
+                body.len()
+            )
+            .as_bytes(),
+        )
+    };
+    let initialized = mcp_post(
+        a.port,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert!(initialized.starts_with("HTTP/1.1 200"), "{initialized}");
+    assert!(
+        !initialized.to_ascii_lowercase().contains("mcp-session-id"),
+        "a stateless server handed out a session: {initialized}"
+    );
+    let listed = mcp_post(
+        b.port,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
+    assert!(listed.contains("browser_task"), "{listed}");
+    assert_eq!(containers_of(a.child.id()).len(), 0);
 }

@@ -26,10 +26,25 @@ async function attempt(action) {
     const response = await page.goto(`http://127.0.0.1:${forbiddenPort}/secret`);
     return { status: response.status(), refused: response.headers()['x-airlock-refused'] || null };
   });
-  out.metadata = await attempt(async () => {
-    const response = await page.goto('http://169.254.169.254/latest/meta-data/');
-    return { status: response.status(), refused: response.headers()['x-airlock-refused'] || null };
-  });
+  for (const [name, url] of [
+    ['private', 'http://10.0.0.1/'],
+    ['metadata', 'http://169.254.169.254/latest/meta-data/'],
+  ]) {
+    out[name] = await attempt(async () => {
+      const response = await page.goto(url);
+      return { status: response.status(), refused: response.headers()['x-airlock-refused'] || null };
+    });
+  }
+  await page.goto(lab);
+  // The page's own script: the forbidden site must hear nothing of it.
+  out.script_fetch = await page.evaluate(async (target) => {
+    try {
+      await fetch(target, { mode: 'no-cors' });
+      return 'answered';
+    } catch (error) {
+      return 'failed';
+    }
+  }, `http://127.0.0.1:${forbiddenPort}/secret`);
   out.close = await attempt(() => browser.close());
   console.log(JSON.stringify(out));
 })().catch((error) => {

@@ -2,6 +2,7 @@
 // Usage: node cdp_raw.js WS_URL MODE
 //   guard: unreadable messages, refused and rewritten commands, then Browser.close.
 //   silent: send nothing and report how the server closes the connection.
+//   busy: ask for the version every second (never idle) and report how the server closes it.
 // Prints one JSON object.
 const WebSocket = require('ws');
 
@@ -50,6 +51,11 @@ socket.on('open', async () => {
     out.new_tab_file = await ask('{"id":7,"method":"Target.createTarget","params":{"url":" FI\\tLE:///etc/passwd"}}');
     out.close = await ask('{"id":8,"method":"Browser.close"}');
     socket.send('{"id":9,"method":"Browser.getVersion"}');
+  }
+  if (mode === 'busy') {
+    let id = 100;
+    const timer = setInterval(() => socket.send(JSON.stringify({ id: id++, method: 'Browser.getVersion' })), 1000);
+    closed.then(() => clearInterval(timer));
   }
   out.closed = await closed;
   out.replies_after_close = replies.filter((reply) => reply.id === 9).length;

@@ -144,8 +144,8 @@ pub fn signal(pid: u32, which: &str) {
     );
 }
 
-/// One raw HTTP/1.1 exchange: the status and the body.
-pub fn raw(port: u16, request: &[u8]) -> (u16, String) {
+/// One raw HTTP/1.1 exchange: the whole answer, head and body.
+pub fn exchange(port: u16, request: &[u8]) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
@@ -154,7 +154,12 @@ pub fn raw(port: u16, request: &[u8]) -> (u16, String) {
     let _ = stream.write_all(request);
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).to_string();
+    String::from_utf8_lossy(&answer).to_string()
+}
+
+/// One raw HTTP/1.1 exchange: the status and the body.
+pub fn raw(port: u16, request: &[u8]) -> (u16, String) {
+    let text = exchange(port, request);
     let status = text
         .split_whitespace()
         .nth(1)
