@@ -209,7 +209,9 @@ impl DockerDriver {
             }
             Err(error) => tracing::warn!(%error, "could not look for orphaned task containers"),
         }
-        driver.removed_egress_dirs = remove_orphaned_egress_dirs(&std::env::temp_dir());
+        driver.removed_egress_dirs = driver
+            .remove_orphaned_egress_dirs(&std::env::temp_dir())
+            .await;
         if !driver.removed_egress_dirs.is_empty() {
             tracing::info!(removed = ?driver.removed_egress_dirs, "removed proxy directories whose owner is gone");
         }
@@ -253,7 +255,7 @@ impl DockerDriver {
         for container in containers {
             let labels = container.labels.unwrap_or_default();
             let owner = labels.get(LABEL_OWNER).map_or("", String::as_str);
-            if !owner::is_gone(owner) {
+            if !self.owner_gone(owner::liveness(owner)).await {
                 continue;
             }
             let Some(id) = container.id else { continue };
@@ -266,6 +268,45 @@ impl DockerDriver {
             }
         }
         Ok(removed)
+    }
+
+    /// Whether an owner is gone: asked of Docker when it ran in another container (another
+    /// replica on this daemon), whose processes this one cannot see.
+    async fn owner_gone(&self, liveness: owner::Liveness) -> bool {
+        match liveness {
+            owner::Liveness::Gone => true,
+            owner::Liveness::Alive | owner::Liveness::Unknown => false,
+            owner::Liveness::InContainer(container) => {
+                match self.docker.inspect_container(&container, None).await {
+                    Ok(info) => info.state.and_then(|state| state.running) != Some(true),
+                    Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404,
+                        ..
+                    }) => true,
+                    // Unsure: leave it; the container's own lifetime still ends it.
+                    Err(_) => false,
+                }
+            }
+        }
+    }
+
+    /// Remove the proxy directories in `parent` whose owning process is gone (a host killed with
+    /// SIGKILL never ran its proxy's cleanup). Only directories of this user whose name carries an
+    /// owner tag are considered; symlinks are never followed. Returns what was removed.
+    async fn remove_orphaned_egress_dirs(&self, parent: &Path) -> Vec<PathBuf> {
+        let mut removed = Vec::new();
+        for (path, liveness) in tagged_egress_dirs(parent) {
+            if !self.owner_gone(liveness).await {
+                continue;
+            }
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => removed.push(path),
+                Err(error) => {
+                    tracing::warn!(%error, path = %path.display(), "could not remove an orphaned proxy directory");
+                }
+            }
+        }
+        removed
     }
 
     /// Remove the warm pool's sessions, and retry removals that failed during dispose. Call
@@ -885,34 +926,24 @@ async fn remove_container(docker: &Docker, name: &str) -> bool {
     }
 }
 
-/// Remove the proxy directories in `parent` whose owning process is gone (a host killed with
-/// SIGKILL never ran its proxy's cleanup). Only directories of this user whose name carries an
-/// owner tag are considered; symlinks are never followed. Returns what was removed.
-fn remove_orphaned_egress_dirs(parent: &Path) -> Vec<PathBuf> {
+/// The proxy directories in `parent` that carry an owner tag and belong to this user, with what
+/// is known of their owner. Symlinks are never followed.
+fn tagged_egress_dirs(parent: &Path) -> Vec<(PathBuf, owner::Liveness)> {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new();
     };
     let uid = current_user().0;
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(gone) = name.to_str().and_then(owner::dir_owner_gone) else {
-            continue;
-        };
-        let path = entry.path();
-        let ours = std::fs::symlink_metadata(&path)
-            .is_ok_and(|meta| meta.is_dir() && std::os::unix::fs::MetadataExt::uid(&meta) == uid);
-        if !gone || !ours {
-            continue;
-        }
-        match std::fs::remove_dir_all(&path) {
-            Ok(()) => removed.push(path),
-            Err(error) => {
-                tracing::warn!(%error, path = %path.display(), "could not remove an orphaned proxy directory");
-            }
-        }
-    }
-    removed
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let liveness = entry.file_name().to_str().and_then(owner::dir_owner)?;
+            let path = entry.path();
+            let ours = std::fs::symlink_metadata(&path).is_ok_and(|meta| {
+                meta.is_dir() && std::os::unix::fs::MetadataExt::uid(&meta) == uid
+            });
+            ours.then_some((path, liveness))
+        })
+        .collect()
 }
 
 /// Whether the host lets an unprivileged process make a user namespace, as Chromium's sandbox
@@ -1039,7 +1070,7 @@ mod tests {
     }
 
     #[test]
-    fn only_this_users_tagged_directories_of_dead_owners_are_removed() {
+    fn only_this_users_tagged_directories_are_judged() {
         let parent = tempfile::tempdir().unwrap();
         let boot = owner::dir_tag().get(1..9).unwrap().to_owned();
         // This process's pid with a start time it never had: that owner is gone.
@@ -1064,10 +1095,17 @@ mod tests {
         ));
         std::os::unix::fs::symlink(target.path(), &link).unwrap();
 
-        let removed = remove_orphaned_egress_dirs(parent.path());
-        assert_eq!(removed, vec![dead.clone()]);
-        assert!(!dead.exists());
-        assert!(alive.exists() && untagged.exists());
-        assert!(target.path().join("keep").exists(), "followed a symlink");
+        let mut judged = tagged_egress_dirs(parent.path());
+        judged.sort();
+        let mut expected = vec![
+            (dead.clone(), owner::Liveness::Gone),
+            (alive.clone(), owner::Liveness::Alive),
+        ];
+        expected.sort();
+        assert_eq!(
+            judged, expected,
+            "an untagged directory or a link was judged"
+        );
+        assert!(target.path().join("keep").exists());
     }
 }
