@@ -1,4 +1,5 @@
-//! `cargo xtask image`: build `airlock-browser:<version>`.
+//! `cargo xtask image`: build `airlock-browser:<version>` (or, with `--server`,
+//! `airlock-server:<version>`: the `airlock` binary on the same base, from docker/server/).
 //!
 //! The base image is pulled when a registry answers; otherwise (as on a machine with no registry,
 //! or with `--offline-base`) it is made from Debian packages with `debootstrap` and `docker import`,
@@ -25,9 +26,14 @@ const LOCAL_BASE: &str = "airlock-base:bookworm";
 /// Arguments of `cargo xtask image`.
 #[derive(Debug, Args)]
 pub struct ImageArgs {
-    /// The tag to build.
-    #[arg(long, default_value_t = default_tag())]
-    tag: String,
+    /// The tag to build (default: airlock-browser:<version>, or airlock-server:<version> with
+    /// --server).
+    #[arg(long)]
+    tag: Option<String>,
+    /// Build the server image (`airlock serve` against the node's Docker daemon) instead of the
+    /// browser image.
+    #[arg(long)]
+    server: bool,
     /// The base image to build on.
     #[arg(long, default_value = DEFAULT_BASE)]
     base: String,
@@ -43,10 +49,19 @@ impl ImageArgs {
     /// What the integration task builds when the image is missing.
     pub fn for_integration() -> Self {
         Self {
-            tag: default_tag(),
+            tag: None,
+            server: false,
             base: DEFAULT_BASE.to_owned(),
             offline_base: false,
             force: false,
+        }
+    }
+
+    /// The server image, as `cargo xtask cluster` builds it.
+    pub fn for_cluster() -> Self {
+        Self {
+            server: true,
+            ..Self::for_integration()
         }
     }
 }
@@ -54,6 +69,50 @@ impl ImageArgs {
 /// `airlock-browser:<workspace version>`, the tag every Airlock binary of this version expects.
 pub fn default_tag() -> String {
     format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `airlock-server:<workspace version>`.
+pub fn server_tag() -> String {
+    format!("airlock-server:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The server image: a release build of `airlock` on the same base, from docker/server/.
+fn run_server(args: &ImageArgs, root: &Path) -> anyhow::Result<()> {
+    let tag = args.tag.clone().unwrap_or_else(server_tag);
+    run_loud(Command::new(env!("CARGO")).args(["build", "--release", "-p", "airlock"]))?;
+    let binary = root.join("target/release/airlock");
+    let dockerfile = root.join("docker/server/Dockerfile");
+    let mut hasher = Sha256::new();
+    for path in [&dockerfile, &binary] {
+        hasher.update(fs::read(path).with_context(|| format!("reading {}", path.display()))?);
+    }
+    let fingerprint = hex(&hasher.finalize());
+    if !args.force && built_fingerprint(&tag).as_deref() == Some(fingerprint.as_str()) {
+        eprintln!(
+            "image {tag} is up to date with docker/server and the binary (use --force to rebuild)"
+        );
+        return Ok(());
+    }
+    let base = resolve_base(args, root)?;
+    let context = root.join("target/airlock-server-image");
+    fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
+    fs::copy(&dockerfile, context.join("Dockerfile"))
+        .context("copying docker/server/Dockerfile")?;
+    fs::copy(&binary, context.join("airlock")).context("copying target/release/airlock")?;
+    let mut build = Command::new("docker");
+    build
+        .args(["build", "--build-arg"])
+        .arg(format!("BASE_IMAGE={base}"))
+        .args(["--label", &format!("{FINGERPRINT_LABEL}={fingerprint}")])
+        .args(["--tag", &tag])
+        .arg(&context);
+    eprintln!("building {tag} on {base}");
+    run_loud(&mut build)?;
+    eprintln!(
+        "built {tag}\nthe same build as a plain command: {}",
+        display(&build)
+    );
+    Ok(())
 }
 
 /// Build the image (or say it is there already).
@@ -64,13 +123,14 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
         );
     }
     let root = workspace_root();
+    if args.server {
+        return run_server(args, &root);
+    }
+    let tag = args.tag.clone().unwrap_or_else(default_tag);
     let relay = build_relay(&root)?;
     let fingerprint = context_fingerprint(&root, &relay)?;
-    if !args.force && built_fingerprint(&args.tag).as_deref() == Some(fingerprint.as_str()) {
-        eprintln!(
-            "image {} is up to date with docker/ (use --force to rebuild)",
-            args.tag
-        );
+    if !args.force && built_fingerprint(&tag).as_deref() == Some(fingerprint.as_str()) {
+        eprintln!("image {tag} is up to date with docker/ (use --force to rebuild)");
         return Ok(());
     }
     let started = std::time::Instant::now();
@@ -83,21 +143,16 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
         .args(["build", "--build-arg"])
         .arg(format!("BASE_IMAGE={base}"))
         .args(["--label", &format!("{FINGERPRINT_LABEL}={fingerprint}")])
-        .args(["--tag", &args.tag])
+        .args(["--tag", &tag])
         .arg(&context);
-    eprintln!("[3/3] building {} on {base}", args.tag);
+    eprintln!("[3/3] building {tag} on {base}");
     run_loud(&mut build)?;
-    let size = output(Command::new("docker").args([
-        "image",
-        "inspect",
-        "--format",
-        "{{.Size}}",
-        &args.tag,
-    ]))?;
+    let size =
+        output(Command::new("docker").args(["image", "inspect", "--format", "{{.Size}}", &tag]))?;
     let megabytes = size.trim().parse::<u64>().unwrap_or(0) / 1_000_000;
     eprintln!(
         "built {} ({megabytes} MB) in {:.0} s\nthe same build as a plain command: {}",
-        args.tag,
+        tag,
         started.elapsed().as_secs_f64(),
         display(&build)
     );
@@ -151,6 +206,8 @@ fn context_fingerprint(root: &Path, relay: &Path) -> anyhow::Result<String> {
     let mut names: Vec<PathBuf> = fs::read_dir(root.join("docker"))
         .context("reading docker/")?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
+        // Files only: docker/server/ is the server image's, fingerprinted on its own.
+        .filter(|path| path.is_file())
         .collect();
     names.sort();
     let mut hasher = Sha256::new();

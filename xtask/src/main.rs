@@ -2,6 +2,7 @@
 //! the module it names tells you everything the project automates.
 
 mod bench;
+mod cluster;
 mod image;
 mod integration;
 mod soak;
@@ -32,6 +33,10 @@ enum Task {
     /// N tasks ended every way a task can end (normal, time-out, SIGINT, SIGKILL + cleanup, a
     /// Docker restart, MCP cancellation), then proof nothing was left behind. As root.
     Soak(soak::SoakArgs),
+    /// Airlock on a real cluster engine: a single-node Docker Swarm (made and left), the stack in
+    /// deploy/swarm with two replicas behind HAProxy, tasks spread, a replica killed, a rolling
+    /// update. As root.
+    Cluster,
     /// Check the layers in ARCHITECTURE.md against the crates' real dependencies: arrows point
     /// down only, every crate is in the diagram, pure crates do no I/O, the test kit is dev-only.
     Tidy,
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
         Task::Integration(args) => integration::run(&args),
         Task::Bench(args) => bench::run(&args),
         Task::Tidy => tidy::run(),
+        Task::Cluster => cluster::run(),
         Task::Soak(args) => soak::run(&args),
     };
     match result {

@@ -86,11 +86,21 @@ pub struct ServiceArgs {
     tokens_file: Option<PathBuf>,
     /// A name clients use for this server in the Host header (`name` or `name:port`;
     /// repeatable). Default: the listen address, and localhost on loopback. `*`: any.
-    #[arg(long = "allowed-host", value_name = "HOST", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-host",
+        env = "AIRLOCK_ALLOWED_HOSTS",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
     allowed_hosts: Vec<String>,
     /// A web origin allowed to call (`scheme://host[:port]`; repeatable). Default: none, so a
     /// request that a web page makes through a browser is refused.
-    #[arg(long = "allowed-origin", value_name = "ORIGIN", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-origin",
+        env = "AIRLOCK_ALLOWED_ORIGINS",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
     allowed_origins: Vec<String>,
     /// TLS certificate chain (PEM, leaf first); with --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]

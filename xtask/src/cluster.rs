@@ -1,0 +1,571 @@
+//! `cargo xtask cluster`: Airlock on a real cluster engine. A single-node Docker Swarm is made on
+//! this machine (and left afterwards), `deploy/swarm/airlock.yml` is deployed with two replicas
+//! behind its HAProxy balancer, and then, with the official MCP Python SDK through the balancer's
+//! published port:
+//!
+//! 1. six tasks at once complete, and both replicas' `/metrics` show some of them;
+//! 2. a wrong token is refused at the balancer's address;
+//! 3. one replica's container is killed mid-task: its tasks fail with an error, the other
+//!    replica's complete, the engine restores the replica, and the killed replica's task
+//!    containers are removed (by its successor's orphan cleanup, which asks Docker whether the
+//!    owner's container still runs);
+//! 4. a rolling update to a new image tag with tasks running cuts none of them off;
+//! 5. at the end no task container, no proxy directory, no stack and no swarm is left.
+//!
+//! The worker is a script and the page a lab page served inside the stack (`--allow lab:8000`), so
+//! nothing outside this machine is reached. As root (it makes the swarm and the host directory).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::util::{output, run_loud, succeeds, workspace_root};
+
+/// The stack's name; its services are `airlock-ci_airlock`, `_balancer`, `_lab`.
+const STACK: &str = "airlock-ci";
+/// The host path of the proxies' directories (the same path inside the replicas).
+const STATE_DIR: &str = "/var/lib/airlock";
+/// The uid the server image runs as.
+const SERVER_UID: &str = "10001";
+/// The secret holding the tokens.
+const SECRET: &str = "airlock_tokens";
+
+/// What the proof adds to the stack: a scripted worker, a lab page inside the stack, light
+/// settings for a 2-core machine.
+const PROOF_STACK: &str = r#"version: "3.8"
+services:
+  airlock:
+    environment:
+      AIRLOCK_MODEL: script:/etc/airlock/script.json
+      AIRLOCK_ALLOW: lab:8000
+      AIRLOCK_MAX_STEPS: "2"
+      AIRLOCK_POOL_SIZE: "0"
+    configs:
+      - source: script
+        target: /etc/airlock/script.json
+        mode: 0444
+  lab:
+    image: airlock-balancer:${AIRLOCK_VERSION}
+    command: ["busybox", "httpd", "-f", "-p", "8000", "-h", "/srv/lab"]
+    configs:
+      - source: lab_page
+        target: /srv/lab/index.html
+        mode: 0444
+    networks:
+      - airlock
+configs:
+  script:
+    file: ./script.json
+  lab_page:
+    file: ./index.html
+"#;
+
+/// Something the proof made, undone when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Swarm,
+    StateDir,
+    Secret,
+    Stack,
+}
+
+/// Everything made for the proof, undone in reverse when dropped (also on failure).
+#[derive(Default)]
+struct Made {
+    steps: Vec<Step>,
+    clients: Vec<Child>,
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for client in &mut self.clients {
+            let _ = client.kill();
+            let _ = client.wait();
+        }
+        while let Some(step) = self.steps.pop() {
+            undo(step);
+        }
+    }
+}
+
+fn undo(step: Step) {
+    match step {
+        Step::Stack => {
+            let _ = Command::new("docker").args(["stack", "rm", STACK]).status();
+            // The replicas drain and remove their own task containers as they stop.
+            let _ = wait_for(
+                "the stack's containers to go",
+                Duration::from_mins(3),
+                || stack_containers().is_empty(),
+            );
+            // Task containers a killed replica left, if its successor did not get to them.
+            for id in
+                output(Command::new("docker").args(["ps", "-aq", "--filter", "label=airlock.task"]))
+                    .unwrap_or_default()
+                    .split_whitespace()
+            {
+                let _ = Command::new("docker").args(["rm", "-f", id]).status();
+            }
+        }
+        Step::Secret => {
+            let _ = Command::new("docker")
+                .args(["secret", "rm", SECRET])
+                .status();
+        }
+        Step::StateDir => {
+            let _ = fs::remove_dir_all(STATE_DIR);
+        }
+        Step::Swarm => {
+            let _ = Command::new("docker")
+                .args(["swarm", "leave", "--force"])
+                .status();
+        }
+    }
+}
+
+pub fn run() -> anyhow::Result<()> {
+    if !crate::util::is_root() {
+        bail!("cargo xtask cluster makes a swarm and {STATE_DIR}: run it as root");
+    }
+    if swarm_state()? != "inactive" {
+        bail!(
+            "this Docker daemon is already in a swarm: the proof makes and leaves its own, so run it where no swarm is (or `docker swarm leave --force` first)"
+        );
+    }
+    let root = workspace_root();
+    let (python, _) = crate::integration::ensure_clients()?;
+    let version = env!("CARGO_PKG_VERSION");
+    crate::image::run(&crate::image::ImageArgs::for_integration())?;
+    crate::image::run(&crate::image::ImageArgs::for_cluster())?;
+    build_balancer(&root, version)?;
+
+    let mut made = Made::default();
+    let (host, token) = deploy(&root, version, &mut made)?;
+    let client = Client {
+        python,
+        script: root.join("crates/cli/tests/support/mcp_http_client.py"),
+        url: format!("http://{host}/mcp"),
+        host: host.clone(),
+        token,
+    };
+    spread(&client)?;
+    refused(&host)?;
+    kill_one(&client, &mut made)?;
+    rolling_update(&client, &mut made, version)?;
+
+    // Leave everything as it was, then check that nothing is left.
+    drop(made);
+    let _ = Command::new("docker")
+        .args(["rmi", &format!("airlock-server:{version}-next")])
+        .stdout(Stdio::null())
+        .status();
+    let left =
+        output(Command::new("docker").args(["ps", "-aq", "--filter", "label=airlock.task"]))?;
+    if !left.trim().is_empty() {
+        bail!("task containers were left behind: {left}");
+    }
+    if Path::new(STATE_DIR).exists() && fs::read_dir(STATE_DIR)?.next().is_some() {
+        bail!("proxy directories were left in {STATE_DIR}");
+    }
+    if swarm_state()? != "inactive" {
+        bail!("the swarm was not left");
+    }
+    eprintln!("== cluster proof passed: nothing left behind, swarm left");
+    Ok(())
+}
+
+fn swarm_state() -> anyhow::Result<String> {
+    Ok(
+        output(Command::new("docker").args(["info", "--format", "{{.Swarm.LocalNodeState}}"]))?
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// Make the swarm, the host directory and the token secret, deploy the stack, and wait until
+/// both replicas are ready behind the balancer. The balancer's address and the token.
+fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String, String)> {
+    let dir = root.join("target/cluster");
+    fs::create_dir_all(&dir)?;
+    run_loud(Command::new("docker").args(["swarm", "init", "--advertise-addr", "127.0.0.1"]))?;
+    made.steps.push(Step::Swarm);
+    if !Path::new(STATE_DIR).exists() {
+        made.steps.push(Step::StateDir);
+    }
+    run_loud(Command::new("install").args([
+        "-d", "-o", SERVER_UID, "-g", SERVER_UID, "-m", "0700", STATE_DIR,
+    ]))?;
+    let token = random_token()?;
+    let mut secret = Command::new("docker")
+        .args(["secret", "create", SECRET, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    if let Some(mut stdin) = secret.stdin.take() {
+        std::io::Write::write_all(&mut stdin, token.as_bytes())?;
+    }
+    if !secret.wait()?.success() {
+        bail!("docker secret create {SECRET} failed");
+    }
+    made.steps.push(Step::Secret);
+
+    let port = free_port()?;
+    let host = format!("127.0.0.1:{port}");
+    fs::write(dir.join("proof.yml"), PROOF_STACK)?;
+    fs::write(dir.join("script.json"), script())?;
+    fs::write(
+        dir.join("index.html"),
+        "<!doctype html><html><head><title>Cluster lab</title></head><body><h1>Served inside the stack</h1></body></html>",
+    )?;
+    let docker_gid = output(Command::new("stat").args(["-c", "%g", "/var/run/docker.sock"]))?;
+    made.steps.push(Step::Stack);
+    run_loud(
+        Command::new("docker")
+            .args(["stack", "deploy", "-c"])
+            .arg(root.join("deploy/swarm/airlock.yml"))
+            .arg("-c")
+            .arg(dir.join("proof.yml"))
+            .arg(STACK)
+            .current_dir(&dir)
+            .env("AIRLOCK_VERSION", version)
+            .env("DOCKER_GID", docker_gid.trim())
+            .env("AIRLOCK_PORT", port.to_string())
+            .env("AIRLOCK_PUBLIC_HOSTS", &host)
+            .env("AIRLOCK_HEALTH_HOST", &host)
+            .env("AIRLOCK_MODEL", "script:/etc/airlock/script.json")
+            .env("AIRLOCK_REPLICAS", "2"),
+    )?;
+    wait_for(
+        "two ready replicas behind the balancer",
+        Duration::from_mins(3),
+        || {
+            succeeds(
+                Command::new("curl")
+                    .args(["-fsS", "-o", "/dev/null", "--max-time", "3"])
+                    .arg(format!("http://{host}/readyz")),
+            ) && replicas().len() == 2
+        },
+    )?;
+    eprintln!("== the stack is up: 2 replicas behind the balancer on {host}");
+    Ok((host, token))
+}
+
+/// The balancer image (HAProxy and busybox from Debian) on the same base as the others.
+fn build_balancer(root: &Path, version: &str) -> anyhow::Result<()> {
+    let base =
+        if succeeds(Command::new("docker").args(["image", "inspect", "debian:bookworm-slim"])) {
+            "debian:bookworm-slim"
+        } else {
+            "airlock-base:bookworm"
+        };
+    run_loud(
+        Command::new("docker")
+            .args(["build", "--quiet", "--build-arg"])
+            .arg(format!("BASE_IMAGE={base}"))
+            .args(["--tag", &format!("airlock-balancer:{version}")])
+            .arg(root.join("deploy/swarm/balancer")),
+    )
+}
+
+/// Identical turns, so tasks sharing a replica's scripted worker never get each other's turn:
+/// open the lab page and wait three seconds (two steps), then a refused call, then the report.
+fn script() -> String {
+    let turn = serde_json::json!({"text": "done", "tool_calls": [
+        {"name": "agent_browser", "input": {"args": ["open", "http://lab:8000/"]}},
+        {"name": "agent_browser", "input": {"args": ["wait", "3000"]}}
+    ]});
+    serde_json::json!({"turns": vec![turn; 400]}).to_string()
+}
+
+fn random_token() -> anyhow::Result<String> {
+    let mut bytes = [0_u8; 24];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut bytes))
+        .context("reading /dev/urandom")?;
+    Ok(bytes.iter().fold(String::new(), |mut hex, b| {
+        use std::fmt::Write as _;
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{b:02x}");
+        hex
+    }))
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Poll `done` (a cluster converges on its own schedule; there is no event to wait on) until it
+/// holds or `limit` passes.
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        if Instant::now() > deadline {
+            bail!("timed out after {} s waiting for {what}", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
+}
+
+/// The running replica containers' ids.
+fn replicas() -> Vec<String> {
+    output(Command::new("docker").args([
+        "ps",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("label=com.docker.swarm.service.name={STACK}_airlock"),
+        "--filter",
+        "status=running",
+    ]))
+    .map(|text| text.split_whitespace().map(str::to_owned).collect())
+    .unwrap_or_default()
+}
+
+fn stack_containers() -> Vec<String> {
+    output(Command::new("docker").args([
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=com.docker.stack.namespace={STACK}"),
+        "--filter",
+        "status=running",
+    ]))
+    .map(|text| text.split_whitespace().map(str::to_owned).collect())
+    .unwrap_or_default()
+}
+
+/// A replica's metric, read inside its container (the replicas publish no port of their own).
+fn replica_metric(container: &str, host: &str, token: &str, name: &str) -> u64 {
+    let text = output(Command::new("docker").args([
+        "exec",
+        container,
+        "curl",
+        "-fsS",
+        "-H",
+        &format!("host: {host}"),
+        "-H",
+        &format!("authorization: Bearer {token}"),
+        "http://127.0.0.1:8700/metrics",
+    ]))
+    .unwrap_or_default();
+    text.lines()
+        .filter(|line| line.starts_with(name))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The official MCP SDK client, one task per process.
+struct Client {
+    python: String,
+    script: PathBuf,
+    url: String,
+    /// The balancer's `host:port`.
+    host: String,
+    token: String,
+}
+
+impl Client {
+    fn start(&self) -> anyhow::Result<Child> {
+        Ok(Command::new(&self.python)
+            .arg(&self.script)
+            .arg(&self.url)
+            .arg(serde_json::json!({"Authorization": format!("Bearer {}", self.token)}).to_string())
+            .arg("Open the lab page")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?)
+    }
+
+    /// Whether the task came back with a result (the client's JSON has texts and no failure).
+    fn finished(child: Child) -> bool {
+        let Ok(out) = child.wait_with_output() else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str::<serde_json::Value>(text.trim())
+            .is_ok_and(|value| value.get("failed").is_none() && value["texts"][0] == "done")
+    }
+}
+
+/// Six tasks at once through the balancer complete, and both replicas ran some.
+fn spread(client: &Client) -> anyhow::Result<()> {
+    eprintln!("== six tasks at once through the balancer");
+    let children: Vec<Child> = (0..6).map(|_| client.start()).collect::<Result<_, _>>()?;
+    let done = children
+        .into_iter()
+        .map(Client::finished)
+        .filter(|ok| *ok)
+        .count();
+    if done != 6 {
+        bail!("{done} of 6 tasks through the balancer completed");
+    }
+    let per_replica: Vec<u64> = replicas()
+        .iter()
+        .map(|replica| {
+            replica_metric(
+                replica,
+                &client.host,
+                &client.token,
+                "airlock_tasks_finished_total",
+            )
+        })
+        .collect();
+    eprintln!("   tasks finished per replica: {per_replica:?}");
+    if per_replica.len() != 2 || per_replica.contains(&0) || per_replica.iter().sum::<u64>() != 6 {
+        bail!("the six tasks were not spread over both replicas: {per_replica:?}");
+    }
+    Ok(())
+}
+
+/// A wrong token is refused at the balancer's address.
+fn refused(host: &str) -> anyhow::Result<()> {
+    let status = output(Command::new("curl").args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        "authorization: Bearer wrong-token-0123456789abcdef",
+        "-H",
+        "content-type: application/json",
+        "--data",
+        r#"{"task": "x"}"#,
+        &format!("http://{host}/v1/tasks"),
+    ]))?;
+    if status.trim() != "401" {
+        bail!(
+            "a wrong token got {} at the balancer, not 401",
+            status.trim()
+        );
+    }
+    eprintln!("== a wrong token is refused at the balancer (401)");
+    Ok(())
+}
+
+/// Kill one replica mid-task: its tasks fail, the other's complete, the engine restores it, and
+/// its task containers are removed.
+fn kill_one(client: &Client, made: &mut Made) -> anyhow::Result<()> {
+    eprintln!("== killing one replica mid-task");
+    let before = replicas();
+    let host = client
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
+    made.clients.extend(children);
+    wait_for(
+        "tasks running on both replicas",
+        Duration::from_mins(1),
+        || {
+            before
+                .iter()
+                .all(|r| replica_metric(r, &host, &client.token, "airlock_tasks_running") > 0)
+        },
+    )?;
+    let victim = before[0].clone();
+    let victims_tasks = task_containers_of(&victim);
+    if victims_tasks.is_empty() {
+        bail!("the replica to kill runs no task container");
+    }
+    run_loud(Command::new("docker").args(["kill", &victim]))?;
+    let results: Vec<bool> = made.clients.drain(..).map(Client::finished).collect();
+    let completed = results.iter().filter(|ok| **ok).count();
+    eprintln!("   {completed} of 4 tasks completed; the killed replica's failed");
+    if completed == 0 || completed == 4 {
+        bail!(
+            "expected the killed replica's tasks to fail and the other's to complete: {results:?}"
+        );
+    }
+    wait_for(
+        "the engine to restore the replica",
+        Duration::from_mins(2),
+        || {
+            let now = replicas();
+            now.len() == 2 && !now.contains(&victim)
+        },
+    )?;
+    wait_for(
+        "the killed replica's task containers to be removed",
+        Duration::from_mins(1),
+        || {
+            victims_tasks
+                .iter()
+                .all(|c| !succeeds(Command::new("docker").args(["inspect", c])))
+        },
+    )?;
+    eprintln!(
+        "   the replica was restored and its {} task container(s) removed",
+        victims_tasks.len()
+    );
+    Ok(())
+}
+
+/// The task containers whose owner label names this replica's container.
+fn task_containers_of(replica: &str) -> Vec<String> {
+    output(Command::new("docker").args([
+        "ps",
+        "-aq",
+        "--filter",
+        "label=airlock.task",
+        "--format",
+        "{{.ID}} {{.Label \"airlock.owner\"}}",
+    ]))
+    .unwrap_or_default()
+    .lines()
+    .filter(|line| line.contains(&format!("ctr={replica}")))
+    .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+    .collect()
+}
+
+/// A rolling update to a new tag while tasks run: every task completes.
+fn rolling_update(client: &Client, made: &mut Made, version: &str) -> anyhow::Result<()> {
+    eprintln!("== a rolling update with tasks running");
+    let next = format!("airlock-server:{version}-next");
+    run_loud(Command::new("docker").args(["tag", &crate::image::server_tag(), &next]))?;
+    let host = client
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
+    made.clients.extend(children);
+    wait_for("tasks running", Duration::from_mins(1), || {
+        replicas()
+            .iter()
+            .map(|r| replica_metric(r, &host, &client.token, "airlock_tasks_running"))
+            .sum::<u64>()
+            >= 2
+    })?;
+    run_loud(Command::new("docker").args([
+        "service",
+        "update",
+        "--detach",
+        "--image",
+        &next,
+        &format!("{STACK}_airlock"),
+    ]))?;
+    let results: Vec<bool> = made.clients.drain(..).map(Client::finished).collect();
+    if results.iter().any(|ok| !ok) {
+        bail!("a task was cut off by the rolling update: {results:?}");
+    }
+    wait_for("the update to finish", Duration::from_mins(4), || {
+        output(Command::new("docker").args([
+            "service",
+            "inspect",
+            "--format",
+            "{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}",
+            &format!("{STACK}_airlock"),
+        ]))
+        .is_ok_and(|state| state.trim() == "completed")
+    })?;
+    eprintln!("   all 4 tasks completed across the update; both replicas run {next}");
+    Ok(())
+}
