@@ -136,6 +136,7 @@ pub fn run() -> anyhow::Result<()> {
         );
     }
     let root = workspace_root();
+    check_manifests(&root)?;
     let (python, _) = crate::integration::ensure_clients()?;
     let version = env!("CARGO_PKG_VERSION");
     crate::image::run(&crate::image::ImageArgs::for_integration())?;
@@ -175,6 +176,45 @@ pub fn run() -> anyhow::Result<()> {
     }
     eprintln!("== cluster proof passed: nothing left behind, swarm left");
     Ok(())
+}
+
+/// Where the manifest checkers live, apart from the test clients (their dependencies differ).
+const CHECKERS_VENV: &str = "/opt/airlock-ci/manifests";
+/// The checkers, pinned: the Kubernetes schemas (bundled, offline) and a security linter.
+const CHECKERS: &[&str] = &["kubernetes-validate==1.37.0", "checkov==3.3.30"];
+
+/// No Kubernetes cluster runs here, so deploy/kubernetes is checked, not run: every object
+/// against the Kubernetes 1.37 schemas (strict: unknown fields fail), then checkov's Kubernetes
+/// rules (a finding fails unless the manifest skips it with its reason).
+fn check_manifests(root: &Path) -> anyhow::Result<()> {
+    eprintln!("== deploy/kubernetes: schemas and security findings");
+    let bin = |name: &str| format!("{CHECKERS_VENV}/bin/{name}");
+    if !Path::new(&bin("checkov")).exists() || !Path::new(&bin("kubernetes-validate")).exists() {
+        run_loud(Command::new("/usr/bin/python3").args(["-m", "venv", CHECKERS_VENV]))?;
+        run_loud(
+            Command::new(bin("pip"))
+                .args(["install", "--quiet"])
+                .args(CHECKERS),
+        )?;
+    }
+    let manifests = root.join("deploy/kubernetes/airlock.yaml");
+    run_loud(
+        Command::new(bin("kubernetes-validate"))
+            .args(["--strict", "--kubernetes-version", "1.37"])
+            .arg(&manifests),
+    )?;
+    run_loud(
+        Command::new(bin("checkov"))
+            .args([
+                "--framework",
+                "kubernetes",
+                "--compact",
+                "--quiet",
+                "--skip-download",
+                "-f",
+            ])
+            .arg(&manifests),
+    )
 }
 
 fn swarm_state() -> anyhow::Result<String> {
