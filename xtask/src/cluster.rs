@@ -34,7 +34,8 @@ const SERVER_UID: &str = "10001";
 const SECRET: &str = "airlock_tokens";
 
 /// What the proof adds to the stack: a scripted worker, a lab page inside the stack, light
-/// settings for a 2-core machine.
+/// settings for a 2-core machine. `DIR` is the folder of its files (relative paths in a second
+/// stack file would be read from the first one's folder).
 const PROOF_STACK: &str = r#"version: "3.8"
 services:
   airlock:
@@ -58,9 +59,9 @@ services:
       - airlock
 configs:
   script:
-    file: ./script.json
+    file: DIR/script.json
   lab_page:
-    file: ./index.html
+    file: DIR/index.html
 "#;
 
 /// Something the proof made, undone when it ends.
@@ -254,7 +255,10 @@ fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String
 
     let port = free_port()?;
     let host = format!("127.0.0.1:{port}");
-    fs::write(dir.join("proof.yml"), PROOF_STACK)?;
+    fs::write(
+        dir.join("proof.yml"),
+        PROOF_STACK.replace("DIR", &dir.display().to_string()),
+    )?;
     fs::write(dir.join("script.json"), script())?;
     fs::write(
         dir.join("index.html"),
@@ -274,7 +278,6 @@ fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String
             .env("DOCKER_GID", docker_gid.trim())
             .env("AIRLOCK_PORT", port.to_string())
             .env("AIRLOCK_PUBLIC_HOSTS", &host)
-            .env("AIRLOCK_HEALTH_HOST", &host)
             .env("AIRLOCK_MODEL", "script:/etc/airlock/script.json")
             .env("AIRLOCK_REPLICAS", "2"),
     )?;
@@ -552,7 +555,7 @@ fn kill_one(client: &Client, made: &mut Made) -> anyhow::Result<()> {
 fn task_containers_of(replica: &str) -> Vec<String> {
     output(Command::new("docker").args([
         "ps",
-        "-aq",
+        "-a",
         "--filter",
         "label=airlock.task",
         "--format",

@@ -507,11 +507,13 @@ fn cdp_router(app: App) -> Router {
 /// Host, Origin and token checks, and the MCP session cap, before any handler.
 async fn checks(State(app): State<App>, request: Request, next: Next) -> Response<Body> {
     let headers = request.headers();
-    if let Some(refused) = app.guard.check_site(headers) {
+    let path = request.uri().path();
+    // The probes answer whatever the Host: engines call them by a pod's or container's address,
+    // and they tell nothing but whether this server is up and has room.
+    let probe = path == "/healthz" || path == "/readyz";
+    if !probe && let Some(refused) = app.guard.check_site(headers) {
         return refused;
     }
-    let path = request.uri().path();
-    let probe = path == "/healthz" || path == "/readyz";
     // CDP clients cannot always add a header: their endpoints also take `?token=`.
     let from_query = (cdp::is_cdp_path(path) || path == "/")
         .then(|| cdp::with_query_token(headers, request.uri().query()))
