@@ -339,8 +339,14 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
     assert_eq!(request(served.port, "GET", "/metrics", &[], "").0, 401);
     // Engines probe by address: the probes answer any Host; nothing else does.
     let foreign = "host: 10.1.2.3:8700";
-    assert_eq!(request(served.port, "GET", "/healthz", &[foreign], "").0, 200);
-    assert_eq!(request(served.port, "GET", "/readyz", &[foreign], "").0, 200);
+    assert_eq!(
+        request(served.port, "GET", "/healthz", &[foreign], "").0,
+        200
+    );
+    assert_eq!(
+        request(served.port, "GET", "/readyz", &[foreign], "").0,
+        200
+    );
     assert_eq!(
         request(served.port, "GET", "/metrics", &[foreign, &bearer()], "").0,
         403
