@@ -44,6 +44,10 @@ services:
       AIRLOCK_ALLOW: lab:8000
       AIRLOCK_MAX_STEPS: "2"
       AIRLOCK_POOL_SIZE: "0"
+    deploy:
+      update_config:
+        # The stack's 20 s watch after each replica's update, shortened for the proof.
+        monitor: 5s
     configs:
       - source: script
         target: /etc/airlock/script.json
@@ -314,11 +318,11 @@ fn build_balancer(root: &Path, version: &str) -> anyhow::Result<()> {
 }
 
 /// Identical turns, so tasks sharing a replica's scripted worker never get each other's turn:
-/// open the lab page and wait three seconds (two steps), then a refused call, then the report.
+/// open the lab page and wait five seconds (two steps), then a refused call, then the report.
 fn script() -> String {
     let turn = serde_json::json!({"text": "done", "tool_calls": [
         {"name": "agent_browser", "input": {"args": ["open", "http://lab:8000/"]}},
-        {"name": "agent_browser", "input": {"args": ["wait", "3000"]}}
+        {"name": "agent_browser", "input": {"args": ["wait", "5000"]}}
     ]});
     serde_json::json!({"turns": vec![turn; 400]}).to_string()
 }
@@ -427,12 +431,20 @@ impl Client {
 
     /// Whether the task came back with a result (the client's JSON has texts and no failure).
     fn finished(child: Child) -> bool {
-        let Ok(out) = child.wait_with_output() else {
-            return false;
-        };
+        Self::outcome(child).is_ok()
+    }
+
+    /// The task's report, or what the client saw instead.
+    fn outcome(child: Child) -> Result<String, String> {
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&out.stdout);
-        serde_json::from_str::<serde_json::Value>(text.trim())
-            .is_ok_and(|value| value.get("failed").is_none() && value["texts"][0] == "done")
+        let value: serde_json::Value =
+            serde_json::from_str(text.trim()).map_err(|_| format!("the client printed {text}"))?;
+        match (&value["failed"], &value["texts"][0]) {
+            (serde_json::Value::String(failed), _) => Err(failed.clone()),
+            (_, serde_json::Value::String(report)) if report == "done" => Ok(report.clone()),
+            _ => Err(format!("no report: {value}")),
+        }
     }
 }
 
@@ -497,11 +509,7 @@ fn refused(host: &str) -> anyhow::Result<()> {
 fn kill_one(client: &Client, made: &mut Made) -> anyhow::Result<()> {
     eprintln!("== killing one replica mid-task");
     let before = replicas();
-    let host = client
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
+    let host = client.host.clone();
     let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
     made.clients.extend(children);
     wait_for(
@@ -519,9 +527,13 @@ fn kill_one(client: &Client, made: &mut Made) -> anyhow::Result<()> {
         bail!("the replica to kill runs no task container");
     }
     run_loud(Command::new("docker").args(["kill", &victim]))?;
-    let results: Vec<bool> = made.clients.drain(..).map(Client::finished).collect();
-    let completed = results.iter().filter(|ok| **ok).count();
-    eprintln!("   {completed} of 4 tasks completed; the killed replica's failed");
+    let results: Vec<Result<String, String>> =
+        made.clients.drain(..).map(Client::outcome).collect();
+    let completed = results.iter().filter(|r| r.is_ok()).count();
+    eprintln!("   {completed} of 4 tasks completed; the killed replica's failed:");
+    for failure in results.iter().filter_map(|r| r.as_ref().err()) {
+        eprintln!("     the client saw: {failure}");
+    }
     if completed == 0 || completed == 4 {
         bail!(
             "expected the killed replica's tasks to fail and the other's to complete: {results:?}"
@@ -573,19 +585,24 @@ fn rolling_update(client: &Client, made: &mut Made, version: &str) -> anyhow::Re
     eprintln!("== a rolling update with tasks running");
     let next = format!("airlock-server:{version}-next");
     run_loud(Command::new("docker").args(["tag", &crate::image::server_tag(), &next]))?;
-    let host = client
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
-    let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
-    made.clients.extend(children);
-    wait_for("tasks running", Duration::from_mins(1), || {
+    let host = client.host.clone();
+    // All four admitted (running, or already done) before the update starts: one still on its
+    // way could reach a replica that is already draining, which refuses new work (that is not a
+    // cut-off task).
+    let admitted = || -> u64 {
         replicas()
             .iter()
-            .map(|r| replica_metric(r, &host, &client.token, "airlock_tasks_running"))
-            .sum::<u64>()
-            >= 2
+            .map(|r| {
+                replica_metric(r, &host, &client.token, "airlock_tasks_running")
+                    + replica_metric(r, &host, &client.token, "airlock_tasks_finished_total")
+            })
+            .sum()
+    };
+    let before = admitted();
+    let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
+    made.clients.extend(children);
+    wait_for("all four tasks admitted", Duration::from_mins(1), || {
+        admitted() >= before + 4
     })?;
     run_loud(Command::new("docker").args([
         "service",
@@ -595,9 +612,10 @@ fn rolling_update(client: &Client, made: &mut Made, version: &str) -> anyhow::Re
         &next,
         &format!("{STACK}_airlock"),
     ]))?;
-    let results: Vec<bool> = made.clients.drain(..).map(Client::finished).collect();
-    if results.iter().any(|ok| !ok) {
-        bail!("a task was cut off by the rolling update: {results:?}");
+    let results: Vec<Result<String, String>> =
+        made.clients.drain(..).map(Client::outcome).collect();
+    if let Some(Err(failure)) = results.iter().find(|r| r.is_err()) {
+        bail!("a task was cut off by the rolling update: {failure}");
     }
     wait_for("the update to finish", Duration::from_mins(4), || {
         output(Command::new("docker").args([

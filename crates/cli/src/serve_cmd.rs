@@ -428,8 +428,9 @@ struct Stopping {
 }
 
 impl Stopping {
-    /// Drain: refuse new work, give running tasks and leases the drain time, then end them and
-    /// wait for their cleanup; stop accepting; give open connections a moment.
+    /// Drain: refuse new work and give running tasks and leases the drain time; stop accepting
+    /// and let each open connection finish the answer it is writing; then end what still runs
+    /// and wait for its cleanup.
     async fn run(self, accepting: tokio::task::JoinHandle<()>) {
         let name = self.name;
         self.gate.drain();
@@ -442,15 +443,18 @@ impl Stopping {
                 self.drain_timeout.as_secs()
             );
         }
-        // Cancels what still runs, ends every --direct session's browser and every CDP lease.
+        // A task that finished has freed its slot before its result is written to its client:
+        // each connection finishes the answer it is on (bounded), and only then is anything
+        // cancelled, or a stream would end without the result it was about to carry.
+        self.stop_accepting.cancel();
+        let _ = accepting.await;
+        self.connections.close();
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.connections.wait()).await;
+        // Cancels what still runs, ends every --direct session's browser, every CDP lease and
+        // the MCP streams still open.
         self.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
-        self.stop_accepting.cancel();
-        let _ = accepting.await;
-        // Open connections (idle keep-alives, SSE streams) get a moment, then are dropped.
-        self.connections.close();
-        let _ = tokio::time::timeout(CLOSE_GRACE, self.connections.wait()).await;
     }
 }
 

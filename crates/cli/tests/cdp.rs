@@ -184,14 +184,7 @@ fn playwright_drives_the_sealed_browser_and_the_seal_holds() {
 
     served.wait_for_log("a CDP lease ended");
     assert!(containers_of(served.child.id()).is_empty());
-    let metrics = request(
-        served.port,
-        "GET",
-        "/metrics",
-        &[&format!("authorization: Bearer {TOKEN}")],
-        "",
-    )
-    .1;
+    let metrics = served.metrics(TOKEN);
     assert!(
         metric(
             &metrics,
@@ -518,14 +511,7 @@ fn the_guard_answers_raw_messages_and_the_limits_end_leases() {
         "{out}"
     );
     served.wait_for_log("a CDP lease ended");
-    let metrics = request(
-        served.port,
-        "GET",
-        "/metrics",
-        &[&format!("authorization: Bearer {TOKEN}")],
-        "",
-    )
-    .1;
+    let metrics = served.metrics(TOKEN);
     assert_eq!(
         metric(&metrics, "airlock_cdp_leases_ended_total{reason=\"idle\"}"),
         1,

@@ -111,6 +111,18 @@ impl Served {
         }
     }
 
+    /// Its `/metrics` text, asked with this token.
+    pub fn metrics(&self, token: &str) -> String {
+        request(
+            self.port,
+            "GET",
+            "/metrics",
+            &[&format!("authorization: Bearer {token}")],
+            "",
+        )
+        .1
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
