@@ -460,51 +460,54 @@ impl Stopping {
 
 fn router(app: App, settings: Arc<Settings>) -> Router {
     let mcp = mcp_service(&app, settings);
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+    let routes = common_routes()
         .route("/v1/schema", get(|| async { tasks_api::schema() }))
         .route("/v1/tasks", post(tasks))
-        .route("/cdp", get(cdp::connect))
-        .route("/cdp/json/version", get(cdp::version))
-        .route("/cdp/json/version/", get(cdp::version))
-        .route("/json/version", get(cdp::version))
-        .route("/json/version/", get(cdp::version))
         .nest_service("/mcp", mcp)
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
                 "no such path: the endpoints are /mcp, /v1/tasks, /v1/schema, /cdp, /json/version, /healthz, /readyz and /metrics",
             )
-        })
-        .layer(middleware::from_fn_with_state(app.clone(), checks))
-        // Every body (a task's, an MCP message's) must arrive within the time limit: a client
-        // that trickles one holds a connection no longer than that.
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
-        .with_state(app)
+        });
+    guarded(routes, app)
 }
 
 /// `airlock cdp`: the CDP endpoint, its discovery, and the probes.
 fn cdp_router(app: App) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+    let routes = common_routes()
         .route("/", get(cdp::connect))
-        .route("/cdp", get(cdp::connect))
-        .route("/cdp/json/version", get(cdp::version))
-        .route("/cdp/json/version/", get(cdp::version))
-        .route("/json/version", get(cdp::version))
-        .route("/json/version/", get(cdp::version))
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
                 "no such path: this is `airlock cdp`; the endpoints are /cdp (WebSocket), /json/version, /healthz, /readyz and /metrics",
             )
-        })
+        });
+    guarded(routes, app)
+}
+
+/// What both servers offer: the probes, the metrics, and the CDP endpoint with its discovery.
+fn common_routes() -> Router<App> {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/cdp", get(cdp::connect))
+        .route("/cdp/json/version", get(cdp::version))
+        .route("/cdp/json/version/", get(cdp::version))
+        .route("/json/version", get(cdp::version))
+        .route("/json/version/", get(cdp::version))
+}
+
+/// Every route behind the checks and the body time limit.
+fn guarded(routes: Router<App>, app: App) -> Router {
+    routes
         .layer(middleware::from_fn_with_state(app.clone(), checks))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
+        // Every body (a task's, an MCP message's) must arrive within the time limit: a client
+        // that trickles one holds a connection no longer than that.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            BODY_TIMEOUT,
+        ))
         .with_state(app)
 }
 
