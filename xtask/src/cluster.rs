@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::util::{output, run_loud, succeeds, workspace_root};
+use crate::util::{free_port, output, run_loud, succeeds, workspace_root};
 
 /// The stack's name; its services are `airlock-ci_airlock`, `_balancer`, `_lab`.
 const STACK: &str = "airlock-ci";
@@ -332,18 +332,7 @@ fn random_token() -> anyhow::Result<String> {
     fs::File::open("/dev/urandom")
         .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut bytes))
         .context("reading /dev/urandom")?;
-    Ok(bytes.iter().fold(String::new(), |mut hex, b| {
-        use std::fmt::Write as _;
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{b:02x}");
-        hex
-    }))
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(crate::image::hex(&bytes))
 }
 
 /// Poll `done` (a cluster converges on its own schedule; there is no event to wait on) until it

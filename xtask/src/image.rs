@@ -252,7 +252,8 @@ fn built_fingerprint(tag: &str) -> Option<String> {
         .filter(|label| !label.is_empty() && label != "<no value>")
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as lower-case hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut hex = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
         use std::fmt::Write;

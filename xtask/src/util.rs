@@ -76,3 +76,10 @@ pub fn egress_dirs() -> std::collections::BTreeSet<String> {
         .filter(|name| name.starts_with("airlock-egress-"))
         .collect()
 }
+
+/// A port on 127.0.0.1 that nothing listens on right now.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

@@ -109,8 +109,9 @@ impl Pipe {
         let answered = async {
             self.send(&probe).await?;
             while let Some(message) = self.next_message().await {
-                let message = message?;
-                if message.starts_with(&format!("{{\"id\":{READY_PROBE_ID},")) {
+                // Events may come first; only the probe's own answer ends the wait.
+                let answer: Option<serde_json::Value> = serde_json::from_str(&message?).ok();
+                if answer.and_then(|a| a.get("id")?.as_i64()) == Some(READY_PROBE_ID) {
                     return Ok(true);
                 }
             }

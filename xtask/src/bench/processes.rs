@@ -2,7 +2,6 @@
 //! to wait for, and agent-browser with the image's Chromium flags.
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,9 +21,7 @@ impl Drop for Children {
     }
 }
 
-pub(super) fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
+pub(super) use crate::util::free_port;
 
 /// Wait (bounded) until something accepts connections on the port.
 pub(super) fn wait_for_port(port: u16, what: &str) -> anyhow::Result<()> {
