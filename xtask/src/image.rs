@@ -5,7 +5,8 @@
 //! or with `--offline-base`) it is made from Debian packages with `debootstrap` and `docker import`,
 //! and cached as `airlock-base:bookworm`. agent-browser's npm tarball is fetched on the host and
 //! checked against the checksum pinned in `docker/Dockerfile`, so the build itself needs no npm.
-//! `airlock-relay` is built here from `crates/relay` as a static binary (it runs on any base).
+//! `airlock-relay` and `airlock-runner` are built here from `crates/` as static binaries (they run
+//! on any base).
 
 use std::fs;
 use std::io::Read;
@@ -140,8 +141,8 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
         return run_server(args, &root);
     }
     let tag = args.tag.clone().unwrap_or_else(default_tag);
-    let relay = build_relay(&root)?;
-    let fingerprint = context_fingerprint(&root, &relay)?;
+    let binaries = build_in_container_binaries(&root)?;
+    let fingerprint = context_fingerprint(&root, &binaries)?;
     if !args.force && built_fingerprint(&tag).as_deref() == Some(fingerprint.as_str()) {
         eprintln!("image {tag} is up to date with docker/ (use --force to rebuild)");
         return Ok(());
@@ -149,7 +150,7 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let pins = Pins::read(&root.join("docker/Dockerfile"))?;
     let base = resolve_base(args, &root)?;
-    let context = prepare_context(&root, &pins, &relay)?;
+    let context = prepare_context(&root, &pins, &binaries)?;
 
     let mut build = docker_build(&base, &fingerprint, &tag, &context);
     eprintln!("[3/3] building {tag} on {base}");
@@ -181,10 +182,14 @@ fn docker_build(base: &str, fingerprint: &str, tag: &str, context: &Path) -> Com
 /// The label that records which docker/ files an image was built from.
 const FINGERPRINT_LABEL: &str = "airlock.context";
 
-/// `airlock-relay` for this machine's architecture, linked statically so it needs nothing from the
-/// image's libc. Built in its own target directory: the static flag must not touch the workspace's
-/// ordinary build.
-fn build_relay(root: &Path) -> anyhow::Result<PathBuf> {
+/// The programs the image runs that are built here: `airlock-relay` (the proxy endpoint) and
+/// `airlock-runner` (the command runner).
+const IN_CONTAINER_BINARIES: [&str; 2] = ["airlock-relay", "airlock-runner"];
+
+/// The in-container binaries for this machine's architecture, linked statically so they need
+/// nothing from the image's libc. Built in their own target directory: the static flag must not
+/// touch the workspace's ordinary build.
+fn build_in_container_binaries(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let version = output(Command::new("rustc").arg("-vV"))?;
     let triple = version
         .lines()
@@ -193,21 +198,18 @@ fn build_relay(root: &Path) -> anyhow::Result<PathBuf> {
         .trim()
         .to_owned();
     let target_dir = root.join("target/relay");
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--release"]);
+    for name in IN_CONTAINER_BINARIES {
+        build.args(["-p", name, "--bin", name]);
+    }
     run_loud(
-        Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "airlock-relay",
-                "--bin",
-                "airlock-relay",
-            ])
+        build
             .args(["--target", &triple])
             .env("CARGO_TARGET_DIR", &target_dir)
-            // With an explicit --target these flags reach only the relay, not build scripts or
-            // proc macros. The path remap keeps this checkout's location out of the binary, so
-            // every checkout builds the same bytes (and the same image fingerprint).
+            // With an explicit --target these flags reach only these binaries, not build scripts
+            // or proc macros. The path remap keeps this checkout's location out of the binaries,
+            // so every checkout builds the same bytes (and the same image fingerprint).
             .env(
                 "RUSTFLAGS",
                 format!(
@@ -216,12 +218,16 @@ fn build_relay(root: &Path) -> anyhow::Result<PathBuf> {
                 ),
             ),
     )?;
-    Ok(target_dir.join(triple).join("release/airlock-relay"))
+    let release = target_dir.join(triple).join("release");
+    Ok(IN_CONTAINER_BINARIES
+        .iter()
+        .map(|name| release.join(name))
+        .collect())
 }
 
-/// sha256 over the files in docker/ and the relay binary, so a changed Dockerfile, entrypoint,
-/// policy or relay rebuilds.
-fn context_fingerprint(root: &Path, relay: &Path) -> anyhow::Result<String> {
+/// sha256 over the files in docker/ and the in-container binaries, so a changed Dockerfile,
+/// entrypoint, policy, relay or runner rebuilds.
+fn context_fingerprint(root: &Path, binaries: &[PathBuf]) -> anyhow::Result<String> {
     let mut names: Vec<PathBuf> = fs::read_dir(root.join("docker"))
         .context("reading docker/")?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -238,8 +244,15 @@ fn context_fingerprint(root: &Path, relay: &Path) -> anyhow::Result<String> {
         );
         hasher.update(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
     }
-    hasher.update(b"airlock-relay");
-    hasher.update(fs::read(relay).with_context(|| format!("reading {}", relay.display()))?);
+    for binary in binaries {
+        hasher.update(
+            binary
+                .file_name()
+                .map(std::ffi::OsStr::as_encoded_bytes)
+                .unwrap_or_default(),
+        );
+        hasher.update(fs::read(binary).with_context(|| format!("reading {}", binary.display()))?);
+    }
     Ok(hex(&hasher.finalize()))
 }
 
@@ -357,8 +370,9 @@ fn build_local_base(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// target/airlock-image: the docker/ files, agent-browser's checked tarball and the relay.
-fn prepare_context(root: &Path, pins: &Pins, relay: &Path) -> anyhow::Result<PathBuf> {
+/// target/airlock-image: the docker/ files, agent-browser's checked tarball and the in-container
+/// binaries.
+fn prepare_context(root: &Path, pins: &Pins, binaries: &[PathBuf]) -> anyhow::Result<PathBuf> {
     eprintln!("[2/3] build context with agent-browser {}", pins.version);
     let context = root.join("target/airlock-image");
     fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
@@ -396,7 +410,13 @@ fn prepare_context(root: &Path, pins: &Pins, relay: &Path) -> anyhow::Result<Pat
     }
     fs::copy(&tarball, context.join("agent-browser.tgz"))
         .context("copying the agent-browser tarball")?;
-    fs::copy(relay, context.join("airlock-relay")).context("copying airlock-relay")?;
+    for binary in binaries {
+        let name = binary
+            .file_name()
+            .context("an in-container binary has no file name")?;
+        fs::copy(binary, context.join(name))
+            .with_context(|| format!("copying {}", binary.display()))?;
+    }
     Ok(context)
 }
 

@@ -6,7 +6,7 @@
 //! level, each session's time to its first snapshot and the containers' memory. `bench pageload
 //! LOADS URL` opens URL LOADS times in one session and prints Chromium's own load-event times.
 //! `bench warmpool ROUNDS URL` measures task requested → first snapshot with a browser taken
-//! from a warm pool (and the warm browser's idle memory); `bench pooltasks N URL` runs N one-page
+//! from a warm pool, its phases and Chromium's own load time (and the warm browser's idle memory); `bench pooltasks N URL` runs N one-page
 //! tasks back to back with a pool of `AIRLOCK_BENCH_POOL` browsers (`{n}` in URL names a fresh
 //! page per task). `bench context 1 BASE` runs the context-economy tasks over the corpus under BASE (a fixed
 //! worker strategy, cut against paged) and prints one JSON line per page and strategy, plus one
@@ -227,11 +227,20 @@ async fn warm_pool_round(url: &str) -> serde_json::Value {
     assert!(session.warm, "the session did not come from the pool");
     let started = requested.elapsed();
     call(&session, json!(["open", url])).await;
+    let opened = requested.elapsed();
     call(&session, json!(["snapshot"])).await;
     let first_snapshot = requested.elapsed();
+    // Chromium's own account of the navigation (after the measurement, so it costs nothing).
+    let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
+    let load = call(&session, json!(["eval", script])).await;
+    let started_ms = millis(started);
+    let open_ms = millis(opened) - started_ms;
+    let snapshot_ms = millis(first_snapshot) - millis(opened);
     session.dispose.dispose().await;
     driver.shutdown().await;
-    json!({"warm_pool_ms": millis(first_snapshot), "take_ms": millis(started), "warm_idle_mib": idle_mib})
+    json!({"warm_pool_ms": millis(first_snapshot), "take_ms": started_ms, "open_ms": open_ms,
+        "snapshot_ms": snapshot_ms, "load_ms": load.text.trim().parse::<f64>().ok(),
+        "warm_idle_mib": idle_mib})
 }
 
 /// Tasks of one heavy page each, back to back, with a pool of `AIRLOCK_BENCH_POOL` browsers:

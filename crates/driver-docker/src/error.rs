@@ -109,6 +109,16 @@ pub enum DockerError {
         /// What agent-browser printed on stderr.
         stderr: String,
     },
+    /// The exec that starts the session's command runner could not be made or attached.
+    #[error(
+        "starting the command runner in the task container failed: {0}; `docker info` shows whether the daemon is healthy"
+    )]
+    RunnerExec(#[source] bollard::errors::Error),
+    /// Docker started the runner's exec detached, so its answers cannot be read.
+    #[error(
+        "docker started the command runner detached, so its answers cannot be read; check the Docker daemon's version (20.10 or later)"
+    )]
+    RunnerDetached,
     /// The exec that starts a CDP browser could not be made or attached.
     #[error(
         "starting the CDP browser in its container failed: {0}; `docker info` shows whether the daemon is healthy"

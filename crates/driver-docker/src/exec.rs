@@ -39,6 +39,11 @@ pub enum ExecError {
     /// Docker started the exec detached although it was asked to attach: nothing can be read.
     #[error("docker started the command detached, so its output and exit code cannot be read")]
     Detached,
+    /// The session's command runner ended while the command was in flight; it may have run.
+    #[error(
+        "the browser's command runner ended while the command ran ({0}), so whether it ran is unknown; check the page before repeating it"
+    )]
+    RunnerLost(String),
     /// The command's output ended but Docker reports no exit code for it.
     #[error("docker reported no exit code for the command (still running: {running:?})")]
     NoExitCode {

@@ -22,6 +22,7 @@ mod error;
 mod exec;
 mod owner;
 mod pool;
+mod runner;
 mod spec;
 mod tool;
 
@@ -40,6 +41,7 @@ use bollard::Docker;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
+use tokio_util::sync::CancellationToken;
 
 pub use cdp::{CdpBrowser, CdpError, MAX_BROWSER_MESSAGE_BYTES};
 pub use error::DockerError;
@@ -335,18 +337,7 @@ impl DockerDriver {
         if let Some(pool) = self.pool.get()
             && let Some(prepared) = pool.take().await
         {
-            match self
-                .maker
-                .set_cpu_weight(&prepared.name, TASK_CPU_SHARES)
-                .await
-            {
-                Ok(()) => return Ok(self.maker.bind(prepared, context, true)),
-                // Gone between the check and now: the task starts cold instead.
-                Err(error) => {
-                    tracing::warn!(%error, "a warm session could not be given to the task; starting cold");
-                    prepared.dispose().await;
-                }
-            }
+            return Ok(self.maker.bind(prepared, context, true));
         }
         let lifetime = context.limits.timeout + self.config.lifetime_grace;
         let prepared = self
@@ -364,17 +355,7 @@ impl DockerDriver {
             && lease <= self.config.pool.cdp_lease
             && let Some(prepared) = pool.take().await
         {
-            match self
-                .maker
-                .set_cpu_weight(&prepared.name, TASK_CPU_SHARES)
-                .await
-            {
-                Ok(()) => return Ok(prepared.into_cdp(true)),
-                Err(error) => {
-                    tracing::warn!(%error, "a warm CDP browser could not be leased; starting cold");
-                    prepared.dispose().await;
-                }
-            }
+            return Ok(prepared.into_cdp(true));
         }
         let lifetime = lease + self.config.lifetime_grace;
         let prepared = self.maker.prepare(lifetime, false, Kind::Cdp).await?;
@@ -495,6 +476,11 @@ pub(crate) struct Prepared {
     name: String,
     guide: String,
     pending: tool::PendingRefusals,
+    /// How the session's commands run (agent-browser sessions; a CDP session runs none).
+    commands: runner::Commands,
+    /// Cancelled once the task that takes this session has its first answer, or has ended: the
+    /// pool's refill waits for it (see `pool`).
+    pub(crate) first_answer: CancellationToken,
     pipe: Option<cdp::Pipe>,
     pub(crate) made_at: std::time::Instant,
 }
@@ -528,8 +514,11 @@ impl Prepared {
             name,
             pending,
             pipe,
+            first_answer,
             ..
         } = self;
+        // A CDP client's first page is its own business; the refill need not wait for it.
+        first_answer.cancel();
         pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -596,6 +585,7 @@ impl Maker {
             proxy: Some(proxy),
             failed_removals: Arc::clone(&self.failed_removals),
             context: None,
+            first_answer: None,
         };
         let create = CreateContainerOptionsBuilder::default().name(&name).build();
         self.docker
@@ -604,7 +594,7 @@ impl Maker {
             .map_err(DockerError::CreateContainer)?;
         made.container = Some(name.clone());
         if warm {
-            // Made beside a running task: it yields the CPU to it until a task takes it.
+            // Made beside a running task: it yields the CPU to it while its browser starts.
             self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
         }
         self.docker
@@ -612,27 +602,45 @@ impl Maker {
             .await
             .map_err(DockerError::StartContainer)?;
 
-        let (guide, pipe) = match kind {
+        let (guide, commands, pipe) = match kind {
             Kind::AgentBrowser => {
-                let guide = self.wait_for_relay_then(&name, AFTER_RELAY_GUIDE).await?;
+                // One exec for the runner; every command after it is a process spawn inside.
+                let runner = runner::Runner::launch(&self.docker, &name).await?;
+                let commands = runner::Commands::new(
+                    self.docker.clone(),
+                    name.clone(),
+                    Some(Arc::new(runner)),
+                );
+                let guide = self
+                    .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
+                    .await?;
                 if warm {
-                    self.launch_browser(&name).await?;
+                    self.launch_browser(&commands).await?;
                 }
-                (guide, None)
+                (guide, commands, None)
             }
             Kind::Cdp => {
-                self.wait_for_relay_then(&name, AFTER_RELAY_NOTHING).await?;
+                let commands = runner::Commands::new(self.docker.clone(), name.clone(), None);
+                self.wait_for_relay_then(&commands, AFTER_RELAY_NOTHING)
+                    .await?;
                 let mut pipe = cdp::Pipe::launch(&self.docker, &name).await?;
                 pipe.wait_until_answering(self.config.command_timeout)
                     .await?;
-                (String::new(), Some(pipe))
+                (String::new(), commands, Some(pipe))
             }
         };
+        if warm {
+            // Started, and idle until taken: its full weight back now, so the take that hands it
+            // to a task (and which a task waits on) asks Docker for nothing more.
+            self.set_cpu_weight(&name, TASK_CPU_SHARES).await?;
+        }
         Ok(Prepared {
             made,
             name,
             guide,
             pending,
+            commands,
+            first_answer: CancellationToken::new(),
             pipe,
             made_at: std::time::Instant::now(),
         })
@@ -647,9 +655,10 @@ impl Maker {
     ) -> BrowserSession {
         let Prepared {
             mut made,
-            name,
             guide,
             pending,
+            commands,
+            first_answer,
             ..
         } = prepared;
         // What the proxy saw before the task (Chromium's own start-up requests) is not the task's.
@@ -662,9 +671,10 @@ impl Maker {
             );
         }
         made.context = Some(context.clone());
+        made.first_answer = Some(first_answer.clone());
         let tool = tool::AgentBrowserTool {
-            docker: self.docker.clone(),
-            container: name,
+            commands,
+            first_answer,
             context,
             pending,
             command_timeout: self.config.command_timeout,
@@ -681,22 +691,16 @@ impl Maker {
     }
 
     /// Launch Chromium on `about:blank`: the launch a task's first command would do.
-    async fn launch_browser(&self, container: &str) -> Result<(), DriverError> {
+    async fn launch_browser(&self, commands: &runner::Commands) -> Result<(), DriverError> {
         let command = [
             "agent-browser".to_owned(),
             "open".to_owned(),
             "about:blank".to_owned(),
         ];
-        let result = exec::run(
-            &self.docker,
-            container,
-            &command,
-            None,
-            self.config.command_timeout,
-            64 * 1024,
-        )
-        .await
-        .map_err(DockerError::GuideExec)?;
+        let result = commands
+            .run(&command, None, self.config.command_timeout, 64 * 1024)
+            .await
+            .map_err(DockerError::GuideExec)?;
         if result.exit_code != 0 {
             return Err(DockerError::GuideFailed {
                 stderr: String::from_utf8_lossy(&result.stderr).trim().to_owned(),
@@ -738,7 +742,7 @@ impl Maker {
     /// every task's start, and the browser never starts before its one way out exists.
     async fn wait_for_relay_then(
         &self,
-        container: &str,
+        commands: &runner::Commands,
         then: &str,
     ) -> Result<String, DriverError> {
         let script = format!(
@@ -750,16 +754,10 @@ impl Maker {
              {then}"
         );
         let command = ["sh".to_owned(), "-c".to_owned(), script];
-        let result = exec::run(
-            &self.docker,
-            container,
-            &command,
-            None,
-            Duration::from_secs(30),
-            512 * 1024,
-        )
-        .await
-        .map_err(DockerError::GuideExec)?;
+        let result = commands
+            .run(&command, None, Duration::from_secs(30), 512 * 1024)
+            .await
+            .map_err(DockerError::GuideExec)?;
         match result.exit_code {
             0 => Ok(String::from_utf8_lossy(&result.stdout).into_owned()),
             RELAY_NOT_READY_EXIT => Err(DockerError::RelayNotReady.into()),
@@ -771,10 +769,10 @@ impl Maker {
     }
 }
 
-/// A warm container's CPU weight while it waits: an eighth of a task's, so starting the next
-/// browser does not slow the page the running task is loading.
+/// A warm container's CPU weight while its browser starts: an eighth of a task's, so starting the
+/// next browser does not slow the page the running task is loading.
 const BACKGROUND_CPU_SHARES: i64 = 128;
-/// Docker's default CPU weight, which a warm container gets back when a task takes it.
+/// Docker's default CPU weight, which a warm container gets back once its browser is up.
 const TASK_CPU_SHARES: i64 = 1024;
 
 /// After the relay is ready: print agent-browser's guide (an agent-browser session).
@@ -840,10 +838,15 @@ struct Made {
     failed_removals: Arc<Mutex<Vec<String>>>,
     /// Where the proxy's byte counts go when it stops (once a task has the session).
     context: Option<TaskContext>,
+    /// The session's first-answer signal (once a task has it): an ended task has had its say.
+    first_answer: Option<CancellationToken>,
 }
 
 impl Made {
     async fn undo(&mut self) {
+        if let Some(first_answer) = &self.first_answer {
+            first_answer.cancel();
+        }
         if let (Some(proxy), Some(context)) = (&self.proxy, &self.context) {
             let stats = proxy.stats();
             context.record_egress_bytes(airlock_worker::EgressBytes {

@@ -3,6 +3,10 @@
 //! `max_age`, and backs off (remembering why) when it cannot make one. Taking checks that the
 //! session still answers; a dead one is removed and the next (or a cold start) is used instead,
 //! so the task never notices.
+//!
+//! A refill does not start while the task that took a session waits for its first answer (at most
+//! [`REFILL_WAIT_LIMIT`]): making a browser beside that first page load competed with it for the
+//! CPU, and a model's thinking time after it is idle CPU the refill can use instead.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +21,8 @@ use crate::{Kind, Maker, Prepared};
 /// How long the filler waits after a failure, at first and at most.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The longest a refill waits for the taking task's first answer.
+pub(crate) const REFILL_WAIT_LIMIT: Duration = Duration::from_secs(3);
 
 /// Ready sessions and the task that keeps them ready.
 pub(crate) struct Pool {
@@ -35,6 +41,8 @@ struct Shared {
     ready: Mutex<VecDeque<Prepared>>,
     /// Wakes the filler when a session is taken.
     taken: Notify,
+    /// Cancelled when the task that took the last session has its first answer.
+    last_taken: Mutex<Option<CancellationToken>>,
     stop: CancellationToken,
     last_error: Mutex<Option<String>>,
 }
@@ -61,6 +69,7 @@ impl Pool {
             kind,
             ready: Mutex::new(VecDeque::new()),
             taken: Notify::new(),
+            last_taken: Mutex::new(None),
             stop: CancellationToken::new(),
             last_error: Mutex::new(None),
         });
@@ -76,16 +85,21 @@ impl Pool {
     pub(crate) async fn take(&self) -> Option<Prepared> {
         loop {
             let candidate = lock(&self.shared.ready).pop_front();
-            self.shared.taken.notify_one();
-            let mut prepared = candidate?;
-            if prepared.made_at.elapsed() >= self.shared.max_age {
-                prepared.dispose().await;
-                continue;
-            }
-            if prepared.answers(&self.shared.maker).await {
+            let Some(mut prepared) = candidate else {
+                self.shared.taken.notify_one();
+                return None;
+            };
+            if prepared.made_at.elapsed() < self.shared.max_age
+                && prepared.answers(&self.shared.maker).await
+            {
+                *lock(&self.shared.last_taken) = Some(prepared.first_answer.clone());
+                self.shared.taken.notify_one();
                 return Some(prepared);
             }
-            tracing::warn!(container = %prepared.name, "a warm session no longer answered; it is replaced");
+            if prepared.made_at.elapsed() < self.shared.max_age {
+                tracing::warn!(container = %prepared.name, "a warm session no longer answered; it is replaced");
+            }
+            self.shared.taken.notify_one();
             prepared.dispose().await;
         }
     }
@@ -172,7 +186,16 @@ async fn fill(shared: Arc<Shared>) {
             .front()
             .map_or(Duration::ZERO, |prepared| prepared.made_at.elapsed());
         tokio::select! {
-            () = shared.taken.notified() => {}
+            () = shared.taken.notified() => {
+                let first_answer = lock(&shared.last_taken).take();
+                if let Some(first_answer) = first_answer {
+                    tokio::select! {
+                        () = first_answer.cancelled() => {}
+                        () = tokio::time::sleep(REFILL_WAIT_LIMIT) => {}
+                        () = shared.stop.cancelled() => return,
+                    }
+                }
+            }
             () = tokio::time::sleep(shared.max_age.saturating_sub(oldest_age)) => {}
             () = shared.stop.cancelled() => return,
         }

@@ -11,12 +11,13 @@ use airlock_worker::{
     ToolOutput,
 };
 use base64::Engine;
-use bollard::Docker;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::exec::{self, TIMED_OUT_EXIT};
+use crate::exec::{ExecError, TIMED_OUT_EXIT};
+use crate::runner::Commands;
+use tokio_util::sync::CancellationToken;
 
 /// The tool's input, as the model writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -44,8 +45,9 @@ const DESCRIPTION: &str = "Run one agent-browser command in your sealed browser.
 pub(crate) type PendingRefusals = Arc<Mutex<Vec<ProxyEvent>>>;
 
 pub(crate) struct AgentBrowserTool {
-    pub(crate) docker: Docker,
-    pub(crate) container: String,
+    pub(crate) commands: Commands,
+    /// Cancelled after the first command's answer: the warm pool's refill waits for it.
+    pub(crate) first_answer: CancellationToken,
     pub(crate) context: TaskContext,
     pub(crate) pending: PendingRefusals,
     pub(crate) command_timeout: Duration,
@@ -68,7 +70,9 @@ impl Tool for AgentBrowserTool {
                     )));
                 }
             };
-            let mut output = self.run(input).await?;
+            let output = self.run(input).await;
+            self.first_answer.cancel();
+            let mut output = output?;
             self.append_refusals(&mut output);
             Ok(output)
         })
@@ -106,16 +110,21 @@ impl AgentBrowserTool {
             }
             None => command.extend(input.args.iter().cloned()),
         }
-        let result = exec::run(
-            &self.docker,
-            &self.container,
-            &command,
-            input.stdin.as_deref().map(str::as_bytes),
-            self.command_timeout,
-            self.max_output_bytes,
-        )
-        .await
-        .map_err(ToolFailure::new)?;
+        let result = match self
+            .commands
+            .run(
+                &command,
+                input.stdin.as_deref().map(str::as_bytes),
+                self.command_timeout,
+                self.max_output_bytes,
+            )
+            .await
+        {
+            Ok(result) => result,
+            // The worker can act on this one: look at the page before repeating the command.
+            Err(lost @ ExecError::RunnerLost(_)) => return Ok(ToolOutput::error(lost.to_string())),
+            Err(error) => return Err(ToolFailure::new(error)),
+        };
 
         let mut text = String::from_utf8_lossy(&result.stdout)
             .trim_end()
@@ -167,26 +176,26 @@ impl AgentBrowserTool {
     async fn read_screenshot(&self, path: &str) -> Result<Image, ToolFailure> {
         // base64 keeps the bytes intact through Docker's stream framing; 4/3 overhead plus slack.
         let cap = self.context.limits.max_screenshot_bytes * 4 / 3 + 1024;
-        let read = exec::run(
-            &self.docker,
-            &self.container,
-            &["base64".to_owned(), "-w0".to_owned(), path.to_owned()],
-            None,
-            Duration::from_secs(10),
-            cap.max(16 * 1024 * 1024),
-        )
-        .await
-        .map_err(ToolFailure::new)?;
+        let read = self
+            .commands
+            .run(
+                &["base64".to_owned(), "-w0".to_owned(), path.to_owned()],
+                None,
+                Duration::from_secs(10),
+                cap.max(16 * 1024 * 1024),
+            )
+            .await
+            .map_err(ToolFailure::new)?;
         // The file is ours alone; leaving it would only fill the tmpfs.
-        let _ = exec::run(
-            &self.docker,
-            &self.container,
-            &["rm".to_owned(), "-f".to_owned(), path.to_owned()],
-            None,
-            Duration::from_secs(5),
-            1024,
-        )
-        .await;
+        let _ = self
+            .commands
+            .run(
+                &["rm".to_owned(), "-f".to_owned(), path.to_owned()],
+                None,
+                Duration::from_secs(5),
+                1024,
+            )
+            .await;
         if read.exit_code != 0 {
             return Err(ToolFailure::new(format!(
                 "reading the screenshot failed: {}",
@@ -252,14 +261,15 @@ mod tests {
     fn tool(dir: &tempfile::TempDir) -> AgentBrowserTool {
         let socket = dir.path().join("docker.sock");
         std::fs::write(&socket, "").unwrap();
+        let docker = bollard::Docker::connect_with_unix(
+            socket.to_str().unwrap(),
+            5,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .unwrap();
         AgentBrowserTool {
-            docker: Docker::connect_with_unix(
-                socket.to_str().unwrap(),
-                5,
-                bollard::API_DEFAULT_VERSION,
-            )
-            .unwrap(),
-            container: "never-used".to_owned(),
+            commands: Commands::new(docker, "never-used".to_owned(), None),
+            first_answer: CancellationToken::new(),
             context: TaskContext::new(CancellationToken::new(), TaskLimits::default()),
             pending: PendingRefusals::default(),
             command_timeout: Duration::from_secs(5),

@@ -26,6 +26,7 @@ pub(super) fn startup(
     );
     let mut phases: Vec<serde_json::Value> = Vec::new();
     let (mut pooled, mut idle_mib) = (Samples::default(), Vec::new());
+    let mut warm_phases: Vec<serde_json::Value> = Vec::new();
     let mut bare_fresh = Samples::default();
     for round in 0..total_rounds(rounds) {
         let record = !is_warmup(round);
@@ -37,6 +38,7 @@ pub(super) fn startup(
                     let field = |key: &str| value.as_ref().and_then(|v| v[key].as_f64());
                     pooled.record(field("warm_pool_ms"));
                     idle_mib.extend(field("warm_idle_mib"));
+                    warm_phases.extend(value);
                 }
                 continue;
             }
@@ -111,8 +113,50 @@ pub(super) fn startup(
             "\nA warm browser waiting in the pool (container, relay, agent-browser, Chromium on about:blank) holds {mib:.0} MiB (median, `docker stats`)."
         );
     }
-    phases_table(report, &phases);
+    phase_tables(report, &phases, &warm_phases);
     let _ = writeln!(report);
+}
+
+/// Where a cold start and a start from the warm pool go.
+fn phase_tables(
+    report: &mut String,
+    phases: &[serde_json::Value],
+    warm_phases: &[serde_json::Value],
+) {
+    phases_table(
+        report,
+        "Where Airlock's cold start goes",
+        phases,
+        &[
+            (
+                "session_start_ms",
+                "session start: proxy, container create + start, runner, relay ready, guide",
+            ),
+            (
+                "first_open_ms",
+                "first open: agent-browser daemon, Chromium launch, navigation",
+            ),
+            ("first_snapshot_ms", "first snapshot"),
+            ("dispose_ms", "dispose (after the measurement)"),
+        ],
+    );
+    phases_table(
+        report,
+        "Where a start from the warm pool goes",
+        warm_phases,
+        &[
+            (
+                "take_ms",
+                "take: a ready session, its container checked (one inspect)",
+            ),
+            ("open_ms", "first open: the navigation"),
+            (
+                "load_ms",
+                "of which Chromium's own load time (navigation start → load event)",
+            ),
+            ("snapshot_ms", "first snapshot"),
+        ],
+    );
 }
 
 /// The bench example's one JSON line, run as the test user.
@@ -127,23 +171,17 @@ fn example_line(example: &Path, args: &[&str]) -> Option<serde_json::Value> {
     .and_then(|line| serde_json::from_str(line.trim()).ok())
 }
 
-/// Where Airlock's cold start goes: the median of each phase.
-fn phases_table(report: &mut String, phases: &[serde_json::Value]) {
-    let _ = writeln!(report, "\nWhere Airlock's cold start goes (medians):\n");
+/// The median of each phase, one row each.
+fn phases_table(
+    report: &mut String,
+    title: &str,
+    phases: &[serde_json::Value],
+    rows: &[(&str, &str)],
+) {
+    let _ = writeln!(report, "\n{title} (medians):\n");
     let _ = writeln!(report, "| phase | ms |\n|---|---|");
-    for (key, label) in [
-        (
-            "session_start_ms",
-            "session start: proxy, container create + start, relay ready, guide",
-        ),
-        (
-            "first_open_ms",
-            "first open: agent-browser daemon, Chromium launch, navigation",
-        ),
-        ("first_snapshot_ms", "first snapshot"),
-        ("dispose_ms", "dispose (after the measurement)"),
-    ] {
-        let values: Vec<f64> = phases.iter().filter_map(|p| p[key].as_f64()).collect();
+    for (key, label) in rows {
+        let values: Vec<f64> = phases.iter().filter_map(|p| p[*key].as_f64()).collect();
         match median(&values) {
             Some(ms) => {
                 let _ = writeln!(report, "| {label} | {ms:.0} |");

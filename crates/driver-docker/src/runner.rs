@@ -1,0 +1,345 @@
+//! A session's commands, run by `airlock-runner` over one long-lived exec instead of an exec each.
+//!
+//! An exec makes dockerd, containerd and runc set up a process in the container each time, several
+//! times the cost of the command itself (agent-browser's CLI asking its daemon). So each session starts `airlock-runner` once, by one attached
+//! `docker exec -i`, and sends it one frame per command (see the `airlock-runner` crate). Commands
+//! are told apart by id, so one that the task gave up on (cancelled, timed out on the host) cannot
+//! be mistaken for the next one's answer.
+//!
+//! When the runner has ended (killed, or the stream broke), later commands go back to an exec
+//! each: slower, never wrong. A command that was in flight when it ended is not run again, because
+//! it may have run (a click must not happen twice); the task is told its outcome is unknown.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_runner::{Request, Response, frame_body};
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
+
+use crate::DockerError;
+use crate::exec::{self, ExecError, ExecOutput};
+
+/// Where the image keeps the runner.
+const RUNNER_PATH: &str = "/usr/local/bin/airlock-runner";
+/// How much longer than the command's own limit the host waits for its answer, so the limit
+/// inside (`timeout(1)`, then its KILL two seconds later) always fires first.
+const HOST_GRACE: Duration = Duration::from_secs(5);
+
+/// Answers awaited, and whether the runner can still give any.
+#[derive(Default)]
+struct Waiting {
+    answers: HashMap<u64, oneshot::Sender<Response>>,
+    /// Why the runner ended, once it has.
+    ended: Option<String>,
+}
+
+fn lock(waiting: &Mutex<Waiting>) -> std::sync::MutexGuard<'_, Waiting> {
+    waiting.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One session's runner: its stdin, and a task that routes its answers by id.
+pub(crate) struct Runner {
+    input: tokio::sync::Mutex<Pin<Box<dyn tokio::io::AsyncWrite + Send>>>,
+    waiting: Arc<Mutex<Waiting>>,
+    next_id: AtomicU64,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        // The exec itself ends with the container (or when its stdin closes, which dropping the
+        // input does); the routing task must not outlive the session.
+        self.reader.abort();
+    }
+}
+
+/// Removes an answer that is no longer awaited (the caller gave up or was cancelled).
+struct Awaiting<'a> {
+    waiting: &'a Mutex<Waiting>,
+    id: u64,
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        lock(self.waiting).answers.remove(&self.id);
+    }
+}
+
+/// Why the runner did not answer.
+enum RunnerError {
+    /// It had ended before the command was sent: nothing ran.
+    Ended,
+    /// It ended after the command was sent: the command may have run.
+    Lost(String),
+    /// No answer within the limit.
+    TimedOut(Duration),
+}
+
+impl Runner {
+    /// Start `airlock-runner` in `container`.
+    pub(crate) async fn launch(docker: &Docker, container: &str) -> Result<Self, DockerError> {
+        let config = ExecConfig {
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            cmd: Some(vec![RUNNER_PATH.to_owned()]),
+            ..ExecConfig::default()
+        };
+        let exec = docker
+            .create_exec(container, config)
+            .await
+            .map_err(DockerError::RunnerExec)?;
+        let options = StartExecOptions {
+            detach: false,
+            tty: false,
+            output_capacity: Some(256 * 1024),
+        };
+        let (output, input) = match docker
+            .start_exec(&exec.id, Some(options))
+            .await
+            .map_err(DockerError::RunnerExec)?
+        {
+            StartExecResults::Attached { output, input } => (output, input),
+            StartExecResults::Detached => return Err(DockerError::RunnerDetached),
+        };
+        let waiting: Arc<Mutex<Waiting>> = Arc::default();
+        let reader = tokio::spawn(route_answers(output, Arc::clone(&waiting)));
+        Ok(Self {
+            input: tokio::sync::Mutex::new(input),
+            waiting,
+            next_id: AtomicU64::new(1),
+            reader,
+        })
+    }
+
+    async fn run(
+        &self,
+        command: &[String],
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<ExecOutput, RunnerError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, answer) = oneshot::channel();
+        {
+            let mut waiting = lock(&self.waiting);
+            if waiting.ended.is_some() {
+                return Err(RunnerError::Ended);
+            }
+            waiting.answers.insert(id, sender);
+        }
+        let _awaiting = Awaiting {
+            waiting: &self.waiting,
+            id,
+        };
+        let frame = Request {
+            id,
+            timeout_secs: u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX),
+            max_output: max_output as u64,
+            argv: command.to_vec(),
+            stdin: stdin.map(<[u8]>::to_vec),
+        }
+        .encode();
+        let sent = async {
+            let mut input = self.input.lock().await;
+            input.write_all(&frame).await?;
+            input.flush().await
+        };
+        let answered = async {
+            sent.await
+                .map_err(|error| RunnerError::Lost(format!("writing to it failed: {error}")))?;
+            answer.await.map_err(|_| {
+                RunnerError::Lost(
+                    lock(&self.waiting)
+                        .ended
+                        .clone()
+                        .unwrap_or_else(|| "it stopped answering".to_owned()),
+                )
+            })
+        };
+        let response = tokio::time::timeout(timeout + HOST_GRACE, answered)
+            .await
+            .map_err(|_| RunnerError::TimedOut(timeout))??;
+        Ok(bounded(response, max_output))
+    }
+}
+
+/// The runner's answer as an exec's output, held to the cap again: the container is not trusted
+/// to have kept to it.
+fn bounded(mut response: Response, max_output: usize) -> ExecOutput {
+    let stdout_kept = response.stdout.len().min(max_output);
+    let stderr_kept = response.stderr.len().min(max_output - stdout_kept);
+    let cut = response.stdout.len() - stdout_kept + response.stderr.len() - stderr_kept;
+    response.stdout.truncate(stdout_kept);
+    response.stderr.truncate(stderr_kept);
+    ExecOutput {
+        exit_code: response.exit_code,
+        dropped: usize::try_from(response.dropped)
+            .unwrap_or(usize::MAX)
+            .saturating_add(cut),
+        stdout: response.stdout,
+        stderr: response.stderr,
+    }
+}
+
+/// Read the runner's stdout, hand each answer to whoever waits for its id, and when the stream
+/// ends (or says something that is not a frame) record why and fail everyone still waiting.
+async fn route_answers(
+    mut output: Pin<
+        Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    waiting: Arc<Mutex<Waiting>>,
+) {
+    let mut buffer: Vec<u8> = Vec::new();
+    let why = loop {
+        match output.next().await {
+            Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                buffer.extend_from_slice(&message);
+                if let Err(why) = deliver(&mut buffer, &waiting) {
+                    break why;
+                }
+            }
+            Some(Ok(LogOutput::StdErr { message })) => {
+                tracing::debug!(said = %String::from_utf8_lossy(&message).trim(), "airlock-runner");
+            }
+            Some(Ok(LogOutput::StdIn { .. })) => {}
+            Some(Err(error)) => break format!("its stream failed: {error}"),
+            None => break "it exited".to_owned(),
+        }
+    };
+    tracing::debug!(%why, "the command runner ended; later commands use an exec each");
+    let mut waiting = lock(&waiting);
+    waiting.ended = Some(why);
+    // Dropping the senders tells every waiting command its runner is gone.
+    waiting.answers.clear();
+}
+
+/// Hand over every whole answer at the front of `buffer`.
+fn deliver(buffer: &mut Vec<u8>, waiting: &Mutex<Waiting>) -> Result<(), String> {
+    loop {
+        let body = match frame_body(buffer) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Ok(()),
+            Err(error) => return Err(format!("it sent something unreadable: {error}")),
+        };
+        let consumed = 4 + body.len();
+        let response =
+            Response::decode(body).map_err(|error| format!("it sent a bad answer: {error}"))?;
+        // An answer nobody waits for any more (a cancelled command) is dropped.
+        if let Some(sender) = lock(waiting).answers.remove(&response.id) {
+            let _ = sender.send(response);
+        }
+        buffer.drain(..consumed);
+    }
+}
+
+/// How a session runs its commands: through its runner while it lives, else an exec each.
+#[derive(Clone)]
+pub(crate) struct Commands {
+    docker: Docker,
+    container: String,
+    runner: Option<Arc<Runner>>,
+}
+
+impl Commands {
+    /// Commands for `container`, through `runner` when there is one.
+    pub(crate) fn new(docker: Docker, container: String, runner: Option<Arc<Runner>>) -> Self {
+        Self {
+            docker,
+            container,
+            runner,
+        }
+    }
+
+    /// Run `command` (no shell), bounded by `timeout` inside the container and on the host.
+    pub(crate) async fn run(
+        &self,
+        command: &[String],
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<ExecOutput, ExecError> {
+        if let Some(runner) = &self.runner {
+            match runner.run(command, stdin, timeout, max_output).await {
+                Ok(output) => return Ok(output),
+                Err(RunnerError::TimedOut(limit)) => return Err(ExecError::TimedOut(limit)),
+                Err(RunnerError::Lost(why)) => return Err(ExecError::RunnerLost(why)),
+                Err(RunnerError::Ended) => {}
+            }
+        }
+        exec::run(
+            &self.docker,
+            &self.container,
+            command,
+            stdin,
+            timeout,
+            max_output,
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The runner and Docker cannot be made to send these on purpose; the answers are built here.
+
+    #[test]
+    fn an_answer_over_the_cap_is_cut_on_the_host_too() {
+        let response = Response {
+            id: 1,
+            exit_code: 0,
+            dropped: 5,
+            stdout: vec![b'o'; 80],
+            stderr: vec![b'e'; 80],
+        };
+        let output = bounded(response, 100);
+        assert_eq!((output.stdout.len(), output.stderr.len()), (80, 20));
+        assert_eq!(output.dropped, 5 + 60);
+    }
+
+    #[test]
+    fn answers_go_to_their_own_ids_and_strays_are_dropped() {
+        let waiting = Mutex::new(Waiting::default());
+        let (first, mut first_answer) = oneshot::channel();
+        let (second, mut second_answer) = oneshot::channel();
+        lock(&waiting).answers.extend([(1, first), (2, second)]);
+        let answer = |id: u64, text: &str| {
+            Response {
+                id,
+                stdout: text.as_bytes().to_vec(),
+                ..Response::default()
+            }
+            .encode()
+        };
+        // Out of order, one for an id nobody awaits, and the last cut in half.
+        let mut stream = [answer(2, "two"), answer(9, "stray"), answer(1, "one")].concat();
+        stream.extend_from_slice(&answer(3, "later")[..6]);
+        let mut buffer = stream;
+        deliver(&mut buffer, &waiting).unwrap();
+        assert_eq!(buffer.len(), 6, "a partial answer waits for the rest");
+        assert_eq!(first_answer.try_recv().unwrap().stdout, b"one");
+        assert_eq!(second_answer.try_recv().unwrap().stdout, b"two");
+        assert!(lock(&waiting).answers.is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_answer_ends_the_runner() {
+        let waiting = Mutex::new(Waiting::default());
+        let mut oversized = u32::MAX.to_be_bytes().to_vec();
+        assert!(deliver(&mut oversized, &waiting).is_err());
+        let mut garbled = vec![0, 0, 0, 3, 1, 2, 3];
+        assert!(deliver(&mut garbled, &waiting).is_err());
+    }
+}
