@@ -769,9 +769,10 @@ impl Maker {
     }
 }
 
-/// A warm container's CPU weight while its browser starts: an eighth of a task's, so starting the
-/// next browser does not slow the page the running task is loading.
-const BACKGROUND_CPU_SHARES: i64 = 128;
+/// A warm container's CPU weight while its browser starts: the lowest Docker takes, so starting
+/// the next browser gets only the CPU the running tasks leave (at 128, an eighth of a task's, the
+/// refill still slowed back-to-back tasks' page loads more).
+const BACKGROUND_CPU_SHARES: i64 = 2;
 /// Docker's default CPU weight, which a warm container gets back once its browser is up.
 const TASK_CPU_SHARES: i64 = 1024;
 

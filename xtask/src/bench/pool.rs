@@ -45,7 +45,9 @@ pub(super) fn pool(root: &Path, site: u16, rounds: usize, tasks: usize, report: 
         report,
         "## Warm pool: one-page tasks back to back ({tasks} per run, {rounds} runs each after a warm-up)\n\n\
          Each task: a session, the 100-subresource page (a fresh one per task), its load time, a \
-         snapshot, dispose. With a pool, the next browser starts while the current task loads its page.\n\n\
+         snapshot, dispose, and the next task at once (no thinking time between commands: the worst case \
+         for a refill). With a pool, a refill starts once the task that took a browser has its first \
+         answer (the page load), and runs beside the rest of that task and the next task's page load.\n\n\
          | pool | tasks per minute (median) | ratio | tasks that started warm | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|"
     );
     let tpm: Vec<Option<f64>> = per_minute.iter().map(|v| super::stats::median(v)).collect();

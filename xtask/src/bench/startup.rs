@@ -110,7 +110,7 @@ pub(super) fn startup(
     if let Some(mib) = median(&idle_mib) {
         let _ = writeln!(
             report,
-            "\nA warm browser waiting in the pool (container, relay, agent-browser, Chromium on about:blank) holds {mib:.0} MiB (median, `docker stats`)."
+            "\nA warm browser waiting in the pool (container, runner, relay, agent-browser, Chromium on about:blank) holds {mib:.0} MiB (median, `docker stats`)."
         );
     }
     phase_tables(report, &phases, &warm_phases);
