@@ -8,18 +8,16 @@
 //! stream that dockerd attaches, the same way every agent-browser command is run.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::PoisonError;
 use std::time::Duration;
 
 use airlock_proxy::ProxyEvent;
 use bollard::Docker;
 use bollard::container::LogOutput;
-use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::ExecConfig;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
+use crate::exec;
 use crate::tool::PendingRefusals;
 use crate::{DockerError, Made};
 
@@ -53,9 +51,8 @@ pub enum CdpError {
 
 /// Chromium's DevTools pipe, attached through dockerd.
 pub(crate) struct Pipe {
-    input: Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-    output:
-        Pin<Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>,
+    input: exec::AttachedInput,
+    output: exec::AttachedOutput,
     /// Bytes after the last NUL read so far.
     partial: Vec<u8>,
     /// Whole messages read but not yet taken.
@@ -66,37 +63,24 @@ pub(crate) struct Pipe {
 impl Pipe {
     /// Start Chromium in `container` with its DevTools on the exec's stdin and stdout.
     pub(crate) async fn launch(docker: &Docker, container: &str) -> Result<Self, DockerError> {
-        let config = ExecConfig {
-            attach_stdin: Some(true),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(false),
-            cmd: Some(vec!["/usr/local/bin/airlock-cdp-browser".to_owned()]),
-            ..ExecConfig::default()
-        };
-        let exec = docker
-            .create_exec(container, config)
-            .await
-            .map_err(DockerError::CdpExec)?;
-        let options = StartExecOptions {
-            detach: false,
-            tty: false,
-            output_capacity: Some(256 * 1024),
-        };
-        match docker
-            .start_exec(&exec.id, Some(options))
-            .await
-            .map_err(DockerError::CdpExec)?
-        {
-            StartExecResults::Attached { output, input } => Ok(Self {
-                input,
-                output,
-                partial: Vec::new(),
-                ready: VecDeque::new(),
-                stderr: VecDeque::new(),
-            }),
-            StartExecResults::Detached => Err(DockerError::CdpDetached),
-        }
+        let (output, input) = exec::attach(
+            docker,
+            container,
+            "/usr/local/bin/airlock-cdp-browser",
+            256 * 1024,
+        )
+        .await
+        .map_err(|failure| match failure {
+            exec::AttachFailure::Docker(error) => DockerError::CdpExec(error),
+            exec::AttachFailure::Detached => DockerError::CdpDetached,
+        })?;
+        Ok(Self {
+            input,
+            output,
+            partial: Vec::new(),
+            ready: VecDeque::new(),
+            stderr: VecDeque::new(),
+        })
     }
 
     /// Ask Chromium for its version and wait (bounded) for the answer, so a browser handed to a

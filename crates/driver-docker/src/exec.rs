@@ -136,6 +136,49 @@ async fn execute(
     Ok(result)
 }
 
+/// Why a long-lived attached exec could not be started.
+pub(crate) enum AttachFailure {
+    /// Docker refused or failed to make or start it.
+    Docker(bollard::errors::Error),
+    /// Docker started it detached although it was asked to attach.
+    Detached,
+}
+
+/// Start `program` in `container` with its stdin, stdout and stderr attached for as long as it
+/// runs (the command runner, a CDP browser): its output stream and its input.
+pub(crate) async fn attach(
+    docker: &Docker,
+    container: &str,
+    program: &str,
+    output_capacity: usize,
+) -> Result<(AttachedOutput, AttachedInput), AttachFailure> {
+    let config = ExecConfig {
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        cmd: Some(vec![program.to_owned()]),
+        ..ExecConfig::default()
+    };
+    let exec = docker
+        .create_exec(container, config)
+        .await
+        .map_err(AttachFailure::Docker)?;
+    let options = StartExecOptions {
+        detach: false,
+        tty: false,
+        output_capacity: Some(output_capacity),
+    };
+    match docker
+        .start_exec(&exec.id, Some(options))
+        .await
+        .map_err(AttachFailure::Docker)?
+    {
+        StartExecResults::Attached { output, input } => Ok((output, input)),
+        StartExecResults::Detached => Err(AttachFailure::Detached),
+    }
+}
+
 /// How often to ask again for an exit code Docker has not recorded yet (20 ms apart).
 const EXIT_CODE_POLLS: usize = 50;
 
@@ -154,10 +197,12 @@ fn exit_code(inspect: &ExecInspectResponse) -> Result<i64, ExecError> {
     })
 }
 
-type AttachedOutput = std::pin::Pin<
+/// An attached exec's output: its stdout and stderr as Docker frames them.
+pub(crate) type AttachedOutput = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
 >;
-type AttachedInput = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+/// An attached exec's stdin.
+pub(crate) type AttachedInput = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,6 @@
 //! it may have run (a click must not happen twice); the task is told its outcome is unknown.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -19,8 +18,6 @@ use std::time::Duration;
 use airlock_runner::{Request, Response, frame_body};
 use bollard::Docker;
 use bollard::container::LogOutput;
-use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::ExecConfig;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
@@ -48,7 +45,7 @@ fn lock(waiting: &Mutex<Waiting>) -> std::sync::MutexGuard<'_, Waiting> {
 
 /// One session's runner: its stdin, and a task that routes its answers by id.
 pub(crate) struct Runner {
-    input: tokio::sync::Mutex<Pin<Box<dyn tokio::io::AsyncWrite + Send>>>,
+    input: tokio::sync::Mutex<exec::AttachedInput>,
     waiting: Arc<Mutex<Waiting>>,
     next_id: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
@@ -87,31 +84,12 @@ enum RunnerError {
 impl Runner {
     /// Start `airlock-runner` in `container`.
     pub(crate) async fn launch(docker: &Docker, container: &str) -> Result<Self, DockerError> {
-        let config = ExecConfig {
-            attach_stdin: Some(true),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(false),
-            cmd: Some(vec![RUNNER_PATH.to_owned()]),
-            ..ExecConfig::default()
-        };
-        let exec = docker
-            .create_exec(container, config)
+        let (output, input) = exec::attach(docker, container, RUNNER_PATH, 256 * 1024)
             .await
-            .map_err(DockerError::RunnerExec)?;
-        let options = StartExecOptions {
-            detach: false,
-            tty: false,
-            output_capacity: Some(256 * 1024),
-        };
-        let (output, input) = match docker
-            .start_exec(&exec.id, Some(options))
-            .await
-            .map_err(DockerError::RunnerExec)?
-        {
-            StartExecResults::Attached { output, input } => (output, input),
-            StartExecResults::Detached => return Err(DockerError::RunnerDetached),
-        };
+            .map_err(|failure| match failure {
+                exec::AttachFailure::Docker(error) => DockerError::RunnerExec(error),
+                exec::AttachFailure::Detached => DockerError::RunnerDetached,
+            })?;
         let waiting: Arc<Mutex<Waiting>> = Arc::default();
         let reader = tokio::spawn(route_answers(output, Arc::clone(&waiting)));
         Ok(Self {
@@ -194,12 +172,7 @@ fn bounded(mut response: Response, max_output: usize) -> ExecOutput {
 
 /// Read the runner's stdout, hand each answer to whoever waits for its id, and when the stream
 /// ends (or says something that is not a frame) record why and fail everyone still waiting.
-async fn route_answers(
-    mut output: Pin<
-        Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
-    >,
-    waiting: Arc<Mutex<Waiting>>,
-) {
+async fn route_answers(mut output: exec::AttachedOutput, waiting: Arc<Mutex<Waiting>>) {
     let mut buffer: Vec<u8> = Vec::new();
     let why = loop {
         match output.next().await {

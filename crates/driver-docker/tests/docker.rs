@@ -896,6 +896,14 @@ async fn commands_share_one_runner_and_fall_back_to_an_exec_each_once_it_has_end
 
     // The runner ends (killed here): later commands still work, an exec each.
     exec_in(&name, &["pkill", "-x", "airlock-runner"]);
+    // A command sent before the driver saw the runner end is lost with it, and said to be; once
+    // it has seen the end (it has, when that answer comes), commands take an exec each.
+    let raced = call(&session, json!({"args": ["get", "url"]})).await;
+    assert!(
+        !raced.is_error || raced.text.contains("whether it ran is unknown"),
+        "{}",
+        raced.text
+    );
     let after = call(&session, json!({"args": ["get", "url"]})).await;
     assert!(!after.is_error, "{}", after.text);
     assert!(after.text.contains(&url), "{}", after.text);
@@ -919,10 +927,10 @@ async fn a_command_in_flight_when_the_runner_ends_is_reported_as_unknown_not_run
     let name = my_containers().pop().unwrap();
     let tool = Arc::clone(&session.tools[0]);
     let waiting =
-        tokio::spawn(async move { tool.execute(json!({"args": ["wait", "20000"]})).await });
+        tokio::spawn(async move { tool.execute(json!({"args": ["wait", "5000"]})).await });
     // Once the command runs inside, end its runner.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !exec_in(&name, &["ps", "-eo", "args"]).contains("agent-browser wait 20000") {
+    while !exec_in(&name, &["ps", "-eo", "args"]).contains("agent-browser wait 5000") {
         assert!(
             std::time::Instant::now() < deadline,
             "the command never started"
