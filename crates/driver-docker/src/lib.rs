@@ -342,7 +342,7 @@ impl DockerDriver {
         let lifetime = context.limits.timeout + self.config.lifetime_grace;
         let prepared = self
             .maker
-            .prepare(lifetime, false, Kind::AgentBrowser)
+            .prepare(lifetime, None, Kind::AgentBrowser)
             .await?;
         Ok(self.maker.bind(prepared, context, false))
     }
@@ -358,7 +358,7 @@ impl DockerDriver {
             return Ok(prepared.into_cdp(true));
         }
         let lifetime = lease + self.config.lifetime_grace;
-        let prepared = self.maker.prepare(lifetime, false, Kind::Cdp).await?;
+        let prepared = self.maker.prepare(lifetime, None, Kind::Cdp).await?;
         Ok(prepared.into_cdp(false))
     }
 
@@ -536,14 +536,16 @@ impl Prepared {
 }
 
 impl Maker {
-    /// Make a session whose container exits by itself after `lifetime`. `warm` also launches
-    /// Chromium (with the launch settings every later command uses, so nothing relaunches it).
+    /// Make a session whose container exits by itself after `lifetime`. A warm one (made by a
+    /// pool, which passes the first answers it waits for) also launches Chromium, with the launch
+    /// settings every later command uses so nothing relaunches it, once those answers are in.
     pub(crate) async fn prepare(
         &self,
         lifetime: Duration,
-        warm: bool,
+        pool: Option<&pool::Unanswered>,
         kind: Kind,
     ) -> Result<Prepared, DriverError> {
+        let warm = pool.is_some();
         let task_id = task_id();
         let pending: tool::PendingRefusals = Arc::default();
         let sink = Arc::clone(&pending);
@@ -614,7 +616,9 @@ impl Maker {
                 let guide = self
                     .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
                     .await?;
-                if warm {
+                if let Some(unanswered) = pool {
+                    // The launch is the heavy part: not beside a task's first page load.
+                    unanswered.settled().await;
                     self.launch_browser(&commands).await?;
                 }
                 (guide, commands, None)

@@ -4,7 +4,8 @@
 //! session still answers; a dead one is removed and the next (or a cold start) is used instead,
 //! so the task never notices.
 //!
-//! A refill does not start while the task that took a session waits for its first answer (at most
+//! A refill does not start, and a refill under way does not launch its Chromium (the heavy part),
+//! while a task that took a session waits for its first answer (each wait at most
 //! [`REFILL_WAIT_LIMIT`]): making a browser beside that first page load competed with it for the
 //! CPU, and a model's thinking time after it is idle CPU the refill can use instead.
 
@@ -41,8 +42,8 @@ struct Shared {
     ready: Mutex<VecDeque<Prepared>>,
     /// Wakes the filler when a session is taken.
     taken: Notify,
-    /// Cancelled when the task that took the last session has its first answer.
-    last_taken: Mutex<Option<CancellationToken>>,
+    /// The first answers of tasks that took a session.
+    unanswered: Unanswered,
     stop: CancellationToken,
     last_error: Mutex<Option<String>>,
 }
@@ -61,6 +62,7 @@ impl Pool {
         lifetime: Duration,
         kind: Kind,
     ) -> Self {
+        let stop = CancellationToken::new();
         let shared = Arc::new(Shared {
             maker,
             size,
@@ -69,8 +71,8 @@ impl Pool {
             kind,
             ready: Mutex::new(VecDeque::new()),
             taken: Notify::new(),
-            last_taken: Mutex::new(None),
-            stop: CancellationToken::new(),
+            unanswered: Unanswered::new(stop.clone()),
+            stop,
             last_error: Mutex::new(None),
         });
         let filler = tokio::spawn(fill(Arc::clone(&shared)));
@@ -92,7 +94,7 @@ impl Pool {
             if prepared.made_at.elapsed() < self.shared.max_age
                 && prepared.answers(&self.shared.maker).await
             {
-                *lock(&self.shared.last_taken) = Some(prepared.first_answer.clone());
+                self.shared.unanswered.add(prepared.first_answer.clone());
                 self.shared.taken.notify_one();
                 return Some(prepared);
             }
@@ -149,7 +151,7 @@ async fn fill(shared: Arc<Shared>) {
             // own that a closing runtime may never run. Making one is bounded; then it goes.
             let made = shared
                 .maker
-                .prepare(shared.lifetime, true, shared.kind)
+                .prepare(shared.lifetime, Some(&shared.unanswered), shared.kind)
                 .await;
             if shared.stop.is_cancelled() {
                 if let Ok(prepared) = made {
@@ -186,18 +188,93 @@ async fn fill(shared: Arc<Shared>) {
             .front()
             .map_or(Duration::ZERO, |prepared| prepared.made_at.elapsed());
         tokio::select! {
-            () = shared.taken.notified() => {
-                let first_answer = lock(&shared.last_taken).take();
-                if let Some(first_answer) = first_answer {
-                    tokio::select! {
-                        () = first_answer.cancelled() => {}
-                        () = tokio::time::sleep(REFILL_WAIT_LIMIT) => {}
-                        () = shared.stop.cancelled() => return,
-                    }
-                }
-            }
+            () = shared.taken.notified() => shared.unanswered.settled().await,
             () = tokio::time::sleep(shared.max_age.saturating_sub(oldest_age)) => {}
             () = shared.stop.cancelled() => return,
         }
+    }
+}
+
+/// The first answers a pool's refill waits for: one per task that took a session and has not had
+/// one yet (cancelled tokens: answered, or the task ended).
+pub(crate) struct Unanswered {
+    waiting: Mutex<Vec<CancellationToken>>,
+    /// The pool's stop, which ends any wait at once.
+    stop: CancellationToken,
+}
+
+impl Unanswered {
+    fn new(stop: CancellationToken) -> Self {
+        Self {
+            waiting: Mutex::new(Vec::new()),
+            stop,
+        }
+    }
+
+    fn add(&self, first_answer: CancellationToken) {
+        let mut waiting = lock(&self.waiting);
+        waiting.retain(|token| !token.is_cancelled());
+        waiting.push(first_answer);
+    }
+
+    /// Return once every task that took a session has had its first answer, after
+    /// [`REFILL_WAIT_LIMIT`] at most, or at once when the pool stops.
+    pub(crate) async fn settled(&self) {
+        let waiting: Vec<CancellationToken> = lock(&self.waiting)
+            .iter()
+            .filter(|token| !token.is_cancelled())
+            .cloned()
+            .collect();
+        let all = futures_util::future::join_all(waiting.iter().map(CancellationToken::cancelled));
+        tokio::select! {
+            _ = all => {}
+            () = tokio::time::sleep(REFILL_WAIT_LIMIT) => {}
+            () = self.stop.cancelled() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refill_waits_for_every_first_answer_but_not_past_the_limit() {
+        let unanswered = Unanswered::new(CancellationToken::new());
+        let (first, second) = (CancellationToken::new(), CancellationToken::new());
+        unanswered.add(first.clone());
+        unanswered.add(second.clone());
+        let started = tokio::time::Instant::now();
+        let answers = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            first.cancel();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            second.cancel();
+        };
+        tokio::join!(unanswered.settled(), answers);
+        // Settled with the second answer (200 ms), not the first.
+        assert_eq!(started.elapsed(), Duration::from_millis(200));
+
+        let never = CancellationToken::new();
+        unanswered.add(never);
+        let started = tokio::time::Instant::now();
+        unanswered.settled().await;
+        assert_eq!(started.elapsed(), REFILL_WAIT_LIMIT);
+        assert_eq!(
+            lock(&unanswered.waiting).len(),
+            1,
+            "answered ones are dropped"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pools_stop_ends_the_wait() {
+        let stop = CancellationToken::new();
+        let unanswered = Unanswered::new(stop.clone());
+        unanswered.add(CancellationToken::new());
+        stop.cancel();
+        let started = tokio::time::Instant::now();
+        unanswered.settled().await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 }
