@@ -741,8 +741,8 @@ impl Maker {
     }
 
     /// agent-browser's own guide, from the binary in the container, so it always matches it.
-    /// The same exec first waits (bounded) for the relay's ready file, which `airlock-relay`
-    /// creates once it listens and holds its channel to the proxy: one exec instead of two on
+    /// The same command first waits (bounded) for the relay's ready file, which `airlock-relay`
+    /// creates once it listens and holds its channel to the proxy: one command instead of two on
     /// every task's start, and the browser never starts before its one way out exists.
     async fn wait_for_relay_then(
         &self,

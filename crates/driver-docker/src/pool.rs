@@ -91,14 +91,13 @@ impl Pool {
                 self.shared.taken.notify_one();
                 return None;
             };
-            if prepared.made_at.elapsed() < self.shared.max_age
-                && prepared.answers(&self.shared.maker).await
-            {
+            let fresh = prepared.made_at.elapsed() < self.shared.max_age;
+            if fresh && prepared.answers(&self.shared.maker).await {
                 self.shared.unanswered.add(prepared.first_answer.clone());
                 self.shared.taken.notify_one();
                 return Some(prepared);
             }
-            if prepared.made_at.elapsed() < self.shared.max_age {
+            if fresh {
                 tracing::warn!(container = %prepared.name, "a warm session no longer answered; it is replaced");
             }
             self.shared.taken.notify_one();
