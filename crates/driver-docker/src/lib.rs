@@ -537,35 +537,22 @@ impl Prepared {
 
 impl Maker {
     /// Make a session whose container exits by itself after `lifetime`. A warm one (made by a
-    /// pool, which passes the first answers it waits for) also launches Chromium, with the launch
-    /// settings every later command uses so nothing relaunches it, once those answers are in.
+    /// pool, which says how long to yield to tasks' first answers between steps) also launches
+    /// Chromium, with the launch settings every later command uses so nothing relaunches it.
     pub(crate) async fn prepare(
         &self,
         lifetime: Duration,
-        pool: Option<&pool::Unanswered>,
+        pool: Option<pool::Yield<'_>>,
         kind: Kind,
     ) -> Result<Prepared, DriverError> {
         let warm = pool.is_some();
+        let yield_to_first_answers = || async move {
+            if let Some(patience) = pool {
+                patience.to_first_answers().await;
+            }
+        };
         let task_id = task_id();
-        let pending: tool::PendingRefusals = Arc::default();
-        let sink = Arc::clone(&pending);
-        let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
-            .with_dir_tag(owner::dir_tag())
-            .with_limits(self.config.proxy_limits)
-            .with_events(Arc::new(move |event| {
-                // Refusals and failures are told to the worker; allowed requests are not news.
-                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
-                    sink.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(event);
-                }
-            }));
-        if !self.config.nameservers.is_empty() {
-            proxy_config = proxy_config
-                .with_nameservers(&self.config.nameservers)
-                .map_err(DockerError::Proxy)?;
-        }
-        let proxy = EgressProxy::start(proxy_config).map_err(DockerError::Proxy)?;
+        let (proxy, pending) = self.start_proxy()?;
 
         let options = ContainerOptions {
             image: self.config.image.clone(),
@@ -599,6 +586,7 @@ impl Maker {
             // Made beside a running task: it yields the CPU to it while its browser starts.
             self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
         }
+        yield_to_first_answers().await;
         self.docker
             .start_container(&name, None)
             .await
@@ -607,18 +595,19 @@ impl Maker {
         let (guide, commands, pipe) = match kind {
             Kind::AgentBrowser => {
                 // One exec for the runner; every command after it is a process spawn inside.
+                yield_to_first_answers().await;
                 let runner = runner::Runner::launch(&self.docker, &name).await?;
                 let commands = runner::Commands::new(
                     self.docker.clone(),
                     name.clone(),
                     Some(Arc::new(runner)),
                 );
+                yield_to_first_answers().await;
                 let guide = self
                     .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
                     .await?;
-                if let Some(unanswered) = pool {
-                    // The launch is the heavy part: not beside a task's first page load.
-                    unanswered.settled().await;
+                if warm {
+                    yield_to_first_answers().await;
                     self.launch_browser(&commands).await?;
                 }
                 (guide, commands, None)
@@ -648,6 +637,30 @@ impl Maker {
             pipe,
             made_at: std::time::Instant::now(),
         })
+    }
+
+    /// The session's own egress proxy, and where it puts the refusals the worker is told of.
+    fn start_proxy(&self) -> Result<(EgressProxy, tool::PendingRefusals), DriverError> {
+        let pending: tool::PendingRefusals = Arc::default();
+        let sink = Arc::clone(&pending);
+        let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
+            .with_dir_tag(owner::dir_tag())
+            .with_limits(self.config.proxy_limits)
+            .with_events(Arc::new(move |event| {
+                // Refusals and failures are told to the worker; allowed requests are not news.
+                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
+                    sink.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(event);
+                }
+            }));
+        if !self.config.nameservers.is_empty() {
+            proxy_config = proxy_config
+                .with_nameservers(&self.config.nameservers)
+                .map_err(DockerError::Proxy)?;
+        }
+        let proxy = EgressProxy::start(proxy_config).map_err(DockerError::Proxy)?;
+        Ok((proxy, pending))
     }
 
     /// Give a prepared session to one task: its tool, its records, its dispose.

@@ -4,10 +4,12 @@
 //! session still answers; a dead one is removed and the next (or a cold start) is used instead,
 //! so the task never notices.
 //!
-//! A refill does not start, and a refill under way does not launch its Chromium (the heavy part),
-//! while a task that took a session waits for its first answer (each wait at most
-//! [`REFILL_WAIT_LIMIT`]): making a browser beside that first page load competed with it for the
-//! CPU, and a model's thinking time after it is idle CPU the refill can use instead.
+//! A refill does not start, and a refill under way does not take its next step (container start,
+//! runner, guide, Chromium launch), while a task that took a session waits for its first answer:
+//! making a browser beside that first page load competed with it for the CPU, and a model's
+//! thinking time after it is idle CPU the refill can use instead. It waits at most
+//! [`REFILL_WAIT_LIMIT`] before it starts and as long again between its steps, so a slow first page
+//! never leaves the pool empty for long.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Kind, Maker, Prepared};
@@ -22,7 +25,7 @@ use crate::{Kind, Maker, Prepared};
 /// How long the filler waits after a failure, at first and at most.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// The longest a refill waits for the taking task's first answer.
+/// The longest a refill waits for first answers before it starts, and again over its steps.
 pub(crate) const REFILL_WAIT_LIMIT: Duration = Duration::from_secs(3);
 
 /// Ready sessions and the task that keeps them ready.
@@ -148,9 +151,13 @@ async fn fill(shared: Arc<Shared>) {
         if lock(&shared.ready).len() < shared.size {
             // Not raced against the stop: a half-made session would be undone on a task of its
             // own that a closing runtime may never run. Making one is bounded; then it goes.
+            let patience = Yield {
+                unanswered: &shared.unanswered,
+                until: Instant::now() + REFILL_WAIT_LIMIT,
+            };
             let made = shared
                 .maker
-                .prepare(shared.lifetime, Some(&shared.unanswered), shared.kind)
+                .prepare(shared.lifetime, Some(patience), shared.kind)
                 .await;
             if shared.stop.is_cancelled() {
                 if let Ok(prepared) = made {
@@ -187,7 +194,10 @@ async fn fill(shared: Arc<Shared>) {
             .front()
             .map_or(Duration::ZERO, |prepared| prepared.made_at.elapsed());
         tokio::select! {
-            () = shared.taken.notified() => shared.unanswered.settled().await,
+            () = shared.taken.notified() => {
+                let until = Instant::now() + REFILL_WAIT_LIMIT;
+                shared.unanswered.settled_until(until).await;
+            }
             () = tokio::time::sleep(shared.max_age.saturating_sub(oldest_age)) => {}
             () = shared.stop.cancelled() => return,
         }
@@ -216,9 +226,9 @@ impl Unanswered {
         waiting.push(first_answer);
     }
 
-    /// Return once every task that took a session has had its first answer, after
-    /// [`REFILL_WAIT_LIMIT`] at most, or at once when the pool stops.
-    pub(crate) async fn settled(&self) {
+    /// Return once every task that took a session has had its first answer, at `until` at the
+    /// latest, or at once when the pool stops.
+    async fn settled_until(&self, until: Instant) {
         let waiting: Vec<CancellationToken> = lock(&self.waiting)
             .iter()
             .filter(|token| !token.is_cancelled())
@@ -227,9 +237,24 @@ impl Unanswered {
         let all = futures_util::future::join_all(waiting.iter().map(CancellationToken::cancelled));
         tokio::select! {
             _ = all => {}
-            () = tokio::time::sleep(REFILL_WAIT_LIMIT) => {}
+            () = tokio::time::sleep_until(until) => {}
             () = self.stop.cancelled() => {}
         }
+    }
+}
+
+/// How long a refill under way yields to first answers: until `until`, then it goes on regardless.
+#[derive(Clone, Copy)]
+pub(crate) struct Yield<'a> {
+    unanswered: &'a Unanswered,
+    until: Instant,
+}
+
+impl Yield<'_> {
+    /// Wait (within this refill's patience) until no task that took a session waits for its first
+    /// answer.
+    pub(crate) async fn to_first_answers(self) {
+        self.unanswered.settled_until(self.until).await;
     }
 }
 
@@ -250,14 +275,17 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             second.cancel();
         };
-        tokio::join!(unanswered.settled(), answers);
+        tokio::join!(
+            unanswered.settled_until(Instant::now() + REFILL_WAIT_LIMIT),
+            answers
+        );
         // Settled with the second answer (200 ms), not the first.
         assert_eq!(started.elapsed(), Duration::from_millis(200));
 
         let never = CancellationToken::new();
         unanswered.add(never);
         let started = tokio::time::Instant::now();
-        unanswered.settled().await;
+        unanswered.settled_until(started + REFILL_WAIT_LIMIT).await;
         assert_eq!(started.elapsed(), REFILL_WAIT_LIMIT);
         assert_eq!(
             lock(&unanswered.waiting).len(),
@@ -273,7 +301,7 @@ mod tests {
         unanswered.add(CancellationToken::new());
         stop.cancel();
         let started = tokio::time::Instant::now();
-        unanswered.settled().await;
+        unanswered.settled_until(started + REFILL_WAIT_LIMIT).await;
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 }

@@ -47,7 +47,7 @@ pub(super) fn pool(root: &Path, site: u16, rounds: usize, tasks: usize, report: 
          Each task: a session, the 100-subresource page (a fresh one per task), its load time, a \
          snapshot, dispose, and the next task at once (no thinking time between commands: the worst case \
          for a refill). With a pool, a refill starts once the task that took a browser has its first \
-         answer (the page load), and holds its Chromium launch while the next task waits for its own.\n\n\
+         answer (the page load), and holds its next step while the next task waits for its own.\n\n\
          | pool | tasks per minute (median) | ratio | tasks that started warm | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|"
     );
     let tpm: Vec<Option<f64>> = per_minute.iter().map(|v| super::stats::median(v)).collect();
