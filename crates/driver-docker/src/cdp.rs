@@ -63,10 +63,11 @@ pub(crate) struct Pipe {
 impl Pipe {
     /// Start Chromium in `container` with its DevTools on the exec's stdin and stdout.
     pub(crate) async fn launch(docker: &Docker, container: &str) -> Result<Self, DockerError> {
-        let (output, input) = exec::attach(
+        let (_, output, input) = exec::attach(
             docker,
             container,
-            "/usr/local/bin/airlock-cdp-browser",
+            vec!["/usr/local/bin/airlock-cdp-browser".to_owned()],
+            true,
             256 * 1024,
         )
         .await

@@ -68,19 +68,11 @@ pub async fn run(
     // timeout(1) sends TERM at the limit and KILL two seconds later, inside the container.
     let mut cmd = vec!["timeout".to_owned(), "--kill-after=2".to_owned(), seconds];
     cmd.extend(command.iter().cloned());
-    let config = ExecConfig {
-        attach_stdin: Some(stdin.is_some()),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        tty: Some(false),
-        cmd: Some(cmd),
-        ..ExecConfig::default()
-    };
     // The host waits a little longer than the container, so the in-container limit fires first.
     let host_limit = timeout + Duration::from_secs(5);
     match tokio::time::timeout(
         host_limit,
-        execute(docker, container, config, stdin, max_output),
+        execute(docker, container, cmd, stdin, max_output),
     )
     .await
     {
@@ -92,17 +84,12 @@ pub async fn run(
 async fn execute(
     docker: &Docker,
     container: &str,
-    config: ExecConfig,
+    cmd: Vec<String>,
     stdin: Option<&[u8]>,
     max_output: usize,
 ) -> Result<ExecOutput, ExecError> {
-    let exec = docker.create_exec(container, config).await?;
-    let options = StartExecOptions {
-        detach: false,
-        tty: false,
-        output_capacity: Some(64 * 1024),
-    };
-    let (mut output, mut input) = attached(docker.start_exec(&exec.id, Some(options)).await?)?;
+    let (id, mut output, mut input) =
+        attach(docker, container, cmd, stdin.is_some(), 64 * 1024).await?;
     if let Some(stdin) = stdin {
         input.write_all(stdin).await.map_err(ExecError::Stdin)?;
         input.shutdown().await.map_err(ExecError::Stdin)?;
@@ -124,13 +111,13 @@ async fn execute(
         result.dropped += bytes.len() - kept;
     }
     // The output ends when the process does, but Docker may record the exit code a moment later.
-    let mut inspect = docker.inspect_exec(&exec.id).await?;
+    let mut inspect = docker.inspect_exec(&id).await?;
     for _ in 0..EXIT_CODE_POLLS {
         if inspect.exit_code.is_some() || inspect.running == Some(false) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        inspect = docker.inspect_exec(&exec.id).await?;
+        inspect = docker.inspect_exec(&id).await?;
     }
     result.exit_code = exit_code(&inspect)?;
     Ok(result)
@@ -144,20 +131,22 @@ pub(crate) enum AttachFailure {
     Detached,
 }
 
-/// Start `program` in `container` with its stdin, stdout and stderr attached for as long as it
-/// runs (the command runner, a CDP browser): its output stream and its input.
+/// Start `cmd` in `container` with its stdout and stderr (and, if asked, stdin) attached: the
+/// exec's id, its output stream and its input. Every exec goes through here: one command's
+/// (`run`), and the long-lived ones (the command runner, a CDP browser).
 pub(crate) async fn attach(
     docker: &Docker,
     container: &str,
-    program: &str,
+    cmd: Vec<String>,
+    with_stdin: bool,
     output_capacity: usize,
-) -> Result<(AttachedOutput, AttachedInput), AttachFailure> {
+) -> Result<(String, AttachedOutput, AttachedInput), AttachFailure> {
     let config = ExecConfig {
-        attach_stdin: Some(true),
+        attach_stdin: Some(with_stdin),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(false),
-        cmd: Some(vec![program.to_owned()]),
+        cmd: Some(cmd),
         ..ExecConfig::default()
     };
     let exec = docker
@@ -169,13 +158,20 @@ pub(crate) async fn attach(
         tty: false,
         output_capacity: Some(output_capacity),
     };
-    match docker
+    let started = docker
         .start_exec(&exec.id, Some(options))
         .await
-        .map_err(AttachFailure::Docker)?
-    {
-        StartExecResults::Attached { output, input } => Ok((output, input)),
-        StartExecResults::Detached => Err(AttachFailure::Detached),
+        .map_err(AttachFailure::Docker)?;
+    let (output, input) = attached(started)?;
+    Ok((exec.id, output, input))
+}
+
+impl From<AttachFailure> for ExecError {
+    fn from(failure: AttachFailure) -> Self {
+        match failure {
+            AttachFailure::Docker(error) => Self::Docker(error),
+            AttachFailure::Detached => Self::Detached,
+        }
     }
 }
 
@@ -183,10 +179,10 @@ pub(crate) async fn attach(
 const EXIT_CODE_POLLS: usize = 50;
 
 /// The streams of an attached exec; a detached answer is an error, never a silent success.
-fn attached(results: StartExecResults) -> Result<(AttachedOutput, AttachedInput), ExecError> {
+fn attached(results: StartExecResults) -> Result<(AttachedOutput, AttachedInput), AttachFailure> {
     match results {
         StartExecResults::Attached { output, input } => Ok((output, input)),
-        StartExecResults::Detached => Err(ExecError::Detached),
+        StartExecResults::Detached => Err(AttachFailure::Detached),
     }
 }
 
@@ -214,7 +210,7 @@ mod tests {
     fn a_detached_answer_is_an_error() {
         assert!(matches!(
             attached(StartExecResults::Detached),
-            Err(ExecError::Detached)
+            Err(AttachFailure::Detached)
         ));
     }
 

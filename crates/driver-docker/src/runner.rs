@@ -84,12 +84,18 @@ enum RunnerError {
 impl Runner {
     /// Start `airlock-runner` in `container`.
     pub(crate) async fn launch(docker: &Docker, container: &str) -> Result<Self, DockerError> {
-        let (output, input) = exec::attach(docker, container, RUNNER_PATH, 256 * 1024)
-            .await
-            .map_err(|failure| match failure {
-                exec::AttachFailure::Docker(error) => DockerError::RunnerExec(error),
-                exec::AttachFailure::Detached => DockerError::RunnerDetached,
-            })?;
+        let (_, output, input) = exec::attach(
+            docker,
+            container,
+            vec![RUNNER_PATH.to_owned()],
+            true,
+            256 * 1024,
+        )
+        .await
+        .map_err(|failure| match failure {
+            exec::AttachFailure::Docker(error) => DockerError::RunnerExec(error),
+            exec::AttachFailure::Detached => DockerError::RunnerDetached,
+        })?;
         let waiting: Arc<Mutex<Waiting>> = Arc::default();
         let reader = tokio::spawn(route_answers(output, Arc::clone(&waiting)));
         Ok(Self {
