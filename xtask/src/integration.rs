@@ -3,11 +3,12 @@
 //! Airlock refuses to run as root, so when started as root this task builds the test binaries
 //! as root, then runs them as a non-root user in the docker group (created if missing).
 //!
-//! Every integration-test binary of the workspace runs, whole, with Docker required
-//! (`AIRLOCK_REQUIRE_DOCKER=1`: a test whose prerequisites are missing fails instead of skipping).
+//! Every integration-test binary of the workspace, and each library's unit tests, run whole, with
+//! Docker required (`AIRLOCK_REQUIRE_DOCKER=1`: a test whose prerequisites are missing fails
+//! instead of skipping).
 //! The summary's rows are the tests that asked for Docker (recorded by the test kit's gate), so a
-//! new Docker test shows up by itself. An ignored test, a filtered one, a binary that runs no test,
-//! a failed one, or a proxy directory left in the temp dir fails the run.
+//! new Docker test shows up by itself. An ignored test, a filtered one, an integration binary that
+//! runs no test, a failed one, or a proxy directory left in the temp dir fails the run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -248,7 +249,8 @@ fn report(
                 ));
             }
         }
-        if run.results.is_empty() {
+        // A library may have no unit tests; an integration test binary must have some.
+        if run.results.is_empty() && target != "lib" {
             problems.push(format!("{package}/{target} ran no test"));
         }
         if run.filtered > 0 {
@@ -355,9 +357,13 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<(String, String), String>> {
         ) else {
             continue;
         };
-        if message["target"]["kind"][0] != "test" {
-            continue;
-        }
+        // Integration tests, and each library's unit tests (a few need Docker, such as the warm
+        // pool's freezer, and run for real only here).
+        let target = match message["target"]["kind"][0].as_str() {
+            Some("test") => target,
+            Some("lib") => "lib",
+            _ => continue,
+        };
         // package_id is "path+file:///…/<dir>#<name>@<version>", or "…/<dir>#<version>" when the
         // directory is named like the package.
         let (path, tail) = package.rsplit_once('#').unwrap_or(("", package));

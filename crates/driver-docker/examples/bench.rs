@@ -203,10 +203,10 @@ async fn concurrency_level(
     json!({"tasks": tasks, "failures": failures, "times_ms": times, "memory_mib": memory})
 }
 
-/// Wait (bounded) until the pool has a browser ready.
-async fn wait_warm(driver: &DockerDriver) {
+/// Wait (bounded) until the pool has `count` browsers ready.
+async fn wait_warm(driver: &DockerDriver, count: usize) {
     let deadline = Instant::now() + Duration::from_secs(120);
-    while driver.warm_sessions() == 0 {
+    while driver.warm_sessions() < count {
         assert!(
             Instant::now() < deadline,
             "no warm browser within 120 s: {:?}",
@@ -220,7 +220,7 @@ async fn wait_warm(driver: &DockerDriver) {
 /// memory while it waited.
 async fn warm_pool_round(url: &str) -> serde_json::Value {
     let driver = driver_with_pool(url, 1).await;
-    wait_warm(&driver).await;
+    wait_warm(&driver, 1).await;
     let idle_mib: f64 = container_memory_mib().iter().sum();
     let requested = Instant::now();
     let session = new_session(&driver).await;
@@ -249,7 +249,8 @@ async fn pool_tasks(url: &str, tasks: usize) -> serde_json::Value {
     let pool = std::env::var("AIRLOCK_BENCH_POOL").map_or(0, |n| n.parse().unwrap());
     let driver = driver_with_pool(url, pool).await;
     if pool > 0 {
-        wait_warm(&driver).await;
+        // A pool of 2 starts full, or its second browser's making overlaps the first task.
+        wait_warm(&driver, pool).await;
     }
     let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
     let began = Instant::now();

@@ -93,6 +93,16 @@ pub enum DockerError {
         "changing a warm container's CPU weight failed: {0}; `docker info` shows whether the daemon is healthy"
     )]
     UpdateContainer(#[source] bollard::errors::Error),
+    /// A refill's container could not be frozen while a task waited for its first answer.
+    #[error(
+        "pausing a warm container failed: {0}; `docker info` shows whether the daemon is healthy (and whether its runtime supports pause)"
+    )]
+    PauseContainer(#[source] bollard::errors::Error),
+    /// A refill's frozen container could not be let go on; the session is removed.
+    #[error(
+        "unpausing a warm container failed: {0}; `docker info` shows whether the daemon is healthy, and `airlock cleanup` removes the container"
+    )]
+    UnpauseContainer(#[source] bollard::errors::Error),
     /// The start-up exec (relay wait and guide) could not run.
     #[error("reading agent-browser's guide failed: {0}")]
     GuideExec(#[source] ExecError),

@@ -44,6 +44,12 @@ pub enum ExecError {
         "the browser's command runner ended while the command ran ({0}), so whether it ran is unknown; check the page before repeating it"
     )]
     RunnerLost(String),
+    /// The command was for the session's runner alone (its container may be frozen, and an exec
+    /// must never start in a frozen container), and the runner had ended: nothing ran.
+    #[error(
+        "the browser's command runner had ended, and this command may not start an exec of its own; nothing ran"
+    )]
+    RunnerEnded,
     /// The command's output ended but Docker reports no exit code for it.
     #[error("docker reported no exit code for the command (still running: {running:?})")]
     NoExitCode {

@@ -334,16 +334,26 @@ impl DockerDriver {
         // Here as well as in `check()`: a library caller that skips the check still never runs a
         // task as root, on the host or in the container.
         refuse_root(current_user().0, self.user.0)?;
-        if let Some(pool) = self.pool.get()
+        let pool = self.pool.get();
+        if let Some(pool) = pool
             && let Some(prepared) = pool.take().await
         {
             return Ok(self.maker.bind(prepared, context, true));
         }
+        // The pool was empty: its refill yields to this cold start until its first answer, as it
+        // does to a task that took a warm one (cancelled at that answer, or when the task ends).
+        let first_answer = CancellationToken::new();
+        if let Some(pool) = pool {
+            pool.expect_first_answer(first_answer.clone());
+        }
+        // Cancelled if the start fails; handed to the session if it does not.
+        let first_answer = first_answer.drop_guard();
         let lifetime = context.limits.timeout + self.config.lifetime_grace;
-        let prepared = self
+        let mut prepared = self
             .maker
             .prepare(lifetime, None, Kind::AgentBrowser)
             .await?;
+        prepared.first_answer = first_answer.disarm();
         Ok(self.maker.bind(prepared, context, false))
     }
 
@@ -606,9 +616,18 @@ impl Maker {
                 let guide = self
                     .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
                     .await?;
-                if warm {
+                if let Some(patience) = pool {
                     yield_to_first_answers().await;
-                    self.launch_browser(&commands).await?;
+                    // The runner has answered (the guide), so its exec has finished starting, and
+                    // the launch may not start another: the container can be frozen safely.
+                    let container = Freezable {
+                        docker: &self.docker,
+                        name: &name,
+                    };
+                    let launch = commands.runner_only();
+                    patience
+                        .freezing(&container, self.launch_browser(&launch))
+                        .await??;
                 }
                 (guide, commands, None)
             }
@@ -750,7 +769,10 @@ impl Maker {
         self.docker
             .inspect_container(container, None)
             .await
-            .is_ok_and(|info| info.state.and_then(|state| state.running) == Some(true))
+            .is_ok_and(|info| {
+                info.state
+                    .is_some_and(|state| state.running == Some(true) && state.paused != Some(true))
+            })
     }
 
     /// agent-browser's own guide, from the binary in the container, so it always matches it.
@@ -783,6 +805,29 @@ impl Maker {
             }
             .into()),
         }
+    }
+}
+
+/// A refill's container, frozen with Docker's pause (the cgroup freezer) while a task waits for
+/// its first answer.
+struct Freezable<'a> {
+    docker: &'a Docker,
+    name: &'a str,
+}
+
+impl pool::Freeze for Freezable<'_> {
+    async fn freeze(&self) -> Result<(), DriverError> {
+        self.docker
+            .pause_container(self.name)
+            .await
+            .map_err(|e| DockerError::PauseContainer(e).into())
+    }
+
+    async fn thaw(&self) -> Result<(), DriverError> {
+        self.docker
+            .unpause_container(self.name)
+            .await
+            .map_err(|e| DockerError::UnpauseContainer(e).into())
     }
 }
 

@@ -5,11 +5,15 @@
 //! so the task never notices.
 //!
 //! A refill does not start, and a refill under way does not take its next step (container start,
-//! runner, guide, Chromium launch), while a task that took a session waits for its first answer:
-//! making a browser beside that first page load competed with it for the CPU, and a model's
-//! thinking time after it is idle CPU the refill can use instead. It waits at most
-//! [`REFILL_WAIT_LIMIT`] before it starts and as long again between its steps, so a slow first page
-//! never leaves the pool empty for long.
+//! runner, guide, Chromium launch), while a task waits for its first answer (a task that took a
+//! session, or one started cold because the pool was empty): making a browser beside that first
+//! page load competed with it for the CPU, and a model's thinking time after it is idle CPU the
+//! refill can use instead. Chromium's launch, when such a task arrives while it is under way, is
+//! frozen (`docker pause`) until the answer comes: even at the lowest CPU weight, a launching
+//! Chromium slowed the running page load by 10–20%. Only that step is frozen, and it runs through
+//! the session's runner alone: an exec starting in a frozen container never finishes starting. It waits at most
+//! [`REFILL_WAIT_LIMIT`] before it starts and as long again over its steps, frozen or not, so a
+//! slow first page never leaves the pool empty for long.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Kind, Maker, Prepared};
+use crate::{DriverError, Kind, Maker, Prepared};
 
 /// How long the filler waits after a failure, at first and at most.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -106,6 +110,12 @@ impl Pool {
             self.shared.taken.notify_one();
             prepared.dispose().await;
         }
+    }
+
+    /// A task that found the pool empty starts cold: the refill yields to its first answer too.
+    /// Cancel the token at that answer (or when the task ends).
+    pub(crate) fn expect_first_answer(&self, first_answer: CancellationToken) {
+        self.shared.unanswered.add(first_answer);
     }
 
     /// Sessions ready now.
@@ -208,6 +218,8 @@ async fn fill(shared: Arc<Shared>) {
 /// one yet (cancelled tokens: answered, or the task ended).
 pub(crate) struct Unanswered {
     waiting: Mutex<Vec<CancellationToken>>,
+    /// Told whenever a task starts waiting.
+    added: Notify,
     /// The pool's stop, which ends any wait at once.
     stop: CancellationToken,
 }
@@ -216,6 +228,7 @@ impl Unanswered {
     fn new(stop: CancellationToken) -> Self {
         Self {
             waiting: Mutex::new(Vec::new()),
+            added: Notify::new(),
             stop,
         }
     }
@@ -224,6 +237,14 @@ impl Unanswered {
         let mut waiting = lock(&self.waiting);
         waiting.retain(|token| !token.is_cancelled());
         waiting.push(first_answer);
+        self.added.notify_waiters();
+    }
+
+    /// Whether a task waits for its first answer now.
+    fn any_waiting(&self) -> bool {
+        lock(&self.waiting)
+            .iter()
+            .any(|token| !token.is_cancelled())
     }
 
     /// Return once every task that took a session has had its first answer, at `until` at the
@@ -256,6 +277,68 @@ impl Yield<'_> {
     pub(crate) async fn to_first_answers(self) {
         self.unanswered.settled_until(self.until).await;
     }
+
+    /// Run `step`, work of the refill inside its running container. Whenever a task waits for
+    /// its first answer while it runs, the container is frozen until that answer comes (within
+    /// this refill's patience): a yield between steps cannot hold a step already under way, and
+    /// Chromium's launch is the longest. Returns once the step is done and the container runs
+    /// again; an error only if it could not be thawed (the session is then unusable).
+    pub(crate) async fn freezing<T>(
+        self,
+        container: &impl Freeze,
+        step: impl Future<Output = T>,
+    ) -> Result<T, DriverError> {
+        let done = CancellationToken::new();
+        let stepped = async {
+            let output = step.await;
+            done.cancel();
+            output
+        };
+        let freezer = async {
+            loop {
+                let took = self.unanswered.added.notified();
+                tokio::pin!(took);
+                // Registered before the check, so a take between the two is not missed.
+                took.as_mut().enable();
+                if !self.unanswered.any_waiting() {
+                    tokio::select! {
+                        () = &mut took => {}
+                        () = done.cancelled() => return Ok::<(), DriverError>(()),
+                    }
+                }
+                if Instant::now() >= self.until {
+                    // Patience spent: the step goes on beside the task.
+                    return Ok(());
+                }
+                if done.is_cancelled() {
+                    return Ok(());
+                }
+                if let Err(error) = container.freeze().await {
+                    // Not fatal: the step goes on at its low CPU weight, as without freezing.
+                    tracing::debug!(%error, "a refill could not freeze its container");
+                    container.thaw().await.ok();
+                    return Ok(());
+                }
+                tokio::select! {
+                    () = self.unanswered.settled_until(self.until) => {}
+                    // Only a host-side timeout ends a frozen step.
+                    () = done.cancelled() => {}
+                }
+                container.thaw().await?;
+            }
+        };
+        let (output, thawed) = tokio::join!(stepped, freezer);
+        thawed?;
+        Ok(output)
+    }
+}
+
+/// A container a refill can freeze while a task waits for its first answer.
+pub(crate) trait Freeze {
+    /// Stop every process in it (the cgroup freezer).
+    async fn freeze(&self) -> Result<(), DriverError>;
+    /// Let them run again.
+    async fn thaw(&self) -> Result<(), DriverError>;
 }
 
 #[cfg(test)]
@@ -292,6 +375,168 @@ mod tests {
             1,
             "answered ones are dropped"
         );
+    }
+
+    /// A container that only sleeps, removed when dropped (a failing test leaves nothing).
+    struct Sleeper {
+        name: String,
+    }
+
+    impl Sleeper {
+        async fn start(docker: &bollard::Docker, name: &str) -> Self {
+            let config = bollard::models::ContainerCreateBody {
+                image: Some(airlock_testkit::docker::image()),
+                entrypoint: Some(vec!["/bin/sleep".to_owned(), "120".to_owned()]),
+                network_disabled: Some(true),
+                ..Default::default()
+            };
+            let options = bollard::query_parameters::CreateContainerOptionsBuilder::default()
+                .name(name)
+                .build();
+            docker
+                .create_container(Some(options), config)
+                .await
+                .unwrap();
+            docker.start_container(name, None).await.unwrap();
+            Self {
+                name: name.to_owned(),
+            }
+        }
+    }
+
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", &self.name])
+                .output();
+        }
+    }
+
+    /// Docker's pause and unpause events for `name` from now on.
+    fn freezes(
+        docker: &bollard::Docker,
+        name: &str,
+    ) -> impl futures_util::Stream<Item = String> + Unpin + use<> {
+        use futures_util::StreamExt as _;
+        let filters = std::collections::HashMap::from([
+            ("container", vec![name]),
+            ("event", vec!["pause", "unpause"]),
+        ]);
+        let options = bollard::query_parameters::EventsOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        docker
+            .events(Some(options))
+            .map(|event| event.unwrap().action.unwrap_or_default())
+            .boxed()
+    }
+
+    /// The next of those events; a missing one fails the test rather than hanging it.
+    async fn next(events: &mut (impl futures_util::Stream<Item = String> + Unpin)) -> String {
+        use futures_util::StreamExt as _;
+        tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("no pause or unpause within 30 s")
+            .expect("the event stream ended")
+    }
+
+    async fn paused(docker: &bollard::Docker, name: &str) -> bool {
+        let info = docker.inspect_container(name, None).await.unwrap();
+        info.state.unwrap().paused.unwrap()
+    }
+
+    /// With the real daemon: a refill's step is frozen while a task waits for its first answer
+    /// and thawed at that answer, at the end of the refill's patience, or when the step ends
+    /// frozen (a host-side timeout); a container gone while frozen is an error, not a hang.
+    #[tokio::test]
+    async fn a_refill_step_is_frozen_while_a_task_waits_for_its_first_answer() {
+        if !airlock_testkit::docker::docker_ready() {
+            return;
+        }
+        let docker = bollard::Docker::connect_with_local_defaults()
+            .unwrap()
+            .negotiate_version()
+            .await
+            .unwrap();
+        let name = format!("airlock-freeze-test-{}", std::process::id());
+        let sleeper = Sleeper::start(&docker, &name).await;
+        let container = crate::Freezable {
+            docker: &docker,
+            name: &name,
+        };
+        let unanswered = Unanswered::new(CancellationToken::new());
+        let patient = || Yield {
+            unanswered: &unanswered,
+            until: Instant::now() + Duration::from_secs(60),
+        };
+
+        // A take while the step runs freezes it; the task's first answer thaws it.
+        let mut events = freezes(&docker, &name);
+        let step_done = CancellationToken::new();
+        let script = async {
+            let first = CancellationToken::new();
+            unanswered.add(first.clone());
+            assert_eq!(next(&mut events).await, "pause");
+            assert!(paused(&docker, &name).await);
+            first.cancel();
+            assert_eq!(next(&mut events).await, "unpause");
+            step_done.cancel();
+        };
+        let (frozen, ()) = tokio::join!(
+            patient().freezing(&container, step_done.cancelled()),
+            script
+        );
+        frozen.unwrap();
+        assert!(!paused(&docker, &name).await);
+
+        // Patience spent: thawed although the task still waits, and not frozen again.
+        let step_done = CancellationToken::new();
+        let short = Yield {
+            unanswered: &unanswered,
+            until: Instant::now() + Duration::from_millis(1500),
+        };
+        let script = async {
+            unanswered.add(CancellationToken::new());
+            assert_eq!(next(&mut events).await, "pause");
+            assert_eq!(next(&mut events).await, "unpause");
+            unanswered.add(CancellationToken::new());
+            step_done.cancel();
+        };
+        let (frozen, ()) = tokio::join!(short.freezing(&container, step_done.cancelled()), script);
+        frozen.unwrap();
+        assert!(!paused(&docker, &name).await);
+
+        // A step that ends while frozen (the host gave up on it) returns only once thawed.
+        let step_done = CancellationToken::new();
+        let script = async {
+            assert_eq!(next(&mut events).await, "pause");
+            step_done.cancel();
+        };
+        let (frozen, ()) = tokio::join!(
+            patient().freezing(&container, step_done.cancelled()),
+            script
+        );
+        frozen.unwrap();
+        assert_eq!(next(&mut events).await, "unpause");
+        assert!(!paused(&docker, &name).await);
+
+        // A container removed while frozen: the thaw fails and says so.
+        let step_done = CancellationToken::new();
+        let script = async {
+            assert_eq!(next(&mut events).await, "pause");
+            drop(Sleeper { name: name.clone() });
+            step_done.cancel();
+        };
+        let (frozen, ()) = tokio::join!(
+            patient().freezing(&container, step_done.cancelled()),
+            script
+        );
+        let error = frozen.unwrap_err().to_string();
+        assert!(
+            error.contains("unpausing a warm container failed"),
+            "{error}"
+        );
+        drop(sleeper);
     }
 
     #[tokio::test(start_paused = true)]

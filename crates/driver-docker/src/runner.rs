@@ -228,6 +228,8 @@ pub(crate) struct Commands {
     docker: Docker,
     container: String,
     runner: Option<Arc<Runner>>,
+    /// Whether a command may fall back to an exec of its own once the runner has ended.
+    exec_fallback: bool,
 }
 
 impl Commands {
@@ -237,6 +239,18 @@ impl Commands {
             docker,
             container,
             runner,
+            exec_fallback: true,
+        }
+    }
+
+    /// The same commands, through the runner only: one sent after it has ended fails with
+    /// [`ExecError::RunnerEnded`] instead of starting an exec. For steps during which the container
+    /// may be frozen: an exec starting in a frozen container never finishes starting, and Docker
+    /// 20.10 then holds that container's lock for good (unpause and removal hang with it).
+    pub(crate) fn runner_only(&self) -> Self {
+        Self {
+            exec_fallback: false,
+            ..self.clone()
         }
     }
 
@@ -255,6 +269,9 @@ impl Commands {
                 Err(RunnerError::Lost(why)) => return Err(ExecError::RunnerLost(why)),
                 Err(RunnerError::Ended) => {}
             }
+        }
+        if !self.exec_fallback {
+            return Err(ExecError::RunnerEnded);
         }
         exec::run(
             &self.docker,
