@@ -295,6 +295,13 @@ async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
         egress.join("handoff.sock").exists(),
         "the proxy directory should outlive its killed owner"
     );
+    // As if it was killed while a refill had this container frozen: the orphan is paused, and a
+    // paused container cannot exit by itself at the end of its lifetime.
+    let paused = std::process::Command::new("docker")
+        .args(["pause", &name])
+        .output()
+        .unwrap();
+    assert!(paused.status.success(), "{paused:?}");
 
     let (driver, _) = driver(site, Duration::from_secs(60)).await; // connecting cleans up orphans
     assert!(
