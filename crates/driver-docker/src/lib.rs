@@ -488,8 +488,8 @@ pub(crate) struct Prepared {
     pending: tool::PendingRefusals,
     /// How the session's commands run (agent-browser sessions; a CDP session runs none).
     commands: runner::Commands,
-    /// Cancelled once the task that takes this session has its first answer, or has ended: the
-    /// pool's refill waits for it (see `pool`).
+    /// Cancelled once the task that takes this session has its first answer (and the command
+    /// that follows it at once: `tool::TaskStart`), or has ended: the pool's refill waits for it.
     pub(crate) first_answer: CancellationToken,
     pipe: Option<cdp::Pipe>,
     pub(crate) made_at: std::time::Instant,
@@ -710,7 +710,7 @@ impl Maker {
         made.first_answer = Some(first_answer.clone());
         let tool = tool::AgentBrowserTool {
             commands,
-            first_answer,
+            start: tool::TaskStart::new(first_answer),
             context,
             pending,
             command_timeout: self.config.command_timeout,

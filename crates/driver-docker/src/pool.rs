@@ -8,12 +8,14 @@
 //! runner, guide, Chromium launch), while a task waits for its first answer (a task that took a
 //! session, or one started cold because the pool was empty): making a browser beside that first
 //! page load competed with it for the CPU, and a model's thinking time after it is idle CPU the
-//! refill can use instead. Chromium's launch, when such a task arrives while it is under way, is
-//! frozen (`docker pause`) until the answer comes: even at the lowest CPU weight, a launching
-//! Chromium slowed the running page load by 10–20%. Only that step is frozen, and it runs through
-//! the session's runner alone: an exec starting in a frozen container never finishes starting. It waits at most
-//! [`REFILL_WAIT_LIMIT`] before it starts and as long again over its steps, frozen or not, so a
-//! slow first page never leaves the pool empty for long.
+//! refill can use instead. Here a task's "first answer" includes the command that follows it at
+//! once, its first look at the page (`tool::TaskStart`). Chromium's launch, when such a task
+//! arrives while it is under way, is frozen (`docker pause`) until the answer comes: even at the
+//! lowest CPU weight, a launching Chromium slowed the running page load by 10–20%. Only that step
+//! is frozen, and it runs through the session's runner alone: an exec starting in a frozen
+//! container never finishes starting. A refill waits at most [`REFILL_WAIT_LIMIT`] before it
+//! starts and as long again over its steps, frozen or not, so a slow first page never leaves the
+//! pool empty for long.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};

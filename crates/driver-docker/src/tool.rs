@@ -1,6 +1,6 @@
 //! The worker's one tool: `agent_browser { args, stdin?, keep? }`, run in the task container.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -41,13 +41,63 @@ const DESCRIPTION: &str = "Run one agent-browser command in your sealed browser.
 `agent-browser` as a list (no shell, no quoting): [\"open\", \"https://example.com\"], [\"snapshot\", \"-i\"], \
 [\"click\", \"@e3\"]. A screenshot is shown to you; set keep to true to return it with your report.";
 
+/// How long after a task's first answer a command counts as following it at once.
+pub(crate) const FOLLOW_UP_GRACE: Duration = Duration::from_millis(100);
+
+/// When a task's start is over, for the warm pool's refill (which holds back until then): its
+/// first answer, and the command that follows it at once if one begins within
+/// [`FOLLOW_UP_GRACE`] (an agent's first look at the page, such as `snapshot` after `open`; a
+/// refill started beside that look slowed it by a third). A task that thinks first ends its start
+/// at the grace's end; one that ends sooner, when it ends (the session cancels the token then).
+pub(crate) struct TaskStart {
+    over: CancellationToken,
+    began: AtomicU32,
+    answered: AtomicU32,
+}
+
+impl TaskStart {
+    /// A start that ends by cancelling `over`.
+    pub(crate) fn new(over: CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            over,
+            began: AtomicU32::new(0),
+            answered: AtomicU32::new(0),
+        })
+    }
+
+    /// A command began.
+    pub(crate) fn began(&self) {
+        self.began.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A command was answered.
+    pub(crate) fn answered(self: &Arc<Self>) {
+        let answered = self.answered.fetch_add(1, Ordering::SeqCst) + 1;
+        if answered > 1 {
+            self.over.cancel();
+        } else {
+            let start = Arc::clone(self);
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = tokio::time::sleep(FOLLOW_UP_GRACE) => {}
+                    () = start.over.cancelled() => return,
+                }
+                // No second command began: the task is thinking, so its start is over.
+                if start.began.load(Ordering::SeqCst) < 2 {
+                    start.over.cancel();
+                }
+            });
+        }
+    }
+}
+
 /// Refusals the proxy reported and the worker has not been told about yet.
 pub(crate) type PendingRefusals = Arc<Mutex<Vec<ProxyEvent>>>;
 
 pub(crate) struct AgentBrowserTool {
     pub(crate) commands: Commands,
-    /// Cancelled after the first command's answer: the warm pool's refill waits for it.
-    pub(crate) first_answer: CancellationToken,
+    /// Tells the warm pool's refill when this task's start is over.
+    pub(crate) start: Arc<TaskStart>,
     pub(crate) context: TaskContext,
     pub(crate) pending: PendingRefusals,
     pub(crate) command_timeout: Duration,
@@ -70,8 +120,9 @@ impl Tool for AgentBrowserTool {
                     )));
                 }
             };
+            self.start.began();
             let output = self.run(input).await;
-            self.first_answer.cancel();
+            self.start.answered();
             let mut output = output?;
             self.append_refusals(&mut output);
             Ok(output)
@@ -269,7 +320,7 @@ mod tests {
         .unwrap();
         AgentBrowserTool {
             commands: Commands::new(docker, "never-used".to_owned(), None),
-            first_answer: CancellationToken::new(),
+            start: TaskStart::new(CancellationToken::new()),
             context: TaskContext::new(CancellationToken::new(), TaskLimits::default()),
             pending: PendingRefusals::default(),
             command_timeout: Duration::from_secs(5),
@@ -320,5 +371,36 @@ mod tests {
             let output = tool(&dir).execute(input.clone()).await.unwrap();
             assert!(output.is_error, "{input}: {output:?}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tasks_start_ends_after_the_command_that_follows_its_first_answer_at_once() {
+        let over = CancellationToken::new();
+        let start = TaskStart::new(over.clone());
+        let began = tokio::time::Instant::now();
+        // `open`, answered; `snapshot` begins at once and takes 300 ms.
+        start.began();
+        start.answered();
+        start.began();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!over.is_cancelled(), "over before the follow-up's answer");
+        start.answered();
+        assert!(over.is_cancelled());
+        assert_eq!(began.elapsed(), Duration::from_millis(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_thinks_after_its_first_answer_ends_its_start_at_the_grace() {
+        let over = CancellationToken::new();
+        let start = TaskStart::new(over.clone());
+        let began = tokio::time::Instant::now();
+        start.began();
+        start.answered();
+        over.cancelled().await;
+        assert_eq!(began.elapsed(), FOLLOW_UP_GRACE);
+        // A command after the grace changes nothing.
+        start.began();
+        start.answered();
+        assert!(over.is_cancelled());
     }
 }

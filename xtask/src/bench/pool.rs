@@ -47,7 +47,7 @@ pub(super) fn pool(root: &Path, site: u16, rounds: usize, tasks: usize, report: 
          Each task: a session, the 100-subresource page (a fresh one per task), its load time, a \
          snapshot, dispose, and the next task at once (no thinking time between commands: the worst case \
          for a refill). A pool starts full. A refill starts once the task that took a browser has its \
-         first answer (the page load), holds its next step while a later task (warm, or cold because \
+         first answer (the page load, and the command that follows it at once), holds its next step while a later task (warm, or cold because \
          the pool was empty) waits for its own, and its Chromium's launch, if under way then, is \
          frozen until that answer.\n\n\
          | pool | tasks per minute (median) | ratio | tasks that started warm | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|"
