@@ -24,6 +24,8 @@ mod owner;
 mod pool;
 mod runner;
 mod spec;
+#[cfg(test)]
+mod testing;
 mod tool;
 
 use std::net::SocketAddr;

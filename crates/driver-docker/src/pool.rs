@@ -346,6 +346,7 @@ pub(crate) trait Freeze {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{Sleeper, docker};
 
     #[tokio::test(start_paused = true)]
     async fn a_refill_waits_for_every_first_answer_but_not_past_the_limit() {
@@ -377,41 +378,6 @@ mod tests {
             1,
             "answered ones are dropped"
         );
-    }
-
-    /// A container that only sleeps, removed when dropped (a failing test leaves nothing).
-    struct Sleeper {
-        name: String,
-    }
-
-    impl Sleeper {
-        async fn start(docker: &bollard::Docker, name: &str) -> Self {
-            let config = bollard::models::ContainerCreateBody {
-                image: Some(airlock_testkit::docker::image()),
-                entrypoint: Some(vec!["/bin/sleep".to_owned(), "120".to_owned()]),
-                network_disabled: Some(true),
-                ..Default::default()
-            };
-            let options = bollard::query_parameters::CreateContainerOptionsBuilder::default()
-                .name(name)
-                .build();
-            docker
-                .create_container(Some(options), config)
-                .await
-                .unwrap();
-            docker.start_container(name, None).await.unwrap();
-            Self {
-                name: name.to_owned(),
-            }
-        }
-    }
-
-    impl Drop for Sleeper {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("docker")
-                .args(["rm", "-f", &self.name])
-                .output();
-        }
     }
 
     /// Docker's pause and unpause events for `name` from now on.
@@ -455,11 +421,7 @@ mod tests {
         if !airlock_testkit::docker::docker_ready() {
             return;
         }
-        let docker = bollard::Docker::connect_with_local_defaults()
-            .unwrap()
-            .negotiate_version()
-            .await
-            .unwrap();
+        let docker = docker().await;
         let name = format!("airlock-freeze-test-{}", std::process::id());
         let sleeper = Sleeper::start(&docker, &name).await;
         let container = crate::Freezable {
@@ -526,7 +488,7 @@ mod tests {
         let step_done = CancellationToken::new();
         let script = async {
             assert_eq!(next(&mut events).await, "pause");
-            drop(Sleeper { name: name.clone() });
+            drop(Sleeper::named(&name));
             step_done.cancel();
         };
         let (frozen, ()) = tokio::join!(

@@ -338,4 +338,50 @@ mod tests {
         let mut garbled = vec![0, 0, 0, 3, 1, 2, 3];
         assert!(deliver(&mut garbled, &waiting).is_err());
     }
+
+    /// With the real daemon: commands for a step that may be frozen never start an exec, even
+    /// once the runner has ended (an exec starting in a frozen container wedges dockerd).
+    #[tokio::test]
+    async fn runner_only_commands_never_start_an_exec_once_the_runner_has_ended() {
+        use crate::testing::{Sleeper, docker, execs_created, unix_now};
+        if !airlock_testkit::docker::docker_ready() {
+            return;
+        }
+        let docker = docker().await;
+        let name = format!("airlock-runner-only-test-{}", std::process::id());
+        let _sleeper = Sleeper::start(&docker, &name).await;
+        let runner = Runner::launch(&docker, &name).await.unwrap();
+        let commands = Commands::new(docker.clone(), name.clone(), Some(Arc::new(runner)));
+        let only = commands.runner_only();
+        let command = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        let limit = Duration::from_secs(20);
+        let ran = only.run(&command(&["true"]), None, limit, 1024).await;
+        assert_eq!(ran.unwrap().exit_code, 0);
+
+        // The runner ends (it is killed by the command it runs, so its end has been seen once
+        // this answer comes).
+        let killed = only
+            .run(
+                &command(&["pkill", "-x", "airlock-runner"]),
+                None,
+                limit,
+                1024,
+            )
+            .await;
+        assert!(
+            matches!(killed, Err(ExecError::RunnerLost(_))),
+            "{killed:?}"
+        );
+        let since = unix_now();
+        let refused = only.run(&command(&["true"]), None, limit, 1024).await;
+        assert!(
+            matches!(refused, Err(ExecError::RunnerEnded)),
+            "{refused:?}"
+        );
+        assert_eq!(execs_created(&name, &since), Vec::<String>::new());
+        // The same commands with the fallback take an exec.
+        let fell_back = commands.run(&command(&["true"]), None, limit, 1024).await;
+        assert_eq!(fell_back.unwrap().exit_code, 0);
+        assert_eq!(execs_created(&name, &since).len(), 1);
+    }
 }
