@@ -343,7 +343,8 @@ mod tests {
     /// once the runner has ended (an exec starting in a frozen container wedges dockerd).
     #[tokio::test]
     async fn runner_only_commands_never_start_an_exec_once_the_runner_has_ended() {
-        use crate::testing::{Sleeper, docker, execs_created, unix_now};
+        use crate::testing::{Sleeper, docker};
+        use airlock_testkit::docker::{execs_created, unix_now};
         if !airlock_testkit::docker::docker_ready() {
             return;
         }

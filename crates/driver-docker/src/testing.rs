@@ -50,27 +50,3 @@ impl Drop for Sleeper {
             .output();
     }
 }
-
-/// The execs Docker created in `name` since `since` (a Unix time), by their commands.
-pub(crate) fn execs_created(name: &str, since: &str) -> Vec<String> {
-    let until = unix_now();
-    let out = std::process::Command::new("docker")
-        .args(["events", "--since", since, "--until", &until])
-        .args(["--filter", &format!("container={name}")])
-        .args(["--filter", "event=exec_create", "--format", "{{.Action}}"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Now, as `docker events` reads a time.
-pub(crate) fn unix_now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
-}

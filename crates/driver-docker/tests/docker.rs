@@ -16,7 +16,8 @@ use std::time::Duration;
 use airlock_driver_docker::{DockerDriver, DockerError, DriverConfig, current_user};
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_testkit::docker::{
-    docker_ready, egress_dir_of, image, task_containers, wait_until_removed,
+    docker_ready, egress_dir_of, execs_created, image, task_containers, unix_now,
+    wait_until_removed,
 };
 use airlock_worker::{BrowserDriver, CancellationToken, TaskContext};
 use serde_json::json;
@@ -849,34 +850,6 @@ async fn under_gvisor_the_same_seal_holds_with_the_copying_relay() {
     assert_no_direct_way_out(&name);
     session.dispose.dispose().await;
     assert!(my_containers().is_empty());
-}
-
-/// The commands Docker started execs for in `name` since `since` (`docker events`, which keeps
-/// them after the exec has ended, unlike the container's own list).
-fn execs_created(name: &str, since: &str) -> Vec<String> {
-    let until = unix_now();
-    let out = Command::new("docker")
-        .args(["events", "--since", since, "--until", &until])
-        .args(["--filter", &format!("container={name}")])
-        .args(["--filter", "event=exec_create", "--format", "{{.Action}}"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn unix_now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

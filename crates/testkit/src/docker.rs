@@ -217,3 +217,32 @@ pub fn wait_for_containers_of(pid: u32, count: usize, timeout: std::time::Durati
     let _ = events.wait();
     reached
 }
+
+/// The commands Docker started execs for in `name` since `since` (`docker events`, which keeps
+/// them after the exec has ended, unlike the container's own list).
+pub fn execs_created(name: &str, since: &str) -> Vec<String> {
+    let until = unix_now();
+    let out = Command::new("docker")
+        .args(["events", "--since", since, "--until", &until])
+        .args(["--filter", &format!("container={name}")])
+        .args(["--filter", "event=exec_create", "--format", "{{.Action}}"])
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Now, as `docker events --since/--until` reads a time.
+pub fn unix_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
+}
