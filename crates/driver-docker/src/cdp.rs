@@ -17,9 +17,10 @@ use bollard::container::LogOutput;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
+use crate::DockerError;
 use crate::exec;
+use crate::made::Made;
 use crate::tool::PendingRefusals;
-use crate::{DockerError, Made};
 
 /// The largest message taken from the browser. A full-page screenshot of a long page is tens of
 /// megabytes of base64; past this the connection ends instead of growing without bound.

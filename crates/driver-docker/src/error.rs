@@ -3,7 +3,7 @@
 
 use airlock_proxy::ProxyError;
 
-use crate::BUILD_COMMAND;
+use crate::config::BUILD_COMMAND;
 use crate::exec::ExecError;
 
 /// What went wrong with Docker, the image, the user or a task's container.

@@ -12,24 +12,32 @@
 //! page the protocol, switching certificate checks off, setting a proxy of its own, writing
 //! downloads, or handing the browser paths on disk.
 //!
-//! It is a state machine without I/O: the only state is whether the connection is closing, which
-//! history entries lead where (read from the browser's answers to `Page.getNavigationHistory`, so
-//! `Page.navigateToHistoryEntry` is judged by the URL it opens), and the record it keeps.
+//! What each method gets is a table (`cdp_table.rs`); this file is the state machine around it,
+//! without I/O: whether the connection is closing, which history entries lead where (read from the
+//! browser's answers to `Page.getNavigationHistory`, so `Page.navigateToHistoryEntry` is judged by
+//! the URL it opens), and the record it keeps. Everything a client can make it hold is bounded:
+//! at most [`HISTORY_ASKED_LIMIT`] history requests awaiting an answer, [`HISTORY_LIMIT`] entries
+//! remembered, [`RECORD_LIMIT`] decisions recorded.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::{Map, Value};
 
+use crate::cdp_message::{
+    Command, INVALID_REQUEST, SERVER_ERROR, error_reply, read_command, result_reply,
+};
+use crate::cdp_table::{Condition, Rule, editing_key_only, rule_for};
 use crate::url::{browser_clean, scheme_of};
 
-/// Chromium's error code for a command it could not carry out.
-const SERVER_ERROR: i64 = -32000;
-/// JSON-RPC's code for a message that is not a command.
-const INVALID_REQUEST: i64 = -32600;
 /// How many notable decisions a connection's record keeps.
 pub const RECORD_LIMIT: usize = 100;
 /// The longest method name kept in the record (a client chooses it).
 const RECORD_METHOD_CHARS: usize = 80;
+/// History requests awaiting the browser's answer that the guard remembers; older ones are
+/// forgotten (their entries are then judged by Chromium alone, as unknown ones are).
+pub const HISTORY_ASKED_LIMIT: usize = 64;
+/// History entries the guard remembers where they lead.
+pub const HISTORY_LIMIT: usize = 1024;
 
 /// What to do with one message from the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,23 +107,15 @@ pub struct Recorded {
 #[derive(Debug, Default)]
 pub struct CdpGuard {
     closing: bool,
-    /// `Page.getNavigationHistory` commands sent on and not yet answered: (session, id).
-    history_asked: HashSet<(Option<String>, i64)>,
-    /// What each history entry the browser told of opens: (session, entry id) → URL.
+    /// `Page.getNavigationHistory` commands sent on and not yet answered: (session, id), oldest
+    /// first, at most [`HISTORY_ASKED_LIMIT`].
+    history_asked: VecDeque<(Option<String>, i64)>,
+    /// What each history entry the browser told of opens: (session, entry id) → URL, at most
+    /// [`HISTORY_LIMIT`].
     history: HashMap<(Option<String>, i64), String>,
     record: Vec<Recorded>,
     /// Decisions past the record's limit, counted but not kept.
     unrecorded: u64,
-}
-
-/// A command read from the client.
-struct Command {
-    id: i64,
-    session: Option<String>,
-    method: String,
-    params: Map<String, Value>,
-    /// The whole message, so a forward keeps every field the client sent.
-    whole: Map<String, Value>,
 }
 
 /// How a command is judged.
@@ -123,7 +123,7 @@ enum Judgement {
     Forward,
     Rewrite(Map<String, Value>, &'static str),
     Refuse(String),
-    Close,
+    Close(&'static str),
 }
 
 impl CdpGuard {
@@ -140,7 +140,7 @@ impl CdpGuard {
         let command = match read_command(text) {
             Ok(command) => command,
             Err((id, reason)) => {
-                let reply = error_reply(id.as_ref(), None, INVALID_REQUEST, &reason);
+                let reply = error_reply(id, None, INVALID_REQUEST, &reason);
                 self.note("", "invalid", &reason);
                 return Verdict::Invalid { reply, reason };
             }
@@ -148,17 +148,20 @@ impl CdpGuard {
         match self.judge(&command) {
             Judgement::Forward => {
                 if command.method == "Page.getNavigationHistory" {
+                    if self.history_asked.len() >= HISTORY_ASKED_LIMIT {
+                        self.history_asked.pop_front();
+                    }
                     self.history_asked
-                        .insert((command.session.clone(), command.id));
+                        .push_back((command.session.clone(), command.id));
                 }
                 Verdict::Forward {
                     message: Value::Object(command.whole).to_string(),
                 }
             }
             Judgement::Rewrite(params, why) => {
+                self.note(&command.method, "rewrite", why);
                 let mut whole = command.whole;
                 whole.insert("params".to_owned(), Value::Object(params));
-                self.note(&command.method, "rewrite", why);
                 Verdict::Rewrite {
                     message: Value::Object(whole).to_string(),
                     why,
@@ -169,7 +172,7 @@ impl CdpGuard {
                 self.note(&command.method, "refuse", &reason);
                 Verdict::Refuse {
                     reply: error_reply(
-                        Some(&Value::from(command.id)),
+                        Some(command.id),
                         command.session.as_deref(),
                         SERVER_ERROR,
                         &reason,
@@ -177,13 +180,9 @@ impl CdpGuard {
                     reason,
                 }
             }
-            Judgement::Close => {
+            Judgement::Close(why) => {
                 self.closing = true;
-                self.note(
-                    &command.method,
-                    "close",
-                    "the client closed the browser: it is disposed of",
-                );
+                self.note(&command.method, "close", why);
                 Verdict::Close {
                     reply: result_reply(
                         command.id,
@@ -196,9 +195,10 @@ impl CdpGuard {
     }
 
     /// Read a message from the browser, for what the guard must remember (where history entries
-    /// lead). Cheap when no history was asked for: nothing is parsed.
+    /// lead). Cheap for every other message: nothing is parsed unless a history answer is
+    /// awaited and the text can hold one (a screenshot's base64 never holds `"entries"`).
     pub fn observe_reply(&mut self, text: &str) {
-        if self.history_asked.is_empty() {
+        if self.history_asked.is_empty() || !text.contains("\"entries\"") {
             return;
         }
         let Ok(Value::Object(message)) = serde_json::from_str::<Value>(text) else {
@@ -211,27 +211,27 @@ impl CdpGuard {
             .get("sessionId")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        if !self.history_asked.remove(&(session.clone(), id)) {
+        let key = (session, id);
+        let Some(position) = self.history_asked.iter().position(|asked| *asked == key) else {
             return;
-        }
+        };
+        self.history_asked.remove(position);
         let entries = message
             .get("result")
             .and_then(|result| result.get("entries"))
             .and_then(Value::as_array);
         for entry in entries.into_iter().flatten() {
+            if self.history.len() >= HISTORY_LIMIT {
+                break;
+            }
             if let (Some(entry_id), Some(url)) = (
                 entry.get("id").and_then(Value::as_i64),
                 entry.get("url").and_then(Value::as_str),
             ) {
                 self.history
-                    .insert((session.clone(), entry_id), url.to_owned());
+                    .insert((key.0.clone(), entry_id), url.to_owned());
             }
         }
-    }
-
-    /// Whether a close was asked for (nothing more is forwarded).
-    pub fn closing(&self) -> bool {
-        self.closing
     }
 
     /// Begin closing for a reason of the server's own (a time limit): nothing more is forwarded.
@@ -247,6 +247,11 @@ impl CdpGuard {
     /// Notable decisions past the record's limit, counted only.
     pub fn unrecorded(&self) -> u64 {
         self.unrecorded
+    }
+
+    /// How many history requests and entries it holds now (both bounded).
+    pub fn history_held(&self) -> (usize, usize) {
+        (self.history_asked.len(), self.history.len())
     }
 
     fn note(&mut self, method: &str, verdict: &'static str, reason: &str) {
@@ -267,59 +272,34 @@ impl CdpGuard {
     }
 
     fn judge(&self, command: &Command) -> Judgement {
-        let params = &command.params;
-        match command.method.as_str() {
-            "Browser.close" | "Browser.crash" | "Browser.crashGpuProcess" => Judgement::Close,
-            "Target.exposeDevToolsProtocol" => Judgement::Refuse(
-                "it would give a page the DevTools protocol".to_owned(),
-            ),
-            "Target.sendMessageToTarget" => Judgement::Refuse(FLATTEN_ONLY.to_owned()),
-            "Target.attachToTarget" if params.get("flatten") != Some(&Value::Bool(true)) => {
-                Judgement::Refuse(FLATTEN_ONLY.to_owned())
+        let Some(row) = rule_for(&command.method) else {
+            return Judgement::Forward;
+        };
+        let params = command.params();
+        match row.rule {
+            Rule::Close => Judgement::Close(row.reason),
+            Rule::Refuse => Judgement::Refuse(row.reason.to_owned()),
+            Rule::RefuseUnless(condition) => {
+                if holds(condition, params) {
+                    Judgement::Forward
+                } else {
+                    Judgement::Refuse(row.reason.to_owned())
+                }
             }
-            "Target.setAutoAttach"
-                if params.get("autoAttach") == Some(&Value::Bool(true))
-                    && params.get("flatten") != Some(&Value::Bool(true)) =>
-            {
-                Judgement::Refuse(FLATTEN_ONLY.to_owned())
-            }
-            "Target.createBrowserContext"
-                if present(params, "proxyServer") || present(params, "proxyBypassList") =>
-            {
-                Judgement::Refuse(
-                    "a browser context may not set its own proxy: the egress proxy is the browser's only way out".to_owned(),
-                )
-            }
-            "Target.setRemoteLocations" => Judgement::Refuse(
-                "it opens connections of the browser's own, outside the egress proxy".to_owned(),
-            ),
-            "Target.openDevTools" => {
-                Judgement::Refuse("the DevTools front end is one of the browser's own pages".to_owned())
-            }
-            "Security.setIgnoreCertificateErrors"
-                if params.get("ignore") != Some(&Value::Bool(false)) =>
-            {
-                Judgement::Refuse(CERTIFICATES.to_owned())
-            }
-            "Security.setOverrideCertificateErrors"
-                if params.get("override") != Some(&Value::Bool(false)) =>
-            {
-                Judgement::Refuse(CERTIFICATES.to_owned())
-            }
-            "Security.handleCertificateError" => Judgement::Refuse(CERTIFICATES.to_owned()),
-            "Page.navigate" | "Target.createTarget" | "Network.loadNetworkResource" => {
-                url_judgement(params.get("url"))
-            }
-            "Page.navigateToHistoryEntry" => {
+            Rule::PageUrl(name) => url_judgement(params.get(name), name),
+            Rule::HistoryEntry => {
                 let entry = params.get("entryId").and_then(Value::as_i64);
                 match entry.and_then(|entry| self.history.get(&(command.session.clone(), entry))) {
-                    Some(url) => url_judgement(Some(&Value::String(url.clone()))),
+                    Some(url) => match page_refusal(url) {
+                        Some(why) => Judgement::Refuse(why),
+                        None => Judgement::Forward,
+                    },
                     // An entry the guard was never told of: only pages that passed the guard or
                     // that a page opened itself can be in the history, so Chromium decides.
                     None => Judgement::Forward,
                 }
             }
-            "Browser.setDownloadBehavior" | "Page.setDownloadBehavior" => {
+            Rule::DenyDownloads => {
                 let mut pinned = Map::new();
                 pinned.insert("behavior".to_owned(), Value::from("deny"));
                 for keep in ["browserContextId", "eventsEnabled"] {
@@ -327,56 +307,57 @@ impl CdpGuard {
                         pinned.insert(keep.to_owned(), value.clone());
                     }
                 }
-                Judgement::Rewrite(
-                    pinned,
-                    "downloads are pinned to deny: airlock keeps no files",
-                )
+                Judgement::Rewrite(pinned, row.reason)
             }
-            "DOM.setFileInputFiles" => Judgement::Refuse(FILES.to_owned()),
-            "Page.setInterceptFileChooserDialog"
-                if params.get("enabled") != Some(&Value::Bool(false)) =>
-            {
-                Judgement::Refuse(FILES.to_owned())
-            }
-            "Input.dispatchDragEvent"
-                if params
-                    .get("data")
-                    .and_then(|data| data.get("files"))
-                    .and_then(Value::as_array)
-                    .is_some_and(|files| !files.is_empty()) =>
-            {
-                Judgement::Refuse(FILES.to_owned())
-            }
-            "Extensions.loadUnpacked" => {
-                Judgement::Refuse("extensions from disk are not loaded".to_owned())
-            }
-            method if method.starts_with("PWA.") => {
-                Judgement::Refuse("installing web apps is not offered".to_owned())
-            }
-            _ => Judgement::Forward,
         }
     }
 }
 
-const FLATTEN_ONLY: &str =
-    "only flattened sessions are served: attach with `flatten: true` and send with `sessionId`";
-const CERTIFICATES: &str = "certificate checks stay on";
-const FILES: &str = "the sealed browser takes no files from disk (no uploads, no file chooser)";
-
-/// Whether a parameter is given and not null.
-fn present(params: &Map<String, Value>, name: &str) -> bool {
-    params.get(name).is_some_and(|value| !value.is_null())
+/// Whether the parameters meet a table row's condition.
+fn holds(condition: Condition, params: &Map<String, Value>) -> bool {
+    let is_true = |name: &str| params.get(name) == Some(&Value::Bool(true));
+    match condition {
+        Condition::Flattened => is_true("flatten"),
+        Condition::FlattenedIfAutoAttaching => !is_true("autoAttach") || is_true("flatten"),
+        Condition::Absent(names) => names
+            .iter()
+            .all(|name| params.get(*name).is_none_or(Value::is_null)),
+        Condition::IsFalse(name) => params.get(name) == Some(&Value::Bool(false)),
+        Condition::NoDraggedFiles => !params
+            .get("data")
+            .and_then(|data| data.get("files"))
+            .and_then(Value::as_array)
+            .is_some_and(|files| !files.is_empty()),
+        Condition::NoRedirectToOwnPages => {
+            if params
+                .get("binaryResponseHeaders")
+                .is_some_and(|v| !v.is_null())
+            {
+                return false;
+            }
+            let headers = params.get("responseHeaders").and_then(Value::as_array);
+            !headers.into_iter().flatten().any(|header| {
+                let named_location = header
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| name.trim().eq_ignore_ascii_case("location"));
+                let value = header.get("value").and_then(Value::as_str).unwrap_or("");
+                named_location && page_refusal(value).is_some()
+            })
+        }
+        Condition::EditingKeyOnly => editing_key_only(params),
+    }
 }
 
 /// The pages a client may open: the web (http, https), content it supplies itself (`data:`,
 /// `blob:`, `javascript:`), and `about:blank` / `about:srcdoc`. Every other scheme is one of the
 /// browser's own (`file:`, `chrome:`, `devtools:`, `view-source:`, other `about:` pages, …).
-fn url_judgement(url: Option<&Value>) -> Judgement {
+fn url_judgement(url: Option<&Value>, name: &str) -> Judgement {
     let Some(url) = url else {
         return Judgement::Forward;
     };
     let Some(url) = url.as_str() else {
-        return Judgement::Refuse("`url` must be a string".to_owned());
+        return Judgement::Refuse(format!("`{name}` must be a string"));
     };
     match page_refusal(url) {
         Some(why) => Judgement::Refuse(why),
@@ -403,457 +384,4 @@ pub fn page_refusal(url: &str) -> Option<String> {
             "`{scheme}:` pages are the browser's own: open http(s), data:, blob: or about:blank pages"
         )
     })
-}
-
-/// Read a client's message as a command, or say why it is not one (with its id when readable).
-fn read_command(text: &str) -> Result<Command, (Option<Value>, String)> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|error| (None, format!("the message is not JSON: {error}")))?;
-    let Value::Object(whole) = value else {
-        return Err((None, "a command is a JSON object".to_owned()));
-    };
-    let id = match whole.get("id") {
-        Some(Value::Number(number)) if number.as_i64().is_some() => number.as_i64(),
-        _ => None,
-    };
-    let Some(id) = id else {
-        return Err((None, "a command needs an integer `id`".to_owned()));
-    };
-    let with_id = |reason: &str| (Some(Value::from(id)), reason.to_owned());
-    let method = match whole.get("method") {
-        Some(Value::String(method)) => method.clone(),
-        _ => return Err(with_id("`method` must be a string")),
-    };
-    let params = match whole.get("params") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(params)) => params.clone(),
-        Some(_) => return Err(with_id("`params` must be an object")),
-    };
-    let session = match whole.get("sessionId") {
-        None => None,
-        Some(Value::String(session)) => Some(session.clone()),
-        Some(_) => return Err(with_id("`sessionId` must be a string")),
-    };
-    Ok(Command {
-        id,
-        session,
-        method,
-        params,
-        whole,
-    })
-}
-
-fn result_reply(id: i64, session: Option<&str>, result: Value) -> String {
-    let mut reply = Map::new();
-    reply.insert("id".to_owned(), Value::from(id));
-    reply.insert("result".to_owned(), result);
-    if let Some(session) = session {
-        reply.insert("sessionId".to_owned(), Value::from(session));
-    }
-    Value::Object(reply).to_string()
-}
-
-fn error_reply(id: Option<&Value>, session: Option<&str>, code: i64, message: &str) -> String {
-    let mut error = Map::new();
-    error.insert("code".to_owned(), Value::from(code));
-    error.insert("message".to_owned(), Value::from(message));
-    let mut reply = Map::new();
-    reply.insert("id".to_owned(), id.cloned().unwrap_or(Value::Null));
-    reply.insert("error".to_owned(), Value::Object(error));
-    if let Some(session) = session {
-        reply.insert("sessionId".to_owned(), Value::from(session));
-    }
-    Value::Object(reply).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use serde_json::json;
-
-    fn check(guard: &mut CdpGuard, message: &Value) -> Verdict {
-        guard.check(&message.to_string())
-    }
-
-    fn reply_of(verdict: &Verdict) -> Value {
-        match verdict {
-            Verdict::Refuse { reply, .. }
-            | Verdict::Invalid { reply, .. }
-            | Verdict::Close { reply } => serde_json::from_str(reply).unwrap(),
-            other => panic!("no reply in {other:?}"),
-        }
-    }
-
-    #[test]
-    fn ordinary_commands_are_sent_on_as_read() {
-        let mut guard = CdpGuard::new();
-        for message in [
-            json!({"id": 1, "method": "Browser.getVersion"}),
-            json!({"id": 2, "method": "Target.setAutoAttach", "params": {"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}}),
-            json!({"id": 3, "method": "Page.navigate", "sessionId": "S1", "params": {"url": "https://example.com/"}}),
-            json!({"id": 4, "method": "Runtime.evaluate", "sessionId": "S1", "params": {"expression": "1+1"}}),
-            json!({"id": 5, "method": "Target.createTarget", "params": {"url": "about:blank"}}),
-            json!({"id": 6, "method": "Target.createTarget", "params": {"url": ""}}),
-            json!({"id": 7, "method": "Page.navigate", "params": {"url": "data:text/html,<p>hi"}}),
-            json!({"id": 8, "method": "Target.createBrowserContext", "params": {"disposeOnDetach": true}}),
-            json!({"id": 9, "method": "Security.setIgnoreCertificateErrors", "params": {"ignore": false}}),
-        ] {
-            let verdict = check(&mut guard, &message);
-            let Verdict::Forward { message: sent } = &verdict else {
-                panic!("{message} was not forwarded: {verdict:?}");
-            };
-            assert_eq!(serde_json::from_str::<Value>(sent).unwrap(), message);
-        }
-        assert!(guard.record().is_empty(), "forwards are not recorded");
-    }
-
-    #[test]
-    fn the_browsers_own_pages_are_refused_however_spelled() {
-        for url in [
-            "file:///etc/hostname",
-            "FILE:///etc/passwd",
-            " \u{1}file:///etc/passwd",
-            "fi\tle:///etc/passwd",
-            "f\ni\rle:/etc/passwd",
-            "chrome://settings",
-            "chrome-extension://abc/x.html",
-            "chrome-untrusted://terminal",
-            "devtools://devtools/bundled/inspector.html",
-            "view-source:https://example.com",
-            "about:version",
-            "About:Settings",
-            "filesystem:https://example.com/temporary/x",
-        ] {
-            for method in ["Page.navigate", "Target.createTarget"] {
-                let mut guard = CdpGuard::new();
-                let verdict = check(
-                    &mut guard,
-                    &json!({"id": 7, "sessionId": "S", "method": method, "params": {"url": url}}),
-                );
-                let Verdict::Refuse { reason, .. } = &verdict else {
-                    panic!("{method} {url:?} was not refused: {verdict:?}");
-                };
-                assert!(
-                    reason.starts_with(&format!("airlock refuses {method}: ")),
-                    "{reason}"
-                );
-                let reply = reply_of(&verdict);
-                assert_eq!(reply["id"], 7);
-                assert_eq!(reply["sessionId"], "S");
-                assert_eq!(reply["error"]["code"], -32000);
-                assert_eq!(reply["error"]["message"], reason.as_str());
-            }
-        }
-        for url in [
-            "about:blank",
-            "ABOUT:BLANK#x",
-            "about:srcdoc",
-            "https://x.test/",
-            "javascript:void 0",
-        ] {
-            assert_eq!(page_refusal(url), None, "{url}");
-        }
-    }
-
-    #[test]
-    fn the_listed_switches_are_refused_and_the_connection_kept() {
-        let mut guard = CdpGuard::new();
-        for (message, says) in [
-            (
-                json!({"id": 1, "method": "Target.exposeDevToolsProtocol", "params": {"targetId": "T"}}),
-                "protocol",
-            ),
-            (
-                json!({"id": 2, "method": "Target.sendMessageToTarget", "params": {"message": "{}"}}),
-                "flatten",
-            ),
-            (
-                json!({"id": 3, "method": "Target.attachToTarget", "params": {"targetId": "T"}}),
-                "flatten",
-            ),
-            (
-                json!({"id": 4, "method": "Target.setAutoAttach", "params": {"autoAttach": true, "waitForDebuggerOnStart": false}}),
-                "flatten",
-            ),
-            (
-                json!({"id": 5, "method": "Target.createBrowserContext", "params": {"proxyServer": "http://10.0.0.1:3128"}}),
-                "proxy",
-            ),
-            (
-                json!({"id": 6, "method": "Target.createBrowserContext", "params": {"proxyBypassList": "*"}}),
-                "proxy",
-            ),
-            (
-                json!({"id": 7, "method": "Security.setIgnoreCertificateErrors", "params": {"ignore": true}}),
-                "certificate",
-            ),
-            (
-                json!({"id": 8, "method": "Security.setOverrideCertificateErrors", "params": {"override": true}}),
-                "certificate",
-            ),
-            (
-                json!({"id": 9, "method": "Security.handleCertificateError", "params": {"eventId": 1, "action": "continue"}}),
-                "certificate",
-            ),
-            (
-                json!({"id": 10, "method": "DOM.setFileInputFiles", "params": {"files": ["/etc/passwd"], "nodeId": 3}}),
-                "files",
-            ),
-            (
-                json!({"id": 11, "method": "Page.setInterceptFileChooserDialog", "params": {"enabled": true}}),
-                "file chooser",
-            ),
-            (
-                json!({"id": 12, "method": "Input.dispatchDragEvent", "params": {"type": "drop", "x": 1, "y": 1, "data": {"items": [], "files": ["/etc/passwd"], "dragOperationsMask": 1}}}),
-                "files",
-            ),
-            (
-                json!({"id": 13, "method": "Target.setRemoteLocations", "params": {"locations": [{"host": "10.0.0.1", "port": 9222}]}}),
-                "outside the egress proxy",
-            ),
-            (
-                json!({"id": 14, "method": "Extensions.loadUnpacked", "params": {"path": "/tmp/x"}}),
-                "extensions",
-            ),
-            (
-                json!({"id": 15, "method": "PWA.install", "params": {"manifestId": "x", "installUrlOrBundleUrl": "file:///x"}}),
-                "web apps",
-            ),
-            (
-                json!({"id": 16, "method": "Network.loadNetworkResource", "params": {"url": "file:///etc/passwd", "options": {"disableCache": true, "includeCredentials": false}}}),
-                "browser's own",
-            ),
-        ] {
-            let verdict = check(&mut guard, &message);
-            let Verdict::Refuse { reason, .. } = &verdict else {
-                panic!("{message} was not refused: {verdict:?}");
-            };
-            assert!(reason.contains(says), "{reason} should say {says}");
-            assert_eq!(reply_of(&verdict)["id"], message["id"]);
-            assert!(!guard.closing());
-        }
-        assert_eq!(guard.record().len(), 16);
-        assert!(guard.record().iter().all(|r| r.verdict == "refuse"));
-    }
-
-    #[test]
-    fn downloads_are_pinned_to_deny() {
-        let mut guard = CdpGuard::new();
-        for method in ["Browser.setDownloadBehavior", "Page.setDownloadBehavior"] {
-            let verdict = check(
-                &mut guard,
-                &json!({"id": 1, "method": method, "params": {"behavior": "allow", "downloadPath": "/tmp/x", "browserContextId": "C", "eventsEnabled": true}}),
-            );
-            let Verdict::Rewrite { message, .. } = &verdict else {
-                panic!("{verdict:?}")
-            };
-            let sent: Value = serde_json::from_str(message).unwrap();
-            assert_eq!(
-                sent,
-                json!({"id": 1, "method": method, "params": {"behavior": "deny", "browserContextId": "C", "eventsEnabled": true}})
-            );
-        }
-    }
-
-    #[test]
-    fn closing_the_browser_answers_then_ends_the_connection() {
-        for method in ["Browser.close", "Browser.crash", "Browser.crashGpuProcess"] {
-            let mut guard = CdpGuard::new();
-            let verdict = check(&mut guard, &json!({"id": 41, "method": method}));
-            assert!(matches!(verdict, Verdict::Close { .. }), "{verdict:?}");
-            assert_eq!(reply_of(&verdict), json!({"id": 41, "result": {}}));
-            assert!(guard.closing());
-            assert_eq!(
-                check(
-                    &mut guard,
-                    &json!({"id": 42, "method": "Browser.getVersion"})
-                ),
-                Verdict::Ignore
-            );
-        }
-    }
-
-    #[test]
-    fn unreadable_messages_get_invalid_request() {
-        let mut guard = CdpGuard::new();
-        for (text, id) in [
-            ("not json", Value::Null),
-            ("[1, 2]", Value::Null),
-            ("{\"method\": \"Page.enable\"}", Value::Null),
-            ("{\"id\": \"1\", \"method\": \"Page.enable\"}", Value::Null),
-            ("{\"id\": 1.5, \"method\": \"Page.enable\"}", Value::Null),
-            ("{\"id\": 3, \"method\": 7}", json!(3)),
-            (
-                "{\"id\": 4, \"method\": \"Page.navigate\", \"params\": [\"file:///\"]}",
-                json!(4),
-            ),
-            (
-                "{\"id\": 5, \"method\": \"Page.enable\", \"sessionId\": 9}",
-                json!(5),
-            ),
-        ] {
-            let verdict = guard.check(text);
-            let Verdict::Invalid { .. } = &verdict else {
-                panic!("{text} was not invalid: {verdict:?}");
-            };
-            let reply = reply_of(&verdict);
-            assert_eq!(reply["error"]["code"], -32600, "{text}");
-            assert_eq!(reply["id"], id, "{text}");
-        }
-    }
-
-    #[test]
-    fn duplicate_keys_are_read_once_and_sent_as_read() {
-        // Whatever the guard judged is exactly what the browser gets: no parser differential.
-        let mut guard = CdpGuard::new();
-        let text = r#"{"id":1,"method":"Page.navigate","params":{"url":"https://a.test/"},"params":{"url":"file:///etc/passwd"}}"#;
-        let verdict = guard.check(text);
-        assert!(matches!(verdict, Verdict::Refuse { .. }), "{verdict:?}");
-        let text = r#"{"id":1,"method":"Page.navigate","params":{"url":"file:///etc/passwd"},"params":{"url":"https://a.test/"}}"#;
-        let Verdict::Forward { message } = guard.check(text) else {
-            panic!()
-        };
-        assert!(!message.contains("file:"), "{message}");
-    }
-
-    #[test]
-    fn history_entries_are_judged_by_where_they_lead() {
-        let mut guard = CdpGuard::new();
-        check(
-            &mut guard,
-            &json!({"id": 5, "sessionId": "S", "method": "Page.getNavigationHistory"}),
-        );
-        guard.observe_reply(
-            &json!({"id": 5, "sessionId": "S", "result": {"currentIndex": 1, "entries": [
-                {"id": 10, "url": "chrome://version", "title": "", "userTypedURL": "", "transitionType": "typed"},
-                {"id": 11, "url": "https://a.test/", "title": "", "userTypedURL": "", "transitionType": "typed"}
-            ]}})
-            .to_string(),
-        );
-        let refused = check(
-            &mut guard,
-            &json!({"id": 6, "sessionId": "S", "method": "Page.navigateToHistoryEntry", "params": {"entryId": 10}}),
-        );
-        assert!(matches!(refused, Verdict::Refuse { .. }), "{refused:?}");
-        let sent = check(
-            &mut guard,
-            &json!({"id": 7, "sessionId": "S", "method": "Page.navigateToHistoryEntry", "params": {"entryId": 11}}),
-        );
-        assert!(matches!(sent, Verdict::Forward { .. }), "{sent:?}");
-        // Another session's entry 10 is not this one's.
-        let other = check(
-            &mut guard,
-            &json!({"id": 8, "sessionId": "T", "method": "Page.navigateToHistoryEntry", "params": {"entryId": 10}}),
-        );
-        assert!(matches!(other, Verdict::Forward { .. }), "{other:?}");
-    }
-
-    #[test]
-    fn the_record_keeps_the_first_hundred() {
-        let mut guard = CdpGuard::new();
-        for id in 0..150 {
-            check(
-                &mut guard,
-                &json!({"id": id, "method": "DOM.setFileInputFiles", "params": {"files": []}}),
-            );
-        }
-        assert_eq!(guard.record().len(), RECORD_LIMIT);
-        assert_eq!(guard.unrecorded(), 50);
-    }
-
-    /// A refused URL, spelled the ways a browser forgives: any case, tabs and newlines anywhere,
-    /// controls and spaces around.
-    fn refused_url() -> impl Strategy<Value = String> {
-        let base = prop_oneof![
-            Just("file:///etc/hostname".to_owned()),
-            Just("chrome://settings/".to_owned()),
-            Just("chrome-extension://id/page.html".to_owned()),
-            Just("chrome-untrusted://x/".to_owned()),
-            Just("devtools://devtools/".to_owned()),
-            Just("view-source:http://a.test/".to_owned()),
-            Just("about:version".to_owned()),
-        ];
-        (
-            base,
-            any::<u64>(),
-            "[\u{0}-\u{20}]{0,3}",
-            "[\u{0}-\u{20}]{0,3}",
-        )
-            .prop_map(|(url, seed, before, after)| {
-                let mut spelled = String::new();
-                for (index, c) in url.chars().enumerate() {
-                    let bit = (seed >> (index % 64)) & 1 == 1;
-                    spelled.push(if bit { c.to_ascii_uppercase() } else { c });
-                    if (seed >> ((index + 7) % 64)).trailing_zeros() >= 2 {
-                        spelled.push(['\t', '\n', '\r'][index % 3]);
-                    }
-                }
-                format!("{before}{spelled}{after}")
-            })
-    }
-
-    proptest! {
-        #[test]
-        fn refused_urls_are_refused_in_every_spelling(url in refused_url(), id in any::<i64>()) {
-            for method in ["Page.navigate", "Target.createTarget"] {
-                let mut guard = CdpGuard::new();
-                let verdict = check(&mut guard, &json!({"id": id, "method": method, "params": {"url": url}}));
-                prop_assert!(matches!(verdict, Verdict::Refuse { .. }), "{} {:?}: {:?}", method, url, verdict);
-            }
-        }
-
-        #[test]
-        fn any_text_gets_a_verdict_and_a_reply_keeps_its_id(text in any::<String>()) {
-            let mut guard = CdpGuard::new();
-            let verdict = guard.check(&text);
-            if let Verdict::Invalid { reply, .. } = &verdict {
-                let reply: Value = serde_json::from_str(reply).unwrap();
-                prop_assert_eq!(&reply["error"]["code"], &json!(-32600));
-            }
-        }
-
-        #[test]
-        fn what_is_forwarded_is_what_was_judged(
-            method in prop_oneof![Just("Page.navigate".to_owned()), Just("Runtime.evaluate".to_owned()), Just("Target.createTarget".to_owned()), "[A-Za-z.]{1,20}"],
-            url in prop_oneof![refused_url(), "https?://[a-z]{1,8}\\.test/[a-z]{0,5}", any::<String>()],
-            id in any::<i64>(),
-            session in proptest::option::of("[A-F0-9]{1,8}"),
-        ) {
-            let mut message = json!({"id": id, "method": method, "params": {"url": url}});
-            if let Some(session) = &session {
-                message["sessionId"] = json!(session);
-            }
-            let mut guard = CdpGuard::new();
-            match check(&mut guard, &message) {
-                Verdict::Forward { message: sent } => {
-                    let sent: Value = serde_json::from_str(&sent).unwrap();
-                    prop_assert_eq!(&sent, &message);
-                    if method == "Page.navigate" || method == "Target.createTarget" {
-                        prop_assert!(page_refusal(&url).is_none());
-                    }
-                }
-                Verdict::Refuse { reply, .. } => {
-                    let reply: Value = serde_json::from_str(&reply).unwrap();
-                    prop_assert_eq!(&reply["id"], &json!(id));
-                    prop_assert_eq!(reply.get("sessionId").cloned(), session.map(Value::from));
-                }
-                other => prop_assert!(false, "unexpected {:?}", other),
-            }
-        }
-
-        #[test]
-        fn after_a_close_nothing_is_forwarded(texts in proptest::collection::vec(any::<String>(), 0..8)) {
-            let mut guard = CdpGuard::new();
-            let closed = guard.check(r#"{"id":1,"method":"Browser.close"}"#);
-            prop_assert!(matches!(closed, Verdict::Close { .. }), "{:?}", closed);
-            for text in texts {
-                prop_assert_eq!(guard.check(&text), Verdict::Ignore);
-            }
-            prop_assert_eq!(
-                guard.check(r#"{"id":2,"method":"Page.navigate","params":{"url":"https://a.test/"}}"#),
-                Verdict::Ignore
-            );
-        }
-    }
 }

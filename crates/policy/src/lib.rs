@@ -32,6 +32,8 @@
 //! ```
 
 mod cdp;
+mod cdp_message;
+mod cdp_table;
 mod command;
 mod command_table;
 mod egress;
@@ -41,7 +43,9 @@ use std::net::IpAddr;
 
 use airlock_address::{HostError, NotPublic};
 
-pub use cdp::{CdpGuard, RECORD_LIMIT, Recorded, Verdict, page_refusal};
+pub use cdp::{
+    CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
+};
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,

@@ -1,8 +1,9 @@
-//! `cargo xtask tidy`: the layers of ARCHITECTURE.md, checked against what Cargo actually builds.
+//! The layers rule: the diagram under "## Layers" in ARCHITECTURE.md, checked against what Cargo
+//! actually builds.
 //!
-//! - The diagram under "## Layers" is read top to bottom: each line that names `crates/NAME` puts
-//!   those crates on one layer. A crate may depend only on crates on lower lines (never on one
-//!   above it or beside it).
+//! - The diagram is read top to bottom: each line that names `crates/NAME` puts those crates on
+//!   one layer. A crate may depend only on crates on lower lines (never on one above it or beside
+//!   it).
 //! - Every crate under `crates/` is in the diagram, and everything the diagram names exists.
 //! - A crate whose heading says `(pure)` has no I/O: no async runtime, network, process or file
 //!   crate anywhere in its dependency tree, and no `std::fs`, `std::net` sockets, `std::process`,
@@ -14,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
-use crate::util::{output, workspace_root};
+use crate::util::output;
 
 /// Crates that do I/O or run an async runtime: never in a pure crate's dependency tree.
 const IO_CRATES: &[&str] = &[
@@ -63,7 +64,7 @@ enum Kind {
 
 /// What tidy needs to know of one workspace crate.
 #[derive(Debug, Clone)]
-struct Crate {
+pub(super) struct Crate {
     /// The package name (`airlock-proxy`).
     name: String,
     /// Its directory under `crates/` (`proxy`), or `None` for members elsewhere (xtask).
@@ -76,34 +77,8 @@ struct Crate {
     tree: BTreeSet<String>,
 }
 
-pub fn run() -> anyhow::Result<()> {
-    let root = workspace_root();
-    let architecture =
-        std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
-    let metadata = metadata(&root)?;
-    let crates = crates(&metadata, &root)?;
-    let mut problems = check_layers(&architecture, &crates);
-    for name in pure_crates(&architecture) {
-        problems.extend(check_pure_source(&root, &name, &crates));
-    }
-    if problems.is_empty() {
-        println!(
-            "tidy: the layers in ARCHITECTURE.md hold ({} crates)",
-            crates.len()
-        );
-        return Ok(());
-    }
-    for problem in &problems {
-        eprintln!("tidy: {problem}");
-    }
-    bail!(
-        "{} problem(s) with the layers in ARCHITECTURE.md",
-        problems.len()
-    )
-}
-
 /// `cargo metadata` with its resolved graph, for this machine's target only.
-fn metadata(root: &Path) -> anyhow::Result<serde_json::Value> {
+pub(super) fn metadata(root: &Path) -> anyhow::Result<serde_json::Value> {
     let version = output(Command::new("rustc").arg("-vV"))?;
     let host = version
         .lines()
@@ -121,7 +96,7 @@ fn metadata(root: &Path) -> anyhow::Result<serde_json::Value> {
 }
 
 /// The workspace's crates from `cargo metadata` (with its resolved graph).
-fn crates(metadata: &serde_json::Value, root: &Path) -> anyhow::Result<Vec<Crate>> {
+pub(super) fn crates(metadata: &serde_json::Value, root: &Path) -> anyhow::Result<Vec<Crate>> {
     let members: BTreeSet<&str> = metadata["workspace_members"]
         .as_array()
         .context("cargo metadata has no workspace_members")?
@@ -250,7 +225,7 @@ fn layers(architecture: &str) -> Vec<Vec<String>> {
 }
 
 /// The package names whose heading in ARCHITECTURE.md says `(pure)`: "### `airlock-address` (pure)".
-fn pure_crates(architecture: &str) -> Vec<String> {
+pub(super) fn pure_crates(architecture: &str) -> Vec<String> {
     architecture
         .lines()
         .filter_map(|line| line.strip_prefix("### `"))
@@ -261,7 +236,7 @@ fn pure_crates(architecture: &str) -> Vec<String> {
 }
 
 /// Every rule that needs only the document and the dependency graph.
-fn check_layers(architecture: &str, crates: &[Crate]) -> Vec<String> {
+pub(super) fn check_layers(architecture: &str, crates: &[Crate]) -> Vec<String> {
     let mut problems = Vec::new();
     let layers = layers(architecture);
     if layers.is_empty() {
@@ -334,7 +309,7 @@ fn check_layers(architecture: &str, crates: &[Crate]) -> Vec<String> {
 }
 
 /// A pure crate's source names no I/O.
-fn check_pure_source(root: &Path, name: &str, crates: &[Crate]) -> Vec<String> {
+pub(super) fn check_pure_source(root: &Path, name: &str, crates: &[Crate]) -> Vec<String> {
     let Some(dir) = crates
         .iter()
         .find(|c| c.name == name)
@@ -343,28 +318,14 @@ fn check_pure_source(root: &Path, name: &str, crates: &[Crate]) -> Vec<String> {
         return Vec::new();
     };
     let mut problems = Vec::new();
-    let mut pending = vec![root.join("crates").join(dir).join("src")];
-    while let Some(path) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&path) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|ext| ext != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            problems.extend(io_in_source(&text).into_iter().map(|(line, io)| {
-                format!(
-                    "{name} is pure, but {}:{line} uses {io}: keep I/O in the crates above it",
-                    path.strip_prefix(root).unwrap_or(&path).display()
-                )
-            }));
-        }
+    for path in super::rust_files(&root.join("crates").join(dir).join("src")) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        problems.extend(io_in_source(&text).into_iter().map(|(line, io)| {
+            format!(
+                "{name} is pure, but {}:{line} uses {io}: keep I/O in the crates above it",
+                path.strip_prefix(root).unwrap_or(&path).display()
+            )
+        }));
     }
     problems
 }
@@ -386,6 +347,7 @@ fn io_in_source(text: &str) -> Vec<(usize, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::workspace_root;
 
     const DOC: &str = "# Architecture\n\n## Layers\n\n```\ncrates/top          the binary\n   |\ncrates/left   crates/right\n   |\ncrates/base         pure: no I/O\n\ncrates/kit          dev-only\n```\n\n## Crates\n\n### `base` (pure)\n### `left`\n";
 

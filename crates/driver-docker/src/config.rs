@@ -1,0 +1,94 @@
+//! How the driver is set up: the image, the egress policy, the container's limits, the warm pool.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use airlock_policy::EgressPolicy;
+
+use crate::spec::Resources;
+
+/// The image tag this version of Airlock expects.
+pub fn default_image() -> String {
+    format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// How the driver runs tasks.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// The browser image.
+    pub image: String,
+    /// Where the browser may go.
+    pub egress: EgressPolicy,
+    /// The proxy's limits.
+    pub proxy_limits: airlock_proxy::ProxyLimits,
+    /// Nameservers for the proxy; empty means the system's.
+    pub nameservers: Vec<SocketAddr>,
+    /// Container limits.
+    pub resources: Resources,
+    /// The longest one agent-browser command may run.
+    pub command_timeout: Duration,
+    /// The most output bytes kept from one command. Large enough for the snapshot of a heavy
+    /// page (peers report 540 KB); the worker sees a preview and pages the rest.
+    pub max_command_output_bytes: usize,
+    /// The uid:gid containers run as; `None` uses this process's.
+    pub user: Option<(u32, u32)>,
+    /// How long a container outlives its task's time limit before it exits by itself.
+    pub lifetime_grace: Duration,
+    /// Chromium's own sandbox. Off only by the user's explicit, logged `--no-browser-sandbox`.
+    pub browser_sandbox: bool,
+    /// The OCI runtime: `runc` (Docker's default), or `runsc` to run the container under
+    /// gVisor's user-space kernel. The daemon must offer it (`check()` says how).
+    pub runtime: String,
+    /// Sealed browsers kept ready before tasks ask for them.
+    pub pool: PoolConfig,
+}
+
+/// The warm pool: how many sealed browsers wait, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Sessions kept ready; 0 for none (every task starts cold).
+    pub size: usize,
+    /// A warm session older than this is replaced.
+    pub max_age: Duration,
+    /// The longest task a warm session may serve (the task time limit), so its container's own
+    /// lifetime covers waiting and the task.
+    pub task_timeout: Duration,
+    /// CDP browsers kept ready for `airlock serve`'s /cdp and `airlock cdp`; 0 for none.
+    pub cdp_size: usize,
+    /// The longest CDP lease a warm CDP browser may serve.
+    pub cdp_lease: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            size: 0,
+            max_age: Duration::from_secs(600),
+            task_timeout: Duration::from_secs(300),
+            cdp_size: 0,
+            cdp_lease: Duration::from_secs(900),
+        }
+    }
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self {
+            image: default_image(),
+            egress: EgressPolicy::default(),
+            proxy_limits: airlock_proxy::ProxyLimits::default(),
+            nameservers: Vec::new(),
+            resources: Resources::default(),
+            command_timeout: Duration::from_secs(30),
+            max_command_output_bytes: 2 * 1024 * 1024,
+            user: None,
+            lifetime_grace: Duration::from_secs(60),
+            browser_sandbox: true,
+            runtime: "runc".to_owned(),
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+/// The command that builds the image, quoted when it is missing.
+pub(crate) const BUILD_COMMAND: &str = "cargo xtask image";

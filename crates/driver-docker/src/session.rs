@@ -1,0 +1,400 @@
+//! Make one sealed session: its proxy, its container, the runner, the relay and the guide (for the
+//! pool also Chromium on `about:blank`), then bind it to one task. `Made` undoes exactly what was
+//! made.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_proxy::{EgressProxy, ProxyConfig};
+use airlock_worker::{BrowserSession, DriverError, TaskContext, Tool};
+use bollard::Docker;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
+use tokio_util::sync::CancellationToken;
+
+use crate::cdp::{CdpBrowser, Pipe};
+use crate::config::DriverConfig;
+use crate::made::Made;
+use crate::refill_wait::{Freezable, Yield};
+use crate::spec::{ContainerOptions, container_spec};
+use crate::{DockerError, owner, runner, tool};
+
+static TASK_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// What making a session needs, shared by the driver and its pool's filler.
+pub(crate) struct Maker {
+    pub(crate) docker: Docker,
+    pub(crate) config: DriverConfig,
+    pub(crate) owner: String,
+    pub(crate) user: (u32, u32),
+    pub(crate) failed_removals: Arc<Mutex<Vec<String>>>,
+}
+
+/// Which browser a session holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// agent-browser's, driven by exec'd commands (tasks, `--direct`).
+    AgentBrowser,
+    /// Chromium with its DevTools on an exec's pipe, for one CDP client.
+    Cdp,
+}
+
+/// A session made but not yet given to a task: container running, proxy listening, relay ready,
+/// guide read (and, when warm, Chromium launched on `about:blank`). A CDP session holds its
+/// Chromium, launched and answering, instead of a guide.
+pub(crate) struct Prepared {
+    made: Made,
+    pub(crate) name: String,
+    guide: String,
+    pending: tool::PendingRefusals,
+    /// How the session's commands run (agent-browser sessions; a CDP session runs none).
+    commands: runner::Commands,
+    /// Cancelled once the task that takes this session has its first answer (and the command
+    /// that follows it at once: `tool::TaskStart`), or has ended: the pool's refill waits for it.
+    pub(crate) first_answer: CancellationToken,
+    pipe: Option<Pipe>,
+    pub(crate) made_at: std::time::Instant,
+}
+
+impl Prepared {
+    /// Remove everything it holds.
+    pub(crate) async fn dispose(mut self) {
+        self.made.undo().await;
+    }
+
+    /// Whether its browser still answers: the container runs and, for CDP, Chromium answers a
+    /// command.
+    pub(crate) async fn answers(&mut self, maker: &Maker) -> bool {
+        if !maker.alive(&self.name).await {
+            return false;
+        }
+        match &mut self.pipe {
+            Some(pipe) => pipe
+                .wait_until_answering(maker.config.command_timeout)
+                .await
+                .is_ok(),
+            None => true,
+        }
+    }
+
+    /// Lease a CDP session to its client. What the proxy saw before (Chromium's start-up) is
+    /// not the client's.
+    pub(crate) fn into_cdp(self, warm: bool) -> CdpBrowser {
+        let Self {
+            made,
+            name,
+            pending,
+            pipe,
+            first_answer,
+            ..
+        } = self;
+        // A CDP client's first page is its own business; the refill need not wait for it.
+        first_answer.cancel();
+        pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        CdpBrowser {
+            // Invariant: `prepare` with `Kind::Cdp` always sets the pipe, and only CDP sessions
+            // are leased here (the CDP pool makes only those).
+            pipe: pipe.unwrap_or_else(|| unreachable!("a CDP session without its pipe")),
+            made,
+            name,
+            pending,
+            warm,
+        }
+    }
+}
+
+impl Maker {
+    /// Make a session whose container exits by itself after `lifetime`. A warm one (made by a
+    /// pool, which says how long to yield to tasks' first answers between steps) also launches
+    /// Chromium, with the launch settings every later command uses so nothing relaunches it.
+    pub(crate) async fn prepare(
+        &self,
+        lifetime: Duration,
+        pool: Option<Yield<'_>>,
+        kind: Kind,
+    ) -> Result<Prepared, DriverError> {
+        let warm = pool.is_some();
+        let yield_to_first_answers = || async move {
+            if let Some(patience) = pool {
+                patience.to_first_answers().await;
+            }
+        };
+        let task_id = task_id();
+        let (proxy, pending) = self.start_proxy()?;
+
+        let options = ContainerOptions {
+            image: self.config.image.clone(),
+            task_id: task_id.clone(),
+            owner: self.owner.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            user: self.user,
+            socket_dir: proxy.socket_dir().to_owned(),
+            lifetime_secs: lifetime.as_secs(),
+            resources: self.config.resources,
+            browser_sandbox: self.config.browser_sandbox,
+            runtime: self.config.runtime.clone(),
+        };
+        let name = options.name();
+        // From here on, everything made is undone by the guard unless the session takes it over.
+        let mut made = Made {
+            docker: self.docker.clone(),
+            container: None,
+            proxy: Some(proxy),
+            failed_removals: Arc::clone(&self.failed_removals),
+            context: None,
+            first_answer: None,
+        };
+        let create = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.docker
+            .create_container(Some(create), container_spec(&options))
+            .await
+            .map_err(DockerError::CreateContainer)?;
+        made.container = Some(name.clone());
+        if warm {
+            // Made beside a running task: it yields the CPU to it while its browser starts.
+            self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
+        }
+        yield_to_first_answers().await;
+        self.docker
+            .start_container(&name, None)
+            .await
+            .map_err(DockerError::StartContainer)?;
+
+        let (guide, commands, pipe) = match kind {
+            Kind::AgentBrowser => {
+                // One exec for the runner; every command after it is a process spawn inside.
+                yield_to_first_answers().await;
+                let runner = runner::Runner::launch(&self.docker, &name).await?;
+                let commands = runner::Commands::new(
+                    self.docker.clone(),
+                    name.clone(),
+                    Some(Arc::new(runner)),
+                );
+                yield_to_first_answers().await;
+                let guide = self
+                    .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
+                    .await?;
+                if let Some(patience) = pool {
+                    yield_to_first_answers().await;
+                    // The runner has answered (the guide), so its exec has finished starting, and
+                    // the launch may not start another: the container can be frozen safely.
+                    let container = Freezable {
+                        docker: &self.docker,
+                        name: &name,
+                    };
+                    let launch = commands.runner_only();
+                    patience
+                        .freezing(&container, self.launch_browser(&launch))
+                        .await??;
+                }
+                (guide, commands, None)
+            }
+            Kind::Cdp => {
+                let commands = runner::Commands::new(self.docker.clone(), name.clone(), None);
+                self.wait_for_relay_then(&commands, AFTER_RELAY_NOTHING)
+                    .await?;
+                let mut pipe = Pipe::launch(&self.docker, &name).await?;
+                pipe.wait_until_answering(self.config.command_timeout)
+                    .await?;
+                (String::new(), commands, Some(pipe))
+            }
+        };
+        if warm {
+            // Started, and idle until taken: its full weight back now, so the take that hands it
+            // to a task (and which a task waits on) asks Docker for nothing more.
+            self.set_cpu_weight(&name, TASK_CPU_SHARES).await?;
+        }
+        Ok(Prepared {
+            made,
+            name,
+            guide,
+            pending,
+            commands,
+            first_answer: CancellationToken::new(),
+            pipe,
+            made_at: std::time::Instant::now(),
+        })
+    }
+
+    /// The session's own egress proxy, and where it puts the refusals the worker is told of.
+    fn start_proxy(&self) -> Result<(EgressProxy, tool::PendingRefusals), DriverError> {
+        let pending: tool::PendingRefusals = Arc::default();
+        let sink = Arc::clone(&pending);
+        let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
+            .with_dir_tag(owner::dir_tag())
+            .with_limits(self.config.proxy_limits)
+            .with_events(Arc::new(move |event| {
+                // Refusals and failures are told to the worker; allowed requests are not news.
+                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
+                    sink.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(event);
+                }
+            }));
+        if !self.config.nameservers.is_empty() {
+            proxy_config = proxy_config
+                .with_nameservers(&self.config.nameservers)
+                .map_err(DockerError::Proxy)?;
+        }
+        let proxy = EgressProxy::start(proxy_config).map_err(DockerError::Proxy)?;
+        Ok((proxy, pending))
+    }
+
+    /// Give a prepared session to one task: its tool, its records, its dispose.
+    pub(crate) fn bind(
+        &self,
+        prepared: Prepared,
+        context: TaskContext,
+        warm: bool,
+    ) -> BrowserSession {
+        let Prepared {
+            mut made,
+            guide,
+            pending,
+            commands,
+            first_answer,
+            ..
+        } = prepared;
+        // What the proxy saw before the task (Chromium's own start-up requests) is not the task's.
+        let before: Vec<_> =
+            std::mem::take(&mut *pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if !before.is_empty() {
+            tracing::debug!(
+                count = before.len(),
+                "proxy events before the task took its session, not reported to it"
+            );
+        }
+        made.context = Some(context.clone());
+        made.first_answer = Some(first_answer.clone());
+        let tool = tool::AgentBrowserTool {
+            commands,
+            start: tool::TaskStart::new(first_answer),
+            context,
+            pending,
+            command_timeout: self.config.command_timeout,
+            max_output_bytes: self.config.max_command_output_bytes,
+            screenshots_taken: AtomicU64::new(0),
+        };
+        BrowserSession {
+            tools: vec![Arc::new(tool) as Arc<dyn Tool>],
+            guide,
+            prompt: tool::DRIVER_PROMPT.to_owned(),
+            dispose: Box::new(made),
+            warm,
+        }
+    }
+
+    /// Launch Chromium on `about:blank`: the launch a task's first command would do.
+    async fn launch_browser(&self, commands: &runner::Commands) -> Result<(), DriverError> {
+        let command = [
+            "agent-browser".to_owned(),
+            "open".to_owned(),
+            "about:blank".to_owned(),
+        ];
+        let result = commands
+            .run(&command, None, self.config.command_timeout, 64 * 1024)
+            .await
+            .map_err(DockerError::GuideExec)?;
+        if result.exit_code != 0 {
+            return Err(DockerError::GuideFailed {
+                stderr: String::from_utf8_lossy(&result.stderr).trim().to_owned(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The container's CPU weight against other containers (Docker's default is 1024).
+    pub(crate) async fn set_cpu_weight(
+        &self,
+        container: &str,
+        shares: i64,
+    ) -> Result<(), DriverError> {
+        let update = bollard::models::ContainerUpdateBody {
+            cpu_shares: Some(shares),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(container, update)
+            .await
+            .map_err(|e| DockerError::UpdateContainer(e).into())
+    }
+
+    /// Whether a warm session's container still runs. One inspect, a few milliseconds; an exec
+    /// asking agent-browser cost 160–200 ms of every warm start and caught nothing more: when
+    /// Chromium alone has died, agent-browser launches a fresh one at the task's first command.
+    pub(crate) async fn alive(&self, container: &str) -> bool {
+        self.docker
+            .inspect_container(container, None)
+            .await
+            .is_ok_and(|info| {
+                info.state
+                    .is_some_and(|state| state.running == Some(true) && state.paused != Some(true))
+            })
+    }
+
+    /// agent-browser's own guide, from the binary in the container, so it always matches it.
+    /// The same command first waits (bounded) for the relay's ready file, which `airlock-relay`
+    /// creates once it listens and holds its channel to the proxy: one command instead of two on
+    /// every task's start, and the browser never starts before its one way out exists.
+    async fn wait_for_relay_then(
+        &self,
+        commands: &runner::Commands,
+        then: &str,
+    ) -> Result<String, DriverError> {
+        let script = format!(
+            "tries=0; until [ -e {RELAY_READY_FILE} ]; do \
+               tries=$((tries + 1)); \
+               if [ $tries -gt 500 ]; then exit {RELAY_NOT_READY_EXIT}; fi; \
+               sleep 0.02; \
+             done; \
+             {then}"
+        );
+        let command = ["sh".to_owned(), "-c".to_owned(), script];
+        let result = commands
+            .run(&command, None, Duration::from_secs(30), 512 * 1024)
+            .await
+            .map_err(DockerError::GuideExec)?;
+        match result.exit_code {
+            0 => Ok(String::from_utf8_lossy(&result.stdout).into_owned()),
+            RELAY_NOT_READY_EXIT => Err(DockerError::RelayNotReady.into()),
+            _ => Err(DockerError::GuideFailed {
+                stderr: String::from_utf8_lossy(&result.stderr).trim().to_owned(),
+            }
+            .into()),
+        }
+    }
+}
+
+/// A warm container's CPU weight while its browser starts: the lowest Docker takes, so starting
+/// the next browser gets only the CPU the running tasks leave (at 128, an eighth of a task's, the
+/// refill still slowed back-to-back tasks' page loads more).
+const BACKGROUND_CPU_SHARES: i64 = 2;
+/// Docker's default CPU weight, which a warm container gets back once its browser is up.
+const TASK_CPU_SHARES: i64 = 1024;
+
+/// After the relay is ready: print agent-browser's guide (an agent-browser session).
+const AFTER_RELAY_GUIDE: &str = "exec agent-browser skills get core";
+/// After the relay is ready: nothing (a CDP session starts its Chromium by its own exec).
+const AFTER_RELAY_NOTHING: &str = "exit 0";
+
+/// Created by `airlock-relay` in the container once the browser's way out exists.
+const RELAY_READY_FILE: &str = "/tmp/.airlock-relay-ready";
+/// The start-up exec's exit code when the relay never became ready (distinct from agent-browser's).
+const RELAY_NOT_READY_EXIT: i64 = 97;
+
+/// A task id unique on this host: time, pid and a counter.
+fn task_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let count = TASK_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{:x}{:x}{count:x}",
+        nanos & 0xffff_ffff_ffff,
+        std::process::id()
+    )
+}
