@@ -1,10 +1,12 @@
 //! `airlock`: the command-line face of Airlock.
 
 mod browse_cmd;
+mod capacity;
 mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
 mod mcp_cmd;
+mod metrics;
 mod output;
 mod proxy_cmd;
 mod serve_cmd;

@@ -72,7 +72,7 @@ pub(crate) struct Server {
     /// Cancelled on shutdown (stdin closed, SIGTERM), or when this MCP session ends.
     pub(crate) shutdown: CancellationToken,
     /// Over HTTP (`airlock serve`): admission control and metrics, shared by every session.
-    pub(crate) gate: Option<Arc<crate::serve_cmd::Gate>>,
+    pub(crate) gate: Option<Arc<crate::capacity::Gate>>,
     /// Over HTTP: cancels `shutdown` when the session's last handle goes (the session ended).
     pub(crate) _session_end: Option<Arc<tokio_util::sync::DropGuard>>,
 }
@@ -92,8 +92,8 @@ pub(crate) struct Direct {
     /// Where the browser's end runs when this is dropped, so shutdown waits for it.
     pub(crate) tracker: TaskTracker,
     /// Over HTTP: the browser takes a task slot for the session's life.
-    pub(crate) gate: Option<Arc<crate::serve_cmd::Gate>>,
-    pub(crate) slot: std::sync::Mutex<Option<crate::serve_cmd::Slot>>,
+    pub(crate) gate: Option<Arc<crate::capacity::Gate>>,
+    pub(crate) slot: std::sync::Mutex<Option<crate::capacity::Slot>>,
 }
 
 impl Drop for Direct {

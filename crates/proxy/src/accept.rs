@@ -15,20 +15,7 @@ use tokio_util::either::Either;
 use crate::client::{Client, linger};
 use crate::connection::{Shared, serve};
 use crate::events::Counters;
-
-/// Holds a connection slot; tunnels keep a clone so the slot lasts as long as the tunnel.
-pub(crate) struct Ticket {
-    _permit: OwnedSemaphorePermit,
-    counters: Arc<Counters>,
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        self.counters
-            .active_connections
-            .fetch_sub(1, Ordering::Relaxed);
-    }
-}
+use crate::slot::Ticket;
 
 /// How many relays may hold a hand-off channel at once; a task has one.
 const MAX_HANDOFF_CHANNELS: usize = 4;

@@ -12,11 +12,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio_util::sync::CancellationToken;
 
 use crate::ProxyLimits;
-use crate::accept::Ticket;
 use crate::client::{Client, LingeringClose};
 use crate::events::{Counters, EventSink};
 use crate::guard::{ByteCounters, Guarded};
 use crate::network::{Connector, Resolver};
+use crate::slot::Ticket;
 
 /// Everything a connection needs, shared by all of them.
 pub(crate) struct Shared {

@@ -38,6 +38,7 @@ mod guard;
 mod http;
 mod network;
 mod request;
+mod slot;
 mod stop;
 mod vet;
 

@@ -13,7 +13,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::REFUSED_HEADER;
-use crate::accept::Ticket;
 use crate::connection::Shared;
 use crate::events::{Outcome, ProxyEvent, Via};
 use crate::guard::Guarded;
@@ -21,6 +20,7 @@ use crate::http::{
     ProxyBody, empty_response, event_target, origin_form, strip_hop_by_hop, text_response,
 };
 use crate::network::Upstream;
+use crate::slot::Ticket;
 use crate::stop::Stop;
 
 /// Buffer per direction for tunnels: large enough that bulk transfers are not syscall-bound.

@@ -15,7 +15,8 @@ use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
 use crate::limits::TaskLimits;
 use crate::messages::Content;
 use crate::ports::{BrowserDriver, BrowserSession, DriverError, TaskContext, ToolDefinition};
-use crate::run::{ContextUse, shown};
+use crate::shown::shown;
+use crate::task::ContextUse;
 
 /// One sealed browser for one caller. The browser is disposed when [`DirectSession::end`] is
 /// called, when the time limit passes, or when `cancel` fires, whichever comes first.

@@ -15,7 +15,6 @@ use serde_json::Value;
 
 use crate::limits::TaskLimits;
 use crate::ports::ToolDefinition;
-use crate::run::cut;
 
 /// The paging tool's name.
 pub const READ_OUTPUT: &str = "read_output";
@@ -332,6 +331,16 @@ pub(crate) fn definition() -> ToolDefinition {
 /// Whether a task with `limits` offers `read_output`.
 pub(crate) fn offered(limits: &TaskLimits) -> bool {
     limits.max_kept_output_bytes > 0
+}
+
+/// Cut `text` to `max` characters, saying how much was cut.
+pub fn cut(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}\n[… cut: {} more characters not shown]", total - max)
 }
 
 #[cfg(test)]

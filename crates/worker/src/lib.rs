@@ -47,10 +47,13 @@ mod ports;
 mod run;
 mod scripted;
 mod scrub;
+mod shown;
+mod task;
 
 pub use direct::{DirectOutput, DirectSession};
 pub use fit_image::fit_for_model;
 pub use instructions::STANDING_INSTRUCTIONS;
+pub use kept_output::cut;
 pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
@@ -59,12 +62,12 @@ pub use ports::{
     EgressRefusal, KeepRefusal, Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition,
     ToolFailure, ToolOutput,
 };
-pub use run::{
-    ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner,
-    Timings, cut,
-};
+pub use run::TaskRunner;
 pub use scripted::{
     Expectation, ReplayError, Script, ScriptError, ScriptedCall, ScriptedModel, ScriptedTurn,
 };
 pub use scrub::scrub;
+pub use task::{
+    ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, Timings,
+};
 pub use tokio_util::sync::CancellationToken;

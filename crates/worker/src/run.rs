@@ -2,10 +2,8 @@
 //! the report and the screenshots it kept, however the task ends.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant as Deadline;
@@ -13,165 +11,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fit_image;
 use crate::instructions::STANDING_INSTRUCTIONS;
-use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
+use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
 use crate::limits::{LimitError, TaskLimits};
-use crate::messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
+use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
 use crate::ports::{
-    BrowserDriver, Dispose, EgressBytes, EgressFailure, EgressRefusal, Model, ModelRequest,
-    TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+    BrowserDriver, Dispose, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
 };
-use crate::scrub::{neutral_failure, scrub};
-
-/// What to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskRequest {
-    /// The task, in the user's words.
-    pub task: String,
-    /// Where to start, if anywhere.
-    pub url: Option<String>,
-}
-
-/// How a task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Ended {
-    /// The worker wrote its report.
-    Completed,
-    /// The worker used every step (its report is the turn after the last step).
-    StepLimit,
-    /// The worker spent its token budget (its report is the turn after).
-    TokenBudget,
-    /// The time limit ran out.
-    TimedOut,
-    /// The task was cancelled.
-    Cancelled,
-    /// The browser or the model failed.
-    Failed,
-}
-
-/// How long the parts of the task took, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Timings {
-    /// From request to result.
-    pub total_ms: u64,
-    /// Starting the browser session (or taking a warm one).
-    pub browser_start_ms: u64,
-    /// Whether the session came warm from a pool, started before the task asked.
-    pub browser_warm: bool,
-    /// Waiting for the model.
-    pub model_ms: u64,
-    /// Running tools.
-    pub tools_ms: u64,
-    /// Ending the browser session.
-    pub dispose_ms: u64,
-}
-
-/// What the worker was shown of its tools' outputs, to weigh what a task cost its context.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct ContextUse {
-    /// Characters of tool output shown (previews and pages included).
-    pub chars_shown: u64,
-    /// Images shown.
-    pub images_shown: u64,
-    /// Bytes of those images, as sent to the model.
-    pub image_bytes_shown: u64,
-    /// Long outputs kept for paging.
-    pub outputs_kept: u64,
-    /// `read_output` calls answered.
-    pub output_reads: u64,
-}
-
-impl ContextUse {
-    /// Count what one tool result showed.
-    pub(crate) fn record(&mut self, content: &[Content]) {
-        for block in content {
-            match block {
-                Content::Text { text } => {
-                    self.chars_shown = self.chars_shown.saturating_add(count(text.chars().count()));
-                }
-                Content::Image { image } => {
-                    self.images_shown += 1;
-                    self.image_bytes_shown = self
-                        .image_bytes_shown
-                        .saturating_add(count(image.data.len()));
-                }
-            }
-        }
-    }
-}
-
-impl ContextUse {
-    /// This record with the store's counts of outputs kept and pages read.
-    pub(crate) fn with_store(self, kept: &KeptOutputs) -> Self {
-        Self {
-            outputs_kept: count(kept.kept_count()),
-            output_reads: count(kept.read_count()),
-            ..self
-        }
-    }
-}
-
-fn count(value: usize) -> u64 {
-    u64::try_from(value).unwrap_or(u64::MAX)
-}
-
-/// Everything a task returns.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct TaskResult {
-    /// The worker's report (capped at `max_output_chars`), or why there is none.
-    pub report: String,
-    /// The screenshots the worker kept.
-    pub screenshots: Vec<Image>,
-    /// Tool calls made.
-    pub steps_used: usize,
-    /// How it ended.
-    pub ended: Ended,
-    /// Destinations the egress proxy refused.
-    pub egress_refusals: Vec<EgressRefusal>,
-    /// Destinations the egress proxy allowed but could not reach, with what it saw.
-    pub egress_failures: Vec<EgressFailure>,
-    /// Bytes the egress proxy carried.
-    pub egress_bytes: EgressBytes,
-    /// Where the time went.
-    pub timings: Timings,
-    /// Tokens the worker's model used, summed over the task's turns.
-    pub usage: Usage,
-    /// What the worker was shown.
-    pub context: ContextUse,
-}
-
-/// Why a task was not run at all.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// `max_concurrent_tasks` tasks are running already.
-    #[error(
-        "{running} tasks are running already, the most this runner allows (max_concurrent_tasks); try again when one ends"
-    )]
-    Busy {
-        /// How many run now.
-        running: usize,
-    },
-    /// A limit is out of range.
-    #[error(transparent)]
-    Limits(#[from] LimitError),
-    /// The task text is empty.
-    #[error("the task is empty: say what the browser worker should do")]
-    EmptyTask,
-}
-
-/// One step of progress, for whoever shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Progress {
-    /// This step's number, from 1.
-    pub step: usize,
-    /// The step limit.
-    pub max_steps: usize,
-    /// What the step does, briefly (`agent_browser open https://…`).
-    pub summary: String,
-}
-
-/// Receives progress; called on the task's own task, so keep it quick.
-pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+use crate::scrub::scrub;
+use crate::shown::shown;
+use crate::task::{
+    ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, Timings,
+};
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
 #[derive(Clone)]
@@ -190,9 +40,6 @@ impl std::fmt::Debug for TaskRunner {
             .finish_non_exhaustive()
     }
 }
-
-/// Unexpected tool failures get a number, so a user can find the worker's message in the log.
-static FAILURE_REFERENCE: AtomicU64 = AtomicU64::new(1);
 
 impl TaskRunner {
     /// A runner; the limits are validated here.
@@ -562,44 +409,6 @@ fn task_message(request: &TaskRequest) -> String {
     }
 }
 
-/// What the caller (a worker, or an agent driving the browser directly) sees of a tool's outcome:
-/// error text scrubbed, text over `max_output_chars` kept in `kept` and shown as a preview,
-/// images (already fitted for the model) over the byte limit left out, and a failure the tool did not expect
-/// replaced by a neutral message whose details go to the host's log.
-pub(crate) fn shown(
-    tool: &str,
-    outcome: Result<ToolOutput, ToolFailure>,
-    limits: &TaskLimits,
-    kept: &mut KeptOutputs,
-) -> (Vec<Content>, bool) {
-    let output = match outcome {
-        Ok(output) => output,
-        Err(failure) => {
-            let reference = FAILURE_REFERENCE.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(reference, tool, error = %failure, "a tool failed unexpectedly");
-            return (vec![Content::text(neutral_failure(reference))], true);
-        }
-    };
-    let text = if output.is_error {
-        scrub(&output.text)
-    } else {
-        output.text
-    };
-    let mut content = vec![Content::text(kept.show(text, limits.max_output_chars))];
-    for image in output.images {
-        if image.data.len() > limits.max_screenshot_bytes {
-            content.push(Content::text(format!(
-                "[A screenshot of {} bytes was taken but not shown: it is over the {}-byte limit. Take a smaller one.]",
-                image.data.len(),
-                limits.max_screenshot_bytes
-            )));
-        } else {
-            content.push(Content::Image { image });
-        }
-    }
-    (content, output.is_error)
-}
-
 fn error_result(call: &ToolCall, text: String) -> ToolResult {
     ToolResult {
         call_id: call.id.clone(),
@@ -627,16 +436,6 @@ fn cancelled_report(last_text: &str) -> String {
         report.push_str(last_text.trim());
     }
     report
-}
-
-/// Cut `text` to `max` characters, saying how much was cut.
-pub fn cut(text: &str, max: usize) -> String {
-    let total = text.chars().count();
-    if total <= max {
-        return text.to_owned();
-    }
-    let kept: String = text.chars().take(max).collect();
-    format!("{kept}\n[… cut: {} more characters not shown]", total - max)
 }
 
 /// `agent_browser open https://…` from a call, for progress lines.

@@ -414,7 +414,7 @@ fn related(a: &[String], b: &[String]) -> bool {
 
 fn circles(tree: &BTreeMap<ModPath, Module>) -> Vec<Circle> {
     // module → module it names → the first text that names it.
-    let mut edges: BTreeMap<&ModPath, BTreeMap<ModPath, &str>> = BTreeMap::new();
+    let mut edges: BTreeMap<ModPath, BTreeMap<ModPath, &str>> = BTreeMap::new();
     for (path, module) in tree {
         for (reference, written) in &module.references {
             let Some(target) = owning_module(tree, reference) else {
@@ -423,22 +423,23 @@ fn circles(tree: &BTreeMap<ModPath, Module>) -> Vec<Circle> {
             if related(path, &target) {
                 continue;
             }
-            edges
-                .entry(path)
-                .or_default()
-                .entry(target)
-                .or_insert(written);
+            // Judged between the two siblings under the modules' nearest common ancestor: a
+            // module that imports from a sibling's child imports from that sibling.
+            let common = path.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            let from = path[..=common].to_vec();
+            let to = target[..=common].to_vec();
+            edges.entry(from).or_default().entry(to).or_insert(written);
         }
     }
     let mut found = Vec::new();
     for (a, targets) in &edges {
         for (b, a_names) in targets {
-            if b <= *a {
+            if b <= a {
                 continue;
             }
-            if let Some(b_names) = edges.get(b).and_then(|back| back.get(*a)) {
+            if let Some(b_names) = edges.get(b).and_then(|back| back.get(a)) {
                 found.push(Circle {
-                    a: tree[*a].file.clone(),
+                    a: tree[a].file.clone(),
                     b: tree[b].file.clone(),
                     a_names: (*a_names).to_owned(),
                     b_names: (*b_names).to_owned(),
@@ -497,7 +498,26 @@ mod tests {
         ]);
         assert_eq!(
             names(&circles(&tree)),
-            vec![("src/mcp.rs".into(), "src/serve/gate.rs".into())]
+            vec![("src/mcp.rs".into(), "src/serve.rs".into())]
+        );
+    }
+
+    #[test]
+    fn a_module_that_imports_from_a_siblings_child_imports_from_that_sibling() {
+        let tree = tree(&[
+            ("src/main.rs", "mod serve;\nmod mcp;\n"),
+            ("src/mcp.rs", "use crate::serve::Gate;\n"),
+            (
+                "src/serve.rs",
+                "mod gate;\nmod cdp;\npub use gate::Gate;\nuse crate::mcp::Server;\n",
+            ),
+            ("src/serve/gate.rs", "pub struct Gate;\n"),
+            // Siblings inside serve are judged between themselves, one way here.
+            ("src/serve/cdp.rs", "use super::gate::Gate;\n"),
+        ]);
+        assert_eq!(
+            names(&circles(&tree)),
+            vec![("src/mcp.rs".into(), "src/serve.rs".into())]
         );
     }
 

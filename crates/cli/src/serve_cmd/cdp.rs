@@ -17,8 +17,9 @@ use axum::extract::{Request, State};
 use axum::response::IntoResponse;
 use http::{HeaderMap, Response, StatusCode};
 
+use super::App;
 use super::guard::{json_response, refuse};
-use super::{App, Slot};
+use crate::capacity::Slot;
 
 /// The largest message a client may send (a command with a big script or document).
 const MAX_CLIENT_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
@@ -278,7 +279,7 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
 
 /// Log and count what the browser's egress proxy refused since the last look (as the browser's
 /// messages arrive, and once more at the end).
-fn log_refusals(browser: &CdpBrowser, metrics: &super::metrics::Metrics) {
+fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
     for event in browser.take_egress_events() {
         if let airlock_proxy::Outcome::Refused { reason, class } = &event.outcome {
             metrics.cdp_egress_refusal(class);

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::task::TaskTracker;
 
-use super::gate::{Gate, Refusal};
 use super::guard::{json_response, refuse};
+use crate::capacity::{Gate, Refusal};
 
 /// The most a task body may be: a task and a URL, with room to spare.
 pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024;

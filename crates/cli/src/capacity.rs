@@ -9,7 +9,7 @@ use std::time::Duration;
 use airlock_worker::{CancellationToken, TaskResult};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Why a task was not admitted. Each says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,143 @@
+//! The flags of `airlock serve` and `airlock cdp`, and where the tokens come from.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::settings::SettingFlags;
+
+/// Arguments of `airlock serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen. A non-loopback address needs tokens.
+    #[arg(long, env = "AIRLOCK_LISTEN", default_value = "127.0.0.1:8700")]
+    pub(super) listen: SocketAddr,
+    /// Offer `agent_browser` on /mcp (one sealed browser per MCP session, removed when the session
+    /// ends or idles out) instead of `browser_task`.
+    #[arg(long)]
+    pub(super) direct: bool,
+    /// Serve MCP without server-side sessions: every request stands alone, so any replica behind
+    /// a plain load balancer can answer any request (progress still streams in the response).
+    /// Not with --direct, whose browser lives in one server's session.
+    #[arg(long, env = "AIRLOCK_STATELESS")]
+    pub(super) stateless: bool,
+    #[command(flatten)]
+    pub(super) service: ServiceArgs,
+}
+
+/// Arguments of `airlock cdp`: the CDP endpoint alone.
+#[derive(Debug, Args)]
+pub struct CdpArgs {
+    /// Where to listen (Chromium's usual DevTools port by default). A non-loopback address needs
+    /// tokens.
+    #[arg(long, env = "AIRLOCK_CDP_LISTEN", default_value = "127.0.0.1:9222")]
+    pub(super) listen: SocketAddr,
+    #[command(flatten)]
+    pub(super) service: ServiceArgs,
+}
+
+/// What `serve` and `cdp` share: who may call, how many run, how they end.
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    /// A file of bearer tokens, one per line (# comments and blank lines ignored). Tokens may also
+    /// come from AIRLOCK_TOKENS, comma-separated; several allow rotation.
+    #[arg(long, env = "AIRLOCK_TOKENS_FILE", value_name = "FILE")]
+    pub(super) tokens_file: Option<PathBuf>,
+    /// A name clients use for this server in the Host header (`name` or `name:port`;
+    /// repeatable). Default: the listen address, and localhost on loopback. `*`: any.
+    #[arg(
+        long = "allowed-host",
+        env = "AIRLOCK_ALLOWED_HOSTS",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub(super) allowed_hosts: Vec<String>,
+    /// A web origin allowed to call (`scheme://host[:port]`; repeatable). Default: none, so a
+    /// request that a web page makes through a browser is refused.
+    #[arg(
+        long = "allowed-origin",
+        env = "AIRLOCK_ALLOWED_ORIGINS",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    pub(super) allowed_origins: Vec<String>,
+    /// TLS certificate chain (PEM, leaf first); with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(super) tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM); with --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(super) tls_key: Option<PathBuf>,
+    /// Seconds a task or CDP client may wait for a slot when all are busy (0: refuse at once).
+    #[arg(
+        long,
+        env = "AIRLOCK_QUEUE_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 30
+    )]
+    pub(super) queue_timeout: u64,
+    /// Tasks that may wait for a slot at once (default: twice max_concurrent_tasks).
+    #[arg(long, env = "AIRLOCK_MAX_QUEUED_TASKS", value_name = "N")]
+    pub(super) max_queued_tasks: Option<usize>,
+    /// Seconds running tasks and CDP leases get to finish after SIGTERM before they are ended.
+    #[arg(
+        long,
+        env = "AIRLOCK_DRAIN_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 60
+    )]
+    pub(super) drain_timeout: u64,
+    /// MCP sessions open at once; a new one past this is refused (503).
+    #[arg(
+        long,
+        env = "AIRLOCK_MAX_SESSIONS",
+        value_name = "N",
+        default_value_t = 64
+    )]
+    pub(super) max_sessions: usize,
+    /// Seconds a CDP client may keep its sealed browser (10–86400).
+    #[arg(
+        long,
+        env = "AIRLOCK_CDP_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 900
+    )]
+    pub(super) cdp_timeout: u64,
+    /// Seconds a CDP connection may pass no message either way before it ends (5 up to
+    /// --cdp-timeout).
+    #[arg(
+        long,
+        env = "AIRLOCK_CDP_IDLE_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 300
+    )]
+    pub(super) cdp_idle_timeout: u64,
+    /// CDP browsers kept ready before clients connect (0–8; default 0 for `serve`, 1 for `cdp`).
+    #[arg(long, env = "AIRLOCK_CDP_POOL_SIZE", value_name = "N")]
+    pub(super) cdp_pool_size: Option<usize>,
+    #[command(flatten)]
+    pub(super) settings: SettingFlags,
+}
+
+/// The accepted tokens: `AIRLOCK_TOKENS` (comma-separated) and `--tokens-file` (one a line).
+pub(super) fn tokens(args: &ServiceArgs) -> anyhow::Result<Vec<String>> {
+    let mut tokens: Vec<String> = std::env::var("AIRLOCK_TOKENS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(path) = &args.tokens_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--tokens-file {}: cannot read it", path.display()))?;
+        tokens.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty() && !line.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    Ok(tokens)
+}

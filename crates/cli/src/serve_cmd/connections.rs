@@ -1,0 +1,134 @@
+//! Connections: accepting them (bounded, with TLS when configured), serving each with hyper, and
+//! the order in which a stop ends them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_worker::CancellationToken;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use crate::capacity::Gate;
+
+/// Connections open at once; the next waits in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 512;
+/// A client must send its request head within this.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The TLS handshake must finish within this.
+const TLS_TIMEOUT: Duration = Duration::from_secs(10);
+/// After draining, open connections (SSE streams) get this long to close.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// What a stop ends, in order.
+pub(super) struct Stopping {
+    pub(super) name: &'static str,
+    pub(super) gate: Arc<Gate>,
+    pub(super) drain_timeout: Duration,
+    pub(super) shutdown: CancellationToken,
+    pub(super) tracker: TaskTracker,
+    pub(super) stop_accepting: CancellationToken,
+    pub(super) connections: TaskTracker,
+}
+
+impl Stopping {
+    /// Drain: refuse new work and give running tasks and leases the drain time; stop accepting
+    /// and let each open connection finish the answer it is writing; then end what still runs
+    /// and wait for its cleanup.
+    pub(super) async fn run(self, accepting: tokio::task::JoinHandle<()>) {
+        let name = self.name;
+        self.gate.drain();
+        eprintln!("{name}: draining (new tasks and CDP clients are refused; /readyz answers 503)");
+        let drained = tokio::time::timeout(self.drain_timeout, self.gate.idle()).await;
+        if drained.is_err() {
+            eprintln!(
+                "{name}: {} tasks or CDP leases still ran after --drain-timeout {} s; ending them",
+                self.gate.running(),
+                self.drain_timeout.as_secs()
+            );
+        }
+        // A task that finished has freed its slot before its result is written to its client:
+        // each connection finishes the answer it is on (bounded), and only then is anything
+        // cancelled, or a stream would end without the result it was about to carry.
+        self.stop_accepting.cancel();
+        let _ = accepting.await;
+        self.connections.close();
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.connections.wait()).await;
+        // Cancels what still runs, ends every --direct session's browser, every CDP lease and
+        // the MCP streams still open.
+        self.shutdown.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// Accept connections until `stop`, each served by hyper (HTTP/1.1 with upgrades for /cdp, a
+/// header time limit), over TLS when configured. Once `stop` fires, each connection finishes the
+/// request it is on and closes; `connections` tracks them so the caller can wait (bounded).
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    router: Router,
+    stop: CancellationToken,
+    connections: TaskTracker,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+            break;
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.cancelled() => break,
+        };
+        let (stream, _peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                continue;
+            }
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let tls = tls.clone();
+        let stop = stop.clone();
+        connections.spawn(async move {
+            match tls {
+                None => serve_connection(TokioIo::new(stream), service, &stop).await,
+                Some(acceptor) => {
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(TLS_TIMEOUT, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    serve_connection(TokioIo::new(stream), service, &stop).await;
+                }
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Serve one connection until it ends, or until `stop`: then let it finish its request and close.
+async fn serve_connection<I>(io: I, service: TowerToHyperService<Router>, stop: &CancellationToken)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    // With upgrades, so /cdp can become a WebSocket; the upgraded socket then lives in the
+    // lease's own task, which the server's task tracker waits for.
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The routes each server offers, and the handlers that are not a module of their own: the
+//! checks before every handler, the probes, the metrics, the task API's entry and MCP.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_worker::BrowserDriver;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::routing::{get, post};
+use http::{Response, StatusCode};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Mutex;
+
+use super::guard::{json_response, refuse};
+use super::{App, cdp, tasks_api};
+use crate::mcp_cmd::{Direct, Mode, Server};
+use crate::settings::Settings;
+
+/// A client must send a request's body within this.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
+    let mcp = mcp_service(&app, settings);
+    let routes = common_routes()
+        .route("/v1/schema", get(|| async { tasks_api::schema() }))
+        .route("/v1/tasks", post(tasks))
+        .nest_service("/mcp", mcp)
+        .fallback(|| async {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "no such path: the endpoints are /mcp, /v1/tasks, /v1/schema, /cdp, /json/version, /healthz, /readyz and /metrics",
+            )
+        });
+    guarded(routes, app)
+}
+
+/// `airlock cdp`: the CDP endpoint, its discovery, and the probes.
+pub(super) fn cdp_router(app: App) -> Router {
+    let routes = common_routes()
+        .route("/", get(cdp::connect))
+        .fallback(|| async {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "no such path: this is `airlock cdp`; the endpoints are /cdp (WebSocket), /json/version, /healthz, /readyz and /metrics",
+            )
+        });
+    guarded(routes, app)
+}
+
+/// What both servers offer: the probes, the metrics, and the CDP endpoint with its discovery.
+fn common_routes() -> Router<App> {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/cdp", get(cdp::connect))
+        .route("/cdp/json/version", get(cdp::version))
+        .route("/cdp/json/version/", get(cdp::version))
+        .route("/json/version", get(cdp::version))
+        .route("/json/version/", get(cdp::version))
+}
+
+/// Every route behind the checks and the body time limit.
+fn guarded(routes: Router<App>, app: App) -> Router {
+    routes
+        .layer(middleware::from_fn_with_state(app.clone(), checks))
+        // Every body (a task's, an MCP message's) must arrive within the time limit: a client
+        // that trickles one holds a connection no longer than that.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            BODY_TIMEOUT,
+        ))
+        .with_state(app)
+}
+
+/// Host, Origin and token checks, and the MCP session cap, before any handler.
+async fn checks(State(app): State<App>, request: Request, next: Next) -> Response<Body> {
+    let headers = request.headers();
+    let path = request.uri().path();
+    // The probes answer whatever the Host: engines call them by a pod's or container's address,
+    // and they tell nothing but whether this server is up and has room.
+    let probe = path == "/healthz" || path == "/readyz";
+    if !probe && let Some(refused) = app.guard.check_site(headers) {
+        return refused;
+    }
+    // CDP clients cannot always add a header: their endpoints also take `?token=`.
+    let from_query = (cdp::is_cdp_path(path) || path == "/")
+        .then(|| cdp::with_query_token(headers, request.uri().query()))
+        .flatten();
+    let token_headers = from_query.as_ref().unwrap_or(headers);
+    if !probe && let Some(refused) = app.guard.check_token(token_headers) {
+        return refused;
+    }
+    let new_session = path.starts_with("/mcp")
+        && request.method() == http::Method::POST
+        && !headers.contains_key("mcp-session-id");
+    if new_session && app.sessions.sessions.read().await.len() >= app.max_sessions {
+        let mut refused = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server has as many MCP sessions open as it allows (--max-sessions); end one, or try again shortly",
+        );
+        refused.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("5"),
+        );
+        return refused;
+    }
+    next.run(request).await
+}
+
+async fn readyz(State(app): State<App>) -> Response<Body> {
+    let why_not = if app.gate.draining.is_cancelled() {
+        Some("draining: the server is shutting down".to_owned())
+    } else if !app.gate.has_room() {
+        Some("full: every task slot is busy and the queue is full".to_owned())
+    } else if let Err(error) = app.driver.check().await {
+        Some(format!("the browser cannot start: {error}"))
+    } else {
+        None
+    };
+    let body = serde_json::json!({
+        "ready": why_not.is_none(),
+        "reason": why_not,
+        "running": app.gate.running(),
+    });
+    let status = if why_not.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(status, &body)
+}
+
+async fn metrics(State(app): State<App>) -> Response<Body> {
+    let warm = app.driver.warm_sessions();
+    app.gate
+        .metrics
+        .warm_sessions
+        .set(i64::try_from(warm).unwrap_or(i64::MAX));
+    let warm_cdp = app.driver.warm_cdp_browsers();
+    app.gate
+        .metrics
+        .warm_cdp_browsers
+        .set(i64::try_from(warm_cdp).unwrap_or(i64::MAX));
+    let mut response = Response::new(Body::from(app.gate.metrics.encode()));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
+    let Some(runner) = app.runner.clone() else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            "this server runs with --direct: it offers agent_browser on /mcp, not tasks",
+        );
+    };
+    let (parts, body) = request.into_parts();
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the body is over {} bytes: a task is a short text and a URL",
+                tasks_api::MAX_TASK_BODY_BYTES
+            ),
+        )
+    };
+    // A declared length over the limit is refused before any of the body is read.
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > tasks_api::MAX_TASK_BODY_BYTES as u64) {
+        return too_large();
+    }
+    let body = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, tasks_api::MAX_TASK_BODY_BYTES),
+    )
+    .await
+    {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => return too_large(),
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            );
+        }
+    };
+    tasks_api::run(
+        &parts.headers,
+        body,
+        runner,
+        app.gate,
+        app.tracker,
+        app.shutdown,
+    )
+    .await
+}
+
+/// The MCP endpoint: one [`Server`] per MCP session, sharing the runner, the gate and the
+/// tracker. A session's tasks (and its --direct browser) end with the session.
+fn mcp_service(
+    app: &App,
+    settings: Arc<Settings>,
+) -> StreamableHttpService<Server, LocalSessionManager> {
+    let shutdown = app.shutdown.child_token();
+    let sessions = Arc::clone(&app.sessions);
+    let app = app.clone();
+    let factory = move || {
+        let session = app.shutdown.child_token();
+        let mode = match &app.runner {
+            Some(runner) => Mode::Task(runner.clone()),
+            None => Mode::Direct(Arc::new(Direct {
+                driver: Arc::clone(&app.driver),
+                session: Mutex::new(None),
+                tracker: app.tracker.clone(),
+                gate: Some(Arc::clone(&app.gate)),
+                slot: std::sync::Mutex::new(None),
+            })),
+        };
+        Ok(Server {
+            mode,
+            settings: Arc::clone(&settings),
+            tracker: app.tracker.clone(),
+            shutdown: session.clone(),
+            gate: Some(Arc::clone(&app.gate)),
+            _session_end: Some(Arc::new(session.drop_guard())),
+        })
+    };
+    // Host and Origin are checked by `checks` for every path; rmcp's own copies are off.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(1024 * 1024)
+        // Stateless: a fresh `Server` per request, which ends with its response.
+        .with_legacy_session_mode(!app.stateless)
+        .with_cancellation_token(shutdown);
+    StreamableHttpService::new(factory, sessions, config)
+}

@@ -1,0 +1,162 @@
+//! What a task is asked, and everything it returns: how it ended, where the time went, what the
+//! worker was shown, what the egress proxy refused.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::kept_output::KeptOutputs;
+use crate::limits::LimitError;
+use crate::messages::{Content, Image, Usage};
+use crate::ports::{EgressBytes, EgressFailure, EgressRefusal};
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRequest {
+    /// The task, in the user's words.
+    pub task: String,
+    /// Where to start, if anywhere.
+    pub url: Option<String>,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// The worker wrote its report.
+    Completed,
+    /// The worker used every step (its report is the turn after the last step).
+    StepLimit,
+    /// The worker spent its token budget (its report is the turn after).
+    TokenBudget,
+    /// The time limit ran out.
+    TimedOut,
+    /// The task was cancelled.
+    Cancelled,
+    /// The browser or the model failed.
+    Failed,
+}
+
+/// How long the parts of the task took, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Timings {
+    /// From request to result.
+    pub total_ms: u64,
+    /// Starting the browser session (or taking a warm one).
+    pub browser_start_ms: u64,
+    /// Whether the session came warm from a pool, started before the task asked.
+    pub browser_warm: bool,
+    /// Waiting for the model.
+    pub model_ms: u64,
+    /// Running tools.
+    pub tools_ms: u64,
+    /// Ending the browser session.
+    pub dispose_ms: u64,
+}
+
+/// What the worker was shown of its tools' outputs, to weigh what a task cost its context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ContextUse {
+    /// Characters of tool output shown (previews and pages included).
+    pub chars_shown: u64,
+    /// Images shown.
+    pub images_shown: u64,
+    /// Bytes of those images, as sent to the model.
+    pub image_bytes_shown: u64,
+    /// Long outputs kept for paging.
+    pub outputs_kept: u64,
+    /// `read_output` calls answered.
+    pub output_reads: u64,
+}
+
+impl ContextUse {
+    /// Count what one tool result showed.
+    pub(crate) fn record(&mut self, content: &[Content]) {
+        for block in content {
+            match block {
+                Content::Text { text } => {
+                    self.chars_shown = self.chars_shown.saturating_add(count(text.chars().count()));
+                }
+                Content::Image { image } => {
+                    self.images_shown += 1;
+                    self.image_bytes_shown = self
+                        .image_bytes_shown
+                        .saturating_add(count(image.data.len()));
+                }
+            }
+        }
+    }
+}
+
+impl ContextUse {
+    /// This record with the store's counts of outputs kept and pages read.
+    pub(crate) fn with_store(self, kept: &KeptOutputs) -> Self {
+        Self {
+            outputs_kept: count(kept.kept_count()),
+            output_reads: count(kept.read_count()),
+            ..self
+        }
+    }
+}
+
+fn count(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
+/// Everything a task returns.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct TaskResult {
+    /// The worker's report (capped at `max_output_chars`), or why there is none.
+    pub report: String,
+    /// The screenshots the worker kept.
+    pub screenshots: Vec<Image>,
+    /// Tool calls made.
+    pub steps_used: usize,
+    /// How it ended.
+    pub ended: Ended,
+    /// Destinations the egress proxy refused.
+    pub egress_refusals: Vec<EgressRefusal>,
+    /// Destinations the egress proxy allowed but could not reach, with what it saw.
+    pub egress_failures: Vec<EgressFailure>,
+    /// Bytes the egress proxy carried.
+    pub egress_bytes: EgressBytes,
+    /// Where the time went.
+    pub timings: Timings,
+    /// Tokens the worker's model used, summed over the task's turns.
+    pub usage: Usage,
+    /// What the worker was shown.
+    pub context: ContextUse,
+}
+
+/// Why a task was not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `max_concurrent_tasks` tasks are running already.
+    #[error(
+        "{running} tasks are running already, the most this runner allows (max_concurrent_tasks); try again when one ends"
+    )]
+    Busy {
+        /// How many run now.
+        running: usize,
+    },
+    /// A limit is out of range.
+    #[error(transparent)]
+    Limits(#[from] LimitError),
+    /// The task text is empty.
+    #[error("the task is empty: say what the browser worker should do")]
+    EmptyTask,
+}
+
+/// One step of progress, for whoever shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// This step's number, from 1.
+    pub step: usize,
+    /// The step limit.
+    pub max_steps: usize,
+    /// What the step does, briefly (`agent_browser open https://…`).
+    pub summary: String,
+}
+
+/// Receives progress; called on the task's own task, so keep it quick.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
