@@ -392,23 +392,6 @@ fn python_playwright_and_browser_use_drive_sealed_browsers() {
     sites.assert_forbidden_heard_nothing();
 }
 
-/// The TCP ports a container listens on, from its own `/proc/net/tcp*`.
-fn listening_ports(container: &str) -> Vec<String> {
-    let output = Command::new("docker")
-        .args(["exec", container, "cat", "/proc/net/tcp", "/proc/net/tcp6"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // State 0A is LISTEN.
-            (fields.get(3) == Some(&"0A")).then(|| fields[1].to_owned())
-        })
-        .collect()
-}
-
 #[test]
 fn two_clients_get_two_browsers_and_closing_one_leaves_the_other() {
     if !docker_ready() {
@@ -442,7 +425,11 @@ fn two_clients_get_two_browsers_and_closing_one_leaves_the_other() {
     assert_eq!(containers.len(), 2, "{containers:?}");
     for container in &containers {
         // No DevTools port in the container: its only listener is the relay, 127.0.0.1:3128.
-        assert_eq!(listening_ports(container), ["0100007F:0C38"], "{container}");
+        assert_eq!(
+            airlock_testkit::docker::listening(container),
+            ["0100007F:0C38"],
+            "{container}"
+        );
     }
     writeln!(stdin).unwrap();
     assert_eq!(next()["closed_first"], true);

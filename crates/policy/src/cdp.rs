@@ -323,11 +323,11 @@ fn holds(condition: Condition, params: &Map<String, Value>) -> bool {
             .iter()
             .all(|name| params.get(*name).is_none_or(Value::is_null)),
         Condition::IsFalse(name) => params.get(name) == Some(&Value::Bool(false)),
-        Condition::NoDraggedFiles => !params
+        Condition::NoDraggedFiles => params
             .get("data")
             .and_then(|data| data.get("files"))
             .and_then(Value::as_array)
-            .is_some_and(|files| !files.is_empty()),
+            .is_none_or(Vec::is_empty),
         Condition::NoRedirectToOwnPages => {
             if params
                 .get("binaryResponseHeaders")

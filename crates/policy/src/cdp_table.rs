@@ -328,11 +328,13 @@ pub(crate) fn editing_key_only(params: &serde_json::Map<String, serde_json::Valu
     if plain_shortcut {
         return false;
     }
-    if modifiers & 0b111 == 0 {
+    // Alt, Ctrl and Meta are the low three bits; none of them held is plain typing.
+    let chord_bits = modifiers & 0b111;
+    if chord_bits == 0 {
         return true;
     }
     // Alt with an arrow is Back/Forward, and with Home the home page: browser navigation.
-    let alt_only = modifiers & 0b111 == 1;
+    let alt_only = chord_bits == 1;
     let navigation_codes = [35, 36, 37, 38, 39, 40];
     let navigation_names = [
         "End",

@@ -246,3 +246,30 @@ pub fn unix_now() -> String {
         .unwrap_or_default();
     format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
 }
+
+/// The sockets a container listens on, as `/proc/net/tcp{,6}` spells their local address
+/// (`0100007F:0C38` is 127.0.0.1:3128), read from the container's own view.
+pub fn listening(container: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["exec", container, "cat", "/proc/net/tcp", "/proc/net/tcp6"])
+        .output()
+        .expect("docker exec runs");
+    assert!(output.status.success(), "cannot read {container}'s sockets");
+    let mut listening: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // `sl local_address rem_address st …`; state 0A is LISTEN.
+            (fields.get(3) == Some(&"0A")).then(|| fields[1].to_owned())
+        })
+        .collect();
+    listening.sort();
+    listening.dedup();
+    listening
+}
+
+/// The port of a `/proc/net/tcp` local address.
+pub fn port_of(local: &str) -> Option<u16> {
+    let (_, port) = local.rsplit_once(':')?;
+    u16::from_str_radix(port, 16).ok()
+}

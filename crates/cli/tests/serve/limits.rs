@@ -1,0 +1,120 @@
+//! What bounds a client: the MCP session cap, the time limits, and stateless requests.
+
+use super::*;
+
+#[test]
+fn a_flood_of_mcp_sessions_is_bounded() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&json!({"turns": []}), dir.path(), &["--max-sessions", "3"]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "flood", "version": "1"}}})
+    .to_string();
+    let headers = [
+        bearer(),
+        "content-type: application/json".to_owned(),
+        "accept: application/json, text/event-stream".to_owned(),
+    ];
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| request(served.port, "POST", "/mcp", &headers, &initialize).0)
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 503, 503],
+        "sessions past --max-sessions were opened"
+    );
+}
+
+#[test]
+fn slow_clients_are_cut_off_at_the_time_limits() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
+    // A body that never finishes, to the MCP endpoint, is answered at the body time limit (30 s)
+    // instead of holding its connection.
+    let (status, answer) = raw(
+        served.port,
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: 1000\r\n\r\n{{\"jsonrpc\"",
+            served.port,
+            bearer()
+        )
+        .as_bytes(),
+    );
+    assert!(
+        status >= 400,
+        "a trickled MCP body was not cut off: {status} {answer}"
+    );
+    // A client that never finishes its request head is dropped at the header time limit.
+    let mut slow = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("200 OK"),
+        "a half-sent head was answered"
+    );
+}
+
+#[test]
+fn stateless_requests_stand_alone_so_any_server_answers_any_request() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Stateless page", "Hello without sessions");
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"expect": {"shown_contains": ["Stateless page"]}, "text": "Read without a session."}
+    ]});
+    let allow = format!("127.0.0.1:{port}");
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(&script, dir_a.path(), &["--stateless", "--allow", &allow]);
+    let b = serve(&script, dir_b.path(), &["--stateless", "--allow", &allow]);
+    // The official SDK: browser_task completes with its progress streamed in the response.
+    let good = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let result = sdk_call(&a, &good, "Read the page");
+    assert_eq!(result["texts"][0], "Read without a session.", "{result}");
+    assert_eq!(result["progress"].as_array().unwrap().len(), 1, "{result}");
+    // No session is handed out, and a server that never saw an initialize answers a request.
+    let mcp_post = |port: u16, body: &Value| {
+        let body = body.to_string();
+        exchange(
+            port,
+            format!(
+                "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n{}\r\n\
+                 content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+                 mcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\n\r\n{body}",
+                bearer(),
+                body.len()
+            )
+            .as_bytes(),
+        )
+    };
+    let initialized = mcp_post(
+        a.port,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert!(initialized.starts_with("HTTP/1.1 200"), "{initialized}");
+    assert!(
+        !initialized.to_ascii_lowercase().contains("mcp-session-id"),
+        "a stateless server handed out a session: {initialized}"
+    );
+    let listed = mcp_post(
+        b.port,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
+    assert!(listed.contains("browser_task"), "{listed}");
+    assert_eq!(containers_of(a.child.id()).len(), 0);
+}

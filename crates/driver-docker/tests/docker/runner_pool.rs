@@ -1,0 +1,141 @@
+//! The runner that carries every command, and the warm pool's refill.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_share_one_runner_and_fall_back_to_an_exec_each_once_it_has_ended() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let since = unix_now();
+    let (_driver, session) = started(lab_config(site)).await;
+    let name = my_containers().pop().unwrap();
+    let url = format!("http://127.0.0.1:{site}/");
+    for _ in 0..5 {
+        let opened = call(&session, json!({"args": ["open", &url]})).await;
+        assert!(!opened.is_error, "{}", opened.text);
+    }
+    let shot = call(&session, json!({"args": ["screenshot"]})).await;
+    assert_eq!(shot.images.len(), 1, "{}", shot.text);
+    // Start-up (relay wait and guide), five opens and a screenshot read back: all through the one
+    // runner exec.
+    let execs = execs_created(&name, &since);
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    assert!(execs[0].contains("airlock-runner"), "{execs:?}");
+
+    // The runner ends (killed here): later commands still work, an exec each.
+    exec_in(&name, &["pkill", "-x", "airlock-runner"]);
+    // A command sent before the driver saw the runner end is lost with it, and said to be; once
+    // it has seen the end (it has, when that answer comes), commands take an exec each.
+    let raced = call(&session, json!({"args": ["get", "url"]})).await;
+    assert!(
+        !raced.is_error || raced.text.contains("whether it ran is unknown"),
+        "{}",
+        raced.text
+    );
+    let after = call(&session, json!({"args": ["get", "url"]})).await;
+    assert!(!after.is_error, "{}", after.text);
+    assert!(after.text.contains(&url), "{}", after.text);
+    let execs = execs_created(&name, &since);
+    assert!(
+        execs
+            .iter()
+            .any(|exec| exec.contains("agent-browser get url")),
+        "{execs:?}"
+    );
+    session.dispose.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_in_flight_when_the_runner_ends_is_reported_as_unknown_not_run_again() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let (_driver, session) = started(lab_config(site)).await;
+    let name = my_containers().pop().unwrap();
+    let tool = Arc::clone(&session.tools[0]);
+    let waiting =
+        tokio::spawn(async move { tool.execute(json!({"args": ["wait", "5000"]})).await });
+    // Once the command runs inside, end its runner.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !exec_in(&name, &["ps", "-eo", "args"]).contains("agent-browser wait 5000") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::task::yield_now().await;
+    }
+    exec_in(&name, &["pkill", "-x", "airlock-runner"]);
+    // Told to the worker, who can look at the page before repeating it.
+    let lost = waiting.await.unwrap().unwrap();
+    assert!(lost.is_error, "{}", lost.text);
+    assert!(
+        lost.text.contains("whether it ran is unknown"),
+        "{}",
+        lost.text
+    );
+    // The next command runs (by an exec of its own) and was not mixed up with the lost one.
+    let url = call(&session, json!({"args": ["get", "url"]})).await;
+    assert!(!url.is_error, "{}", url.text);
+    session.dispose.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let config = airlock_driver_docker::DriverConfig {
+        pool: airlock_driver_docker::PoolConfig {
+            size: 1,
+            ..airlock_driver_docker::PoolConfig::default()
+        },
+        ..lab_config(site)
+    };
+    let driver = DockerDriver::connect(config).await.unwrap();
+    driver.check().await.unwrap();
+    driver.start_pool().unwrap();
+    until_warm(&driver).await;
+    let session = driver
+        .start(TaskContext::new(
+            CancellationToken::new(),
+            airlock_worker::TaskLimits::default(),
+        ))
+        .await
+        .unwrap();
+    assert!(session.warm);
+
+    // While the task waits for its first answer (two seconds in the page), no browser is being
+    // made beside it: the taken container stays the only one.
+    let tool = Arc::clone(&session.tools[0]);
+    let first = tokio::spawn(async move { tool.execute(json!({"args": ["wait", "2000"]})).await });
+    let mut most = 0;
+    while !first.is_finished() {
+        most = most.max(my_containers().len());
+        tokio::task::yield_now().await;
+    }
+    let answer = first.await.unwrap().unwrap();
+    assert!(!answer.is_error, "{}", answer.text);
+    assert_eq!(most, 1, "a refill started before the task's first answer");
+    // After it, the pool fills again.
+    until_warm(&driver).await;
+    session.dispose.dispose().await;
+    driver.shutdown().await;
+    assert!(my_containers().is_empty(), "{:?}", my_containers());
+}
+
+/// Wait (bounded) until the driver's pool holds a ready session.
+async fn until_warm(driver: &DockerDriver) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while driver.warm_sessions() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool did not fill: {:?}",
+            driver.pool_error()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,189 @@
+//! What never reaches the worker, and the inputs a runner refuses.
+
+use super::*;
+
+/// Secrets and host details that must never reach the worker, in errors of either kind.
+const SECRETS: &[(&str, &str)] = &[
+    (
+        "upstream said: Authorization: Bearer sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA",
+        "sk-ant-api03",
+    ),
+    (
+        "request failed with key sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+        "abcdefghijklmnop",
+    ),
+    (
+        "Cookie: session=0123456789abcdef; other=1",
+        "0123456789abcdef",
+    ),
+    (
+        "GET https://admin:hunter2@internal.example/ failed",
+        "hunter2",
+    ),
+    (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAzzz\n-----END RSA PRIVATE KEY-----",
+        "MIIEowIBAAKCAQEA",
+    ),
+    (
+        "could not open /home/alice/.config/airlock/airlock.toml",
+        "/home/alice",
+    ),
+    (
+        "socket /tmp/airlock-egress-Xa81/proxy.sock refused",
+        "airlock-egress-Xa81",
+    ),
+    (
+        "aws creds AKIAIOSFODNN7EXAMPLE leaked",
+        "AKIAIOSFODNN7EXAMPLE",
+    ),
+    ("token=ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "ghp_aaaa"),
+    ("password: correct-horse-battery", "correct-horse"),
+    (
+        "thread 'main' panicked at src/main.rs:10:5:\nboom\nstack backtrace:\n 0: std::panicking",
+        "src/main.rs",
+    ),
+    ("x-api-key: 5f2b9c7e8d", "5f2b9c7e8d"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJhbGciOiJIUzI1NiJ9",
+    ),
+];
+
+#[tokio::test]
+async fn secrets_never_reach_the_worker() {
+    let mut turns = Vec::new();
+    for (message, _) in SECRETS {
+        turns.push(turn(
+            "",
+            vec![
+                call("fail", json!({"message": message})),
+                call("refuse", json!({"message": message})),
+            ],
+        ));
+    }
+    turns.push(turn("done", vec![]));
+    let setup = setup(turns, TaskLimits::default());
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    let requests = setup.model.requests();
+    // What tools returned (the worker's own calls carry the messages as input, by construction).
+    let results: Vec<&Message> = requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .filter(|m| matches!(m, Message::ToolResults { .. }))
+        .collect();
+    let everything_shown = serde_json::to_string(&results).unwrap();
+    for (message, secret) in SECRETS {
+        assert!(
+            !everything_shown.contains(secret),
+            "`{secret}` from `{message}` reached the worker"
+        );
+    }
+    assert!(everything_shown.contains("The tool failed unexpectedly"));
+    // Refusal texts keep their meaning around the redaction.
+    assert!(
+        everything_shown.contains("could not open [path]"),
+        "{everything_shown}"
+    );
+}
+
+#[test]
+fn scrub_keeps_ordinary_text_and_urls() {
+    let text = "The egress proxy refused http://10.0.0.5/: private address 10.0.0.5 (10.0.0.0/8). See https://example.com/home/tmp/page";
+    assert_eq!(scrub(text), text);
+}
+
+#[tokio::test]
+async fn an_unknown_tool_and_a_failing_model_are_reported() {
+    let setup = setup(
+        vec![turn("", vec![call("teleport", json!({}))])],
+        TaskLimits::default(),
+    );
+    let result = run(&setup).await;
+    // The script ends after one turn: the model fails, and says why.
+    assert_eq!(result.ended, Ended::Failed);
+    assert!(
+        result.report.contains("the script has no turn 2"),
+        "{}",
+        result.report
+    );
+    let requests = setup.model.requests();
+    let Message::ToolResults { results } = requests[1].messages.last().unwrap() else {
+        panic!()
+    };
+    assert!(results[0].is_error);
+    assert!(
+        results[0]
+            .text()
+            .contains("There is no tool named `teleport`")
+    );
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn limits_are_validated_with_the_option_and_its_range() {
+    let error = |limits: TaskLimits| limits.validate().unwrap_err().to_string();
+    assert_eq!(
+        error(TaskLimits {
+            max_steps: 0,
+            ..TaskLimits::default()
+        }),
+        "`max_steps` is 0: use a value from 1 to 500"
+    );
+    assert_eq!(
+        error(TaskLimits {
+            timeout: Duration::from_secs(1),
+            ..TaskLimits::default()
+        }),
+        "`timeout` is 1: use a value from 5 to 3600 seconds"
+    );
+    assert_eq!(
+        error(TaskLimits {
+            max_screenshot_bytes: 11 * 1024 * 1024,
+            ..TaskLimits::default()
+        }),
+        "`max_screenshot_bytes` is 11534336: use a value from 1024 to 10485760 bytes"
+    );
+    assert!(
+        error(TaskLimits {
+            max_output_chars: 10,
+            ..TaskLimits::default()
+        })
+        .contains("max_output_chars")
+    );
+    assert!(
+        error(TaskLimits {
+            max_concurrent_tasks: 0,
+            ..TaskLimits::default()
+        })
+        .contains("max_concurrent_tasks")
+    );
+    assert!(
+        error(TaskLimits {
+            max_screenshots: 21,
+            ..TaskLimits::default()
+        })
+        .contains("max_screenshots")
+    );
+    assert!(TaskLimits::default().validate().is_ok());
+}
+
+#[tokio::test]
+async fn an_empty_task_is_refused() {
+    let setup = setup(vec![], TaskLimits::default());
+    let error = setup
+        .runner
+        .run(
+            TaskRequest {
+                task: "  ".into(),
+                url: None,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RunError::EmptyTask));
+    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 0);
+}

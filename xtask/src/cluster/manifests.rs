@@ -1,0 +1,45 @@
+//! The Kubernetes manifests, checked offline (no cluster runs here).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::run_loud;
+
+/// Where the manifest checkers live, apart from the test clients (their dependencies differ).
+const CHECKERS_VENV: &str = "/opt/airlock-ci/manifests";
+/// The checkers, pinned: the Kubernetes schemas (bundled, offline) and a security linter.
+const CHECKERS: &[&str] = &["kubernetes-validate==1.37.0", "checkov==3.3.30"];
+
+/// No Kubernetes cluster runs here, so deploy/kubernetes is checked, not run: every object
+/// against the Kubernetes 1.37 schemas (strict: unknown fields fail), then checkov's Kubernetes
+/// rules (a finding fails unless the manifest skips it with its reason).
+pub(super) fn check_manifests(root: &Path) -> anyhow::Result<()> {
+    eprintln!("== deploy/kubernetes: schemas and security findings");
+    let bin = |name: &str| format!("{CHECKERS_VENV}/bin/{name}");
+    if !Path::new(&bin("checkov")).exists() || !Path::new(&bin("kubernetes-validate")).exists() {
+        run_loud(Command::new("/usr/bin/python3").args(["-m", "venv", CHECKERS_VENV]))?;
+        run_loud(
+            Command::new(bin("pip"))
+                .args(["install", "--quiet"])
+                .args(CHECKERS),
+        )?;
+    }
+    let manifests = root.join("deploy/kubernetes/airlock.yaml");
+    run_loud(
+        Command::new(bin("kubernetes-validate"))
+            .args(["--strict", "--kubernetes-version", "1.37"])
+            .arg(&manifests),
+    )?;
+    run_loud(
+        Command::new(bin("checkov"))
+            .args([
+                "--framework",
+                "kubernetes",
+                "--compact",
+                "--quiet",
+                "--skip-download",
+                "-f",
+            ])
+            .arg(&manifests),
+    )
+}

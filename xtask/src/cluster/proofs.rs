@@ -1,0 +1,236 @@
+//! The proof's steps against the deployed stack, through the balancer, with the official MCP SDK.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::{Made, PathBuf, STACK, output, replica_metric, replicas, run_loud, succeeds, wait_for};
+
+/// The official MCP SDK client, one task per process.
+pub(super) struct Client {
+    pub(super) python: String,
+    pub(super) script: PathBuf,
+    pub(super) url: String,
+    /// The balancer's `host:port`.
+    pub(super) host: String,
+    pub(super) token: String,
+}
+
+impl Client {
+    fn start(&self) -> anyhow::Result<Child> {
+        Ok(Command::new(&self.python)
+            .arg(&self.script)
+            .arg(&self.url)
+            .arg(serde_json::json!({"Authorization": format!("Bearer {}", self.token)}).to_string())
+            .arg("Open the lab page")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?)
+    }
+
+    /// Whether the task came back with a result (the client's JSON has texts and no failure).
+    fn finished(child: Child) -> bool {
+        Self::outcome(child).is_ok()
+    }
+
+    /// The task's report, or what the client saw instead.
+    fn outcome(child: Child) -> Result<String, String> {
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let value: serde_json::Value =
+            serde_json::from_str(text.trim()).map_err(|_| format!("the client printed {text}"))?;
+        match (&value["failed"], &value["texts"][0]) {
+            (serde_json::Value::String(failed), _) => Err(failed.clone()),
+            (_, serde_json::Value::String(report)) if report == "done" => Ok(report.clone()),
+            _ => Err(format!("no report: {value}")),
+        }
+    }
+}
+
+/// Six tasks at once through the balancer complete, and both replicas ran some.
+pub(super) fn spread(client: &Client) -> anyhow::Result<()> {
+    eprintln!("== six tasks at once through the balancer");
+    let children: Vec<Child> = (0..6).map(|_| client.start()).collect::<Result<_, _>>()?;
+    let done = children
+        .into_iter()
+        .map(Client::finished)
+        .filter(|ok| *ok)
+        .count();
+    if done != 6 {
+        bail!("{done} of 6 tasks through the balancer completed");
+    }
+    let per_replica: Vec<u64> = replicas()
+        .iter()
+        .map(|replica| {
+            replica_metric(
+                replica,
+                &client.host,
+                &client.token,
+                "airlock_tasks_finished_total",
+            )
+        })
+        .collect();
+    eprintln!("   tasks finished per replica: {per_replica:?}");
+    if per_replica.len() != 2 || per_replica.contains(&0) || per_replica.iter().sum::<u64>() != 6 {
+        bail!("the six tasks were not spread over both replicas: {per_replica:?}");
+    }
+    Ok(())
+}
+
+/// A wrong token is refused at the balancer's address.
+pub(super) fn refused(host: &str) -> anyhow::Result<()> {
+    let status = output(Command::new("curl").args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        "authorization: Bearer wrong-token-0123456789abcdef",
+        "-H",
+        "content-type: application/json",
+        "--data",
+        r#"{"task": "x"}"#,
+        &format!("http://{host}/v1/tasks"),
+    ]))?;
+    if status.trim() != "401" {
+        bail!(
+            "a wrong token got {} at the balancer, not 401",
+            status.trim()
+        );
+    }
+    eprintln!("== a wrong token is refused at the balancer (401)");
+    Ok(())
+}
+
+/// Kill one replica mid-task: its tasks fail, the other's complete, the engine restores it, and
+/// its task containers are removed.
+pub(super) fn kill_one(client: &Client, made: &mut Made) -> anyhow::Result<()> {
+    eprintln!("== killing one replica mid-task");
+    let before = replicas();
+    let host = client.host.clone();
+    let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
+    made.clients.extend(children);
+    wait_for(
+        "tasks running on both replicas",
+        Duration::from_mins(1),
+        || {
+            before
+                .iter()
+                .all(|r| replica_metric(r, &host, &client.token, "airlock_tasks_running") > 0)
+        },
+    )?;
+    let victim = before[0].clone();
+    let victims_tasks = task_containers_of(&victim);
+    if victims_tasks.is_empty() {
+        bail!("the replica to kill runs no task container");
+    }
+    run_loud(Command::new("docker").args(["kill", &victim]))?;
+    let results: Vec<Result<String, String>> =
+        made.clients.drain(..).map(Client::outcome).collect();
+    let completed = results.iter().filter(|r| r.is_ok()).count();
+    eprintln!("   {completed} of 4 tasks completed; the killed replica's failed:");
+    for failure in results.iter().filter_map(|r| r.as_ref().err()) {
+        eprintln!("     the client saw: {failure}");
+    }
+    if completed == 0 || completed == 4 {
+        bail!(
+            "expected the killed replica's tasks to fail and the other's to complete: {results:?}"
+        );
+    }
+    wait_for(
+        "the engine to restore the replica",
+        Duration::from_mins(2),
+        || {
+            let now = replicas();
+            now.len() == 2 && !now.contains(&victim)
+        },
+    )?;
+    wait_for(
+        "the killed replica's task containers to be removed",
+        Duration::from_mins(1),
+        || {
+            victims_tasks
+                .iter()
+                .all(|c| !succeeds(Command::new("docker").args(["inspect", c])))
+        },
+    )?;
+    eprintln!(
+        "   the replica was restored and its {} task container(s) removed",
+        victims_tasks.len()
+    );
+    Ok(())
+}
+
+/// The task containers whose owner label names this replica's container.
+fn task_containers_of(replica: &str) -> Vec<String> {
+    output(Command::new("docker").args([
+        "ps",
+        "-a",
+        "--filter",
+        "label=airlock.task",
+        "--format",
+        "{{.ID}} {{.Label \"airlock.owner\"}}",
+    ]))
+    .unwrap_or_default()
+    .lines()
+    .filter(|line| line.contains(&format!("ctr={replica}")))
+    .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+    .collect()
+}
+
+/// A rolling update to a new tag while tasks run: every task completes.
+pub(super) fn rolling_update(
+    client: &Client,
+    made: &mut Made,
+    version: &str,
+) -> anyhow::Result<()> {
+    eprintln!("== a rolling update with tasks running");
+    let next = format!("airlock-server:{version}-next");
+    run_loud(Command::new("docker").args(["tag", &crate::image::server_tag(), &next]))?;
+    let host = client.host.clone();
+    // All four admitted (running, or already done) before the update starts: one still on its
+    // way could reach a replica that is already draining, which refuses new work (that is not a
+    // cut-off task).
+    let admitted = || -> u64 {
+        replicas()
+            .iter()
+            .map(|r| {
+                replica_metric(r, &host, &client.token, "airlock_tasks_running")
+                    + replica_metric(r, &host, &client.token, "airlock_tasks_finished_total")
+            })
+            .sum()
+    };
+    let before = admitted();
+    let children: Vec<Child> = (0..4).map(|_| client.start()).collect::<Result<_, _>>()?;
+    made.clients.extend(children);
+    wait_for("all four tasks admitted", Duration::from_mins(1), || {
+        admitted() >= before + 4
+    })?;
+    run_loud(Command::new("docker").args([
+        "service",
+        "update",
+        "--detach",
+        "--image",
+        &next,
+        &format!("{STACK}_airlock"),
+    ]))?;
+    let results: Vec<Result<String, String>> =
+        made.clients.drain(..).map(Client::outcome).collect();
+    if let Some(Err(failure)) = results.iter().find(|r| r.is_err()) {
+        bail!("a task was cut off by the rolling update: {failure}");
+    }
+    wait_for("the update to finish", Duration::from_mins(4), || {
+        output(Command::new("docker").args([
+            "service",
+            "inspect",
+            "--format",
+            "{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}",
+            &format!("{STACK}_airlock"),
+        ]))
+        .is_ok_and(|state| state.trim() == "completed")
+    })?;
+    eprintln!("   all 4 tasks completed across the update; both replicas run {next}");
+    Ok(())
+}
