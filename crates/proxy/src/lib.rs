@@ -289,9 +289,12 @@ impl EgressProxy {
     }
 }
 
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes with its NUL).
+const SUN_PATH_MAX: usize = 107;
+
 /// Listen on `path`, which only this user (and a container running as this user) may connect to.
 fn listen_private(path: &Path) -> Result<UnixListener, ProxyError> {
-    let listener = UnixListener::bind(path).map_err(|source| ProxyError::Io {
+    let listener = bind_any_length(path).map_err(|source| ProxyError::Io {
         action: "listen on",
         path: path.to_owned(),
         source,
@@ -305,6 +308,28 @@ fn listen_private(path: &Path) -> Result<UnixListener, ProxyError> {
         }
     })?;
     Ok(listener)
+}
+
+/// Bind a Unix socket at `path` however deep its directory is. A path past the 108 bytes a
+/// socket address holds (a deep `TMPDIR`, as CI runners and test harnesses have) is bound
+/// through the directory's descriptor instead (`/proc/self/fd/N/NAME`, which the kernel resolves
+/// to the same directory), so the socket lands at `path` all the same. Clients in a container
+/// reach it by the short path it is mounted at.
+fn bind_any_length(path: &Path) -> io::Result<UnixListener> {
+    if path.as_os_str().len() <= SUN_PATH_MAX {
+        return UnixListener::bind(path);
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return UnixListener::bind(path);
+    };
+    let dir = std::fs::File::open(dir)?;
+    let short = Path::new("/proc/self/fd")
+        .join(std::os::fd::AsRawFd::as_raw_fd(&dir).to_string())
+        .join(name);
+    // The descriptor stays open until the bind has resolved the path through it.
+    let listener = UnixListener::bind(&short);
+    drop(dir);
+    listener
 }
 
 impl Drop for EgressProxy {

@@ -629,3 +629,37 @@ async fn the_proxy_dials_exactly_the_address_it_vetted() {
         vec!["[64:ff9b::5db8:d822]:80".parse().unwrap()]
     );
 }
+
+#[tokio::test]
+async fn a_temp_dir_deeper_than_a_socket_path_holds_still_serves() {
+    // A TMPDIR of 100 characters and more, as CI runners and test harnesses have: the socket's
+    // full path is past the 108 bytes a socket address holds.
+    let base = tempfile::tempdir().unwrap();
+    let deep = base.path().join("t".repeat(100));
+    std::fs::create_dir(&deep).unwrap();
+    let mut config = airlock_proxy::ProxyConfig::new(EgressPolicy::default())
+        .with_resolver(Arc::new(ScriptedResolver::default()));
+    config.socket_parent = Some(deep.clone());
+    let proxy = airlock_proxy::EgressProxy::start(config).unwrap();
+    let socket = proxy.socket_path().to_owned();
+    assert!(socket.as_os_str().len() > 108, "{}", socket.display());
+    assert!(socket.starts_with(&deep));
+    assert!(proxy.handoff_path().unwrap().exists());
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Connected the way a container does, by a short path to the same directory.
+    let dir = std::fs::File::open(proxy.socket_dir()).unwrap();
+    let short = format!(
+        "/proc/self/fd/{}/proxy.sock",
+        std::os::fd::AsRawFd::as_raw_fd(&dir)
+    );
+    let answer = support::exchange_at(
+        std::path::Path::new(&short),
+        "GET http://10.0.0.5/ HTTP/1.1\r\nHost: 10.0.0.5\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let dir_path = proxy.socket_dir().to_owned();
+    proxy.stop().await;
+    assert!(!dir_path.exists(), "the directory is removed on stop");
+}
