@@ -70,7 +70,7 @@ impl<'a> DecisionLine<'a> {
         };
         match &event.outcome {
             Outcome::Allowed { address } => line.address = Some(*address),
-            Outcome::Refused { reason, class } => {
+            Outcome::Refused { reason, class, .. } => {
                 line.verdict = "refuse";
                 line.status = Some(403);
                 line.class = Some(class);

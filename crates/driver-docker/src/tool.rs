@@ -267,9 +267,14 @@ impl AgentBrowserTool {
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
         for event in events {
             match &event.outcome {
-                Outcome::Refused { reason, class } => {
+                Outcome::Refused {
+                    reason,
+                    page_reason,
+                    class,
+                } => {
+                    // The worker reads what the page read: never the host's resolver's answers.
                     output.text.push_str(&format!(
-                        "\nThe egress proxy refused {}: {reason}",
+                        "\nThe egress proxy refused {}: {page_reason}",
                         event.target
                     ));
                     self.context

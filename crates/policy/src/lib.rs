@@ -136,6 +136,22 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// What the page is told (and so whatever reads the browser: the worker, a CDP client): the
+    /// same reason, except that a name's refused answer is named by its class, never by its
+    /// address, so a page cannot use the proxy to map the host's internal names. The whole
+    /// reason stays on the host side (logs, the caller's refusal record).
+    pub fn for_page(&self) -> String {
+        match self {
+            Self::Resolved { name, .. } => {
+                format!(
+                    "`{name}` resolves to a non-public address ({})",
+                    self.class()
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// A short, stable class for counters and logs: the range kind for address refusals
     /// (`loopback`, `private`, …), otherwise the kind of refusal (`scheme`, `port`, `metadata`, …).
     pub fn class(&self) -> &'static str {

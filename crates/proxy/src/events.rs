@@ -37,8 +37,11 @@ pub enum Outcome {
     },
     /// Refused by the egress policy (`403`).
     Refused {
-        /// The policy's reason, as a person reads it.
+        /// The policy's reason, as a person reads it (for the host: logs, the caller's record).
         reason: String,
+        /// What the page was told: the reason without the addresses a refused name resolved
+        /// to. Whatever reads the browser (the worker, a CDP client) gets this one.
+        page_reason: String,
         /// A short stable class (`loopback`, `port`, `never-opened`, …).
         class: &'static str,
     },

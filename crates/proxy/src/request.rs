@@ -158,6 +158,7 @@ impl Shared {
                 self.counters.count_refusal(class);
                 Outcome::Refused {
                     reason: reason.clone(),
+                    page_reason: stop.page_text(),
                     class,
                 }
             }
@@ -174,7 +175,7 @@ impl Shared {
         } else {
             "x-airlock-error"
         };
-        text_response(status, header_name, &reason)
+        text_response(status, header_name, &stop.page_text())
     }
 
     pub(crate) fn emit(&self, via: Via, target: &str, outcome: Outcome) {

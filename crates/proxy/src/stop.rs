@@ -69,6 +69,15 @@ pub(crate) enum Stop {
 }
 
 impl Stop {
+    /// What the page is told: the reason, without what the host's resolver answered for a
+    /// refused name ([`Refusal::for_page`]).
+    pub(crate) fn page_text(&self) -> String {
+        match self {
+            Self::Refused(refusal) => refusal.for_page(),
+            other => other.to_string(),
+        }
+    }
+
     /// The status the browser is answered with.
     pub(crate) fn status(&self) -> StatusCode {
         match self {

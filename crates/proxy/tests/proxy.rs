@@ -663,3 +663,37 @@ async fn a_temp_dir_deeper_than_a_socket_path_holds_still_serves() {
     proxy.stop().await;
     assert!(!dir_path.exists(), "the directory is removed on stop");
 }
+
+#[tokio::test]
+async fn a_page_is_told_a_refused_names_class_never_the_address_it_resolved_to() {
+    // The page (and so the worker or a CDP client) must not learn the host's internal DNS.
+    let harness = Harness::start(policy(&[]), ProxyLimits::default());
+    harness.resolver.answer("db.corp.test", &[&["10.0.3.7"]]);
+    for request in [
+        "GET http://db.corp.test/ HTTP/1.1\r\nHost: db.corp.test\r\nConnection: close\r\n\r\n",
+        "CONNECT db.corp.test:443 HTTP/1.1\r\nHost: db.corp.test:443\r\nConnection: close\r\n\r\n",
+    ] {
+        let response = harness.exchange(request).await;
+        assert_eq!(status_of(&response), 403, "{response}");
+        assert_eq!(
+            header_of(&response, REFUSED_HEADER),
+            Some("`db.corp.test` resolves to a non-public address (private)")
+        );
+        assert!(!response.contains("10.0.3.7"), "{response}");
+    }
+    // The host side keeps the whole reason, and hands the page's text on for the worker.
+    for event in harness.refusals() {
+        let Outcome::Refused {
+            reason,
+            page_reason,
+            class,
+        } = &event.outcome
+        else {
+            panic!("{event:?}")
+        };
+        assert!(reason.contains("private address 10.0.3.7"), "{reason}");
+        assert!(!page_reason.contains("10.0.3.7"), "{page_reason}");
+        assert_eq!(*class, "private");
+    }
+    assert_eq!(harness.refusals().len(), 2);
+}

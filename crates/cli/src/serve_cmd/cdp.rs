@@ -281,7 +281,7 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
 /// messages arrive, and once more at the end).
 fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
     for event in browser.take_egress_events() {
-        if let airlock_proxy::Outcome::Refused { reason, class } = &event.outcome {
+        if let airlock_proxy::Outcome::Refused { reason, class, .. } = &event.outcome {
             metrics.cdp_egress_refusal(class);
             tracing::info!(container = browser.container(), target = %event.target, %reason, "the egress proxy refused a CDP browser's request");
         }
