@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Body;
 use http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
-use http::{HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode, Uri};
 use subtle::ConstantTimeEq;
 
 /// The shortest token accepted: a guessable token is no token.
@@ -18,8 +18,9 @@ pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 pub(crate) struct Guard {
     /// Bearer tokens; empty means no authentication (loopback only).
     tokens: Vec<Vec<u8>>,
-    /// Lowercased hosts (`name`, `name:port`, `[v6]:port`), or `None` for any (`*`).
-    hosts: Option<Vec<String>>,
+    /// Lowercased hosts (`name`, `name:port`, `[v6]:port`), each with whether it matches its name
+    /// on any port (an operator's entry without a port), or `None` for any host (`*`).
+    hosts: Option<Vec<(String, bool)>>,
     /// Lowercased `scheme://host[:port]` origins.
     origins: Vec<String>,
 }
@@ -51,6 +52,14 @@ impl Guard {
                     index + 1
                 );
             }
+            // HTTP clients send header values as they please outside printable ASCII, so such a
+            // token would start the server and then never match.
+            if !token.bytes().all(|b| b.is_ascii_graphic()) {
+                anyhow::bail!(
+                    "token {} holds characters outside printable ASCII, which no HTTP client sends reliably in a header: use letters, digits and punctuation only (for example `openssl rand -hex 32`)",
+                    index + 1
+                );
+            }
         }
         let loopback = listen.ip().is_loopback();
         if tokens.is_empty() && !loopback {
@@ -74,12 +83,17 @@ impl Guard {
                 names.push("localhost".to_owned());
                 names.push(format!("localhost:{}", listen.port()));
             }
-            Some(names)
+            // The defaults are exact: the listen port, or none.
+            Some(names.into_iter().map(|name| (name, false)).collect())
         } else {
             Some(
                 hosts
                     .iter()
-                    .map(|h| h.trim().to_ascii_lowercase())
+                    .map(|h| {
+                        let host = h.trim().to_ascii_lowercase();
+                        let any_port = name_of(&host) == host;
+                        (host, any_port)
+                    })
                     .collect(),
             )
         };
@@ -103,21 +117,30 @@ impl Guard {
         })
     }
 
-    /// The refusal for a request that fails the Host or Origin check, if it does.
-    pub(crate) fn check_site(&self, headers: &HeaderMap) -> Option<Response<Body>> {
+    /// The refusal for a request that fails the Host or Origin check, if it does. The host judged
+    /// is the one a proxy in front of us would use: the request line's authority when it has one
+    /// (absolute form; RFC 9112 §3.2.2 says it wins over `Host`), else the one `Host` header. Two
+    /// `Host` headers are a bad request (RFC 9110 §7.2).
+    pub(crate) fn check_site(&self, uri: &Uri, headers: &HeaderMap) -> Option<Response<Body>> {
+        if headers.get_all(HOST).iter().count() > 1 {
+            return Some(refuse(
+                StatusCode::BAD_REQUEST,
+                "more than one Host header: send exactly one",
+            ));
+        }
         if let Some(hosts) = &self.hosts {
-            let host = headers
-                .get(HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_ascii_lowercase);
-            match host {
-                Some(host) if hosts.contains(&host) => {}
-                _ => {
-                    return Some(refuse(
-                        StatusCode::FORBIDDEN,
-                        "the Host header does not name this server: call it by an allowed host (the operator adds names with --allowed-host)",
-                    ));
-                }
+            let host = match uri.authority() {
+                Some(authority) => Some(authority.as_str().to_ascii_lowercase()),
+                None => headers
+                    .get(HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_ascii_lowercase),
+            };
+            if !host.is_some_and(|host| host_allowed(hosts, &host)) {
+                return Some(refuse(
+                    StatusCode::FORBIDDEN,
+                    "the Host header does not name this server: call it by an allowed host (the operator adds names with --allowed-host)",
+                ));
             }
         }
         if let Some(origin) = headers.get(ORIGIN) {
@@ -168,6 +191,27 @@ impl Guard {
     }
 }
 
+/// Whether `host` (`name`, `name:port`, `[v6]`, `[v6]:port`, lowercased) is allowed: an entry with
+/// a port matches exactly; an operator's entry without one matches its name on any port, since
+/// this server serves only its listen port and a proxy in front may forward from another (443).
+fn host_allowed(allowed: &[(String, bool)], host: &str) -> bool {
+    let name = name_of(host);
+    allowed
+        .iter()
+        .any(|(entry, any_port)| entry == host || (*any_port && entry == name))
+}
+
+/// The host without its port.
+fn name_of(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.find(']').map_or(host, |end| &host[..end + 2]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
 fn authority(ip: IpAddr, port: Option<u16>) -> String {
     let host = match ip {
         IpAddr::V4(v4) => v4.to_string(),
@@ -209,6 +253,10 @@ mod tests {
         map
     }
 
+    fn root() -> Uri {
+        Uri::from_static("/")
+    }
+
     fn loopback() -> Guard {
         Guard::new(
             "127.0.0.1:8700".parse().unwrap(),
@@ -229,7 +277,9 @@ mod tests {
             "127.0.0.1",
         ] {
             assert!(
-                guard.check_site(&headers(&[("host", host)])).is_none(),
+                guard
+                    .check_site(&root(), &headers(&[("host", host)]))
+                    .is_none(),
                 "{host}"
             );
         }
@@ -238,11 +288,13 @@ mod tests {
             "127.0.0.1.nip.io:8700",
             "localhost:9999",
         ] {
-            let refused = guard.check_site(&headers(&[("host", host)])).unwrap();
+            let refused = guard
+                .check_site(&root(), &headers(&[("host", host)]))
+                .unwrap();
             assert_eq!(refused.status(), StatusCode::FORBIDDEN, "{host}");
         }
         assert!(
-            guard.check_site(&HeaderMap::new()).is_some(),
+            guard.check_site(&root(), &HeaderMap::new()).is_some(),
             "no Host at all"
         );
     }
@@ -251,8 +303,12 @@ mod tests {
     fn a_browser_origin_is_refused_unless_allowed() {
         let guard = loopback();
         let from = |origin| headers(&[("host", "127.0.0.1:8700"), ("origin", origin)]);
-        assert!(guard.check_site(&from("https://evil.example")).is_some());
-        assert!(guard.check_site(&from("null")).is_some());
+        assert!(
+            guard
+                .check_site(&root(), &from("https://evil.example"))
+                .is_some()
+        );
+        assert!(guard.check_site(&root(), &from("null")).is_some());
         let allowing = Guard::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec![],
@@ -262,12 +318,12 @@ mod tests {
         .unwrap();
         assert!(
             allowing
-                .check_site(&from("https://app.example.com"))
+                .check_site(&root(), &from("https://app.example.com"))
                 .is_none()
         );
         assert!(
             allowing
-                .check_site(&from("http://app.example.com"))
+                .check_site(&root(), &from("http://app.example.com"))
                 .is_some()
         );
     }
@@ -332,5 +388,110 @@ mod tests {
             &["app.example".into()],
         );
         assert!(origin.unwrap_err().to_string().contains("scheme://host"));
+    }
+
+    #[test]
+    fn a_non_ascii_token_is_refused_at_start() {
+        let refused = Guard::new(
+            "127.0.0.1:8700".parse().unwrap(),
+            vec!["0123456789abcdef-tökén".into()],
+            &[],
+            &[],
+        );
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("outside printable ASCII")
+        );
+    }
+
+    #[test]
+    fn two_host_headers_are_a_bad_request_and_the_request_lines_authority_wins() {
+        let guard = loopback();
+        let two = headers(&[("host", "127.0.0.1:8700"), ("host", "evil.example")]);
+        let refused = guard.check_site(&root(), &two).unwrap();
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        let good_host = headers(&[("host", "127.0.0.1:8700")]);
+        let absolute = Uri::from_static("http://evil.example/metrics");
+        let refused = guard.check_site(&absolute, &good_host).unwrap();
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        let own = Uri::from_static("http://127.0.0.1:8700/metrics");
+        let evil_host = headers(&[("host", "evil.example")]);
+        assert!(guard.check_site(&own, &evil_host).is_none());
+    }
+
+    #[test]
+    fn an_allowed_name_without_a_port_matches_it_on_any_port() {
+        // deploy/airlock.service's own flags: --allowed-host airlock.internal.example.
+        let guard = Guard::new(
+            "127.0.0.1:8700".parse().unwrap(),
+            vec![TOKEN.into()],
+            &[
+                "airlock.internal.example".into(),
+                "[::1]".into(),
+                "pinned.example:443".into(),
+            ],
+            &[],
+        )
+        .unwrap();
+        for host in [
+            "airlock.internal.example",
+            "airlock.internal.example:8700",
+            "AIRLOCK.internal.example:443",
+            "[::1]:8700",
+            "pinned.example:443",
+        ] {
+            assert!(
+                guard
+                    .check_site(&root(), &headers(&[("host", host)]))
+                    .is_none(),
+                "{host}"
+            );
+        }
+        for host in [
+            "airlock.internal.example.evil:8700",
+            "evil-airlock.internal.example",
+            "pinned.example:8700",
+            "pinned.example",
+            "[::2]:8700",
+            "airlock.internal.example:",
+        ] {
+            assert!(
+                guard
+                    .check_site(&root(), &headers(&[("host", host)]))
+                    .is_some(),
+                "{host}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_shipped_systemd_units_flags_accept_a_request_naming_its_port() {
+        let unit = include_str!("../../../../deploy/airlock.service");
+        let words: Vec<&str> = unit
+            .split_whitespace()
+            .filter(|word| *word != "\\")
+            .collect();
+        let flag = |name: &str| {
+            words
+                .windows(2)
+                .filter(|pair| pair[0] == name)
+                .map(|pair| pair[1].to_owned())
+                .collect::<Vec<String>>()
+        };
+        let listen: SocketAddr = flag("--listen")[0].parse().unwrap();
+        let hosts = flag("--allowed-host");
+        assert!(!hosts.is_empty(), "the unit names its host");
+        let guard = Guard::new(listen, vec![TOKEN.into()], &hosts, &[]).unwrap();
+        for host in &hosts {
+            let with_port = format!("{host}:{}", listen.port());
+            assert!(
+                guard
+                    .check_site(&root(), &headers(&[("host", &with_port)]))
+                    .is_none(),
+                "{with_port}"
+            );
+        }
     }
 }

@@ -83,7 +83,7 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
     // The probes answer whatever the Host: engines call them by a pod's or container's address,
     // and they tell nothing but whether this server is up and has room.
     let probe = path == "/healthz" || path == "/readyz";
-    if !probe && let Some(refused) = app.guard.check_site(headers) {
+    if !probe && let Some(refused) = app.guard.check_site(request.uri(), headers) {
         return refused;
     }
     // CDP clients cannot always add a header: their endpoints also take `?token=`.
