@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use airlock_runner::{Request, Response, frame_body};
+use airlock_runner::{Request, Response, frame_body_within, response_limit};
 use bollard::Docker;
 use bollard::container::LogOutput;
 use futures_util::StreamExt;
@@ -35,6 +35,9 @@ const HOST_GRACE: Duration = Duration::from_secs(5);
 #[derive(Default)]
 struct Waiting {
     answers: HashMap<u64, oneshot::Sender<Response>>,
+    /// The largest output any request sent so far asked for: no honest answer is longer than
+    /// that plus the response's fields, and the container is not trusted to be honest.
+    largest_asked: u64,
     /// Why the runner ended, once it has.
     ended: Option<String>,
 }
@@ -121,6 +124,7 @@ impl Runner {
                 return Err(RunnerError::Ended);
             }
             waiting.answers.insert(id, sender);
+            waiting.largest_asked = waiting.largest_asked.max(max_output as u64);
         }
         let _awaiting = Awaiting {
             waiting: &self.waiting,
@@ -206,7 +210,8 @@ async fn route_answers(mut output: exec::AttachedOutput, waiting: Arc<Mutex<Wait
 /// Hand over every whole answer at the front of `buffer`.
 fn deliver(buffer: &mut Vec<u8>, waiting: &Mutex<Waiting>) -> Result<(), String> {
     loop {
-        let body = match frame_body(buffer) {
+        let limit = response_limit(lock(waiting).largest_asked);
+        let body = match frame_body_within(buffer, limit) {
             Ok(Some(body)) => body,
             Ok(None) => return Ok(()),
             Err(error) => return Err(format!("it sent something unreadable: {error}")),
@@ -311,6 +316,7 @@ mod tests {
         let (first, mut first_answer) = oneshot::channel();
         let (second, mut second_answer) = oneshot::channel();
         lock(&waiting).answers.extend([(1, first), (2, second)]);
+        lock(&waiting).largest_asked = 64;
         let answer = |id: u64, text: &str| {
             Response {
                 id,
@@ -384,5 +390,33 @@ mod tests {
         let fell_back = commands.run(&command(&["true"]), None, limit, 1024).await;
         assert_eq!(fell_back.unwrap().exit_code, 0);
         assert_eq!(execs_created(&name, &since).len(), 1);
+    }
+
+    #[test]
+    fn a_frame_longer_than_anything_asked_for_ends_the_runner_before_it_is_buffered() {
+        let waiting = Mutex::new(Waiting::default());
+        let (sender, _answer) = oneshot::channel();
+        lock(&waiting).answers.insert(1, sender);
+        lock(&waiting).largest_asked = 1024;
+        // An honest answer at the cap passes.
+        let honest = Response {
+            id: 1,
+            stdout: vec![b'x'; 1024],
+            ..Response::default()
+        }
+        .encode();
+        let mut buffer = honest;
+        deliver(&mut buffer, &waiting).unwrap();
+        assert!(buffer.is_empty());
+        // A hostile container announces 256 MiB; only its 4-byte prefix has arrived.
+        let mut buffer = (256u32 * 1024 * 1024).to_be_bytes().to_vec();
+        let why = deliver(&mut buffer, &waiting).unwrap_err();
+        assert!(why.contains("over the limit"), "{why}");
+        // One byte past what was asked plus the fields is refused too.
+        let limit = u32::try_from(response_limit(1024)).unwrap();
+        let mut buffer = (limit + 1).to_be_bytes().to_vec();
+        assert!(deliver(&mut buffer, &waiting).is_err());
+        let mut buffer = limit.to_be_bytes().to_vec();
+        assert!(deliver(&mut buffer, &waiting).is_ok(), "waits for the body");
     }
 }

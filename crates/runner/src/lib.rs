@@ -75,9 +75,10 @@ pub struct Response {
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FrameError {
-    /// The length prefix is over [`MAX_FRAME_BYTES`].
+    /// The length prefix is over the limit ([`MAX_FRAME_BYTES`], or less where the reader knows
+    /// what it asked for).
     #[error(
-        "a frame of {0} bytes is over the {MAX_FRAME_BYTES}-byte limit; ask for less output at once"
+        "a frame of {0} bytes is over the limit for what was asked (at most {MAX_FRAME_BYTES} bytes); ask for less output at once"
     )]
     TooLarge(usize),
     /// The body ended inside a field.
@@ -98,11 +99,30 @@ pub enum FrameError {
 
 /// The body of the first whole frame in `buffer`: `Ok(None)` until all of it has arrived.
 pub fn frame_body(buffer: &[u8]) -> Result<Option<&[u8]>, FrameError> {
+    frame_body_within(buffer, MAX_FRAME_BYTES)
+}
+
+/// Fields of a response body around its output: id, exit code, dropped count, and the two
+/// output lengths.
+pub const RESPONSE_OVERHEAD: usize = 8 + 8 + 8 + 4 + 4;
+
+/// The most a response to a request for `max_output` bytes can take: its output (stdout and
+/// stderr share the cap) and its fields. A reader of an untrusted runner holds it to this.
+pub fn response_limit(max_output: u64) -> usize {
+    usize::try_from(max_output)
+        .unwrap_or(usize::MAX)
+        .saturating_add(RESPONSE_OVERHEAD)
+        .min(MAX_FRAME_BYTES)
+}
+
+/// [`frame_body`] with a lower limit: a length prefix over `limit` is refused as soon as it has
+/// arrived, before anything of the body is buffered.
+pub fn frame_body_within(buffer: &[u8], limit: usize) -> Result<Option<&[u8]>, FrameError> {
     let Some(prefix) = buffer.first_chunk::<4>() else {
         return Ok(None);
     };
     let length = u32::from_be_bytes(*prefix) as usize;
-    if length > MAX_FRAME_BYTES {
+    if length > limit.min(MAX_FRAME_BYTES) {
         return Err(FrameError::TooLarge(length));
     }
     Ok(buffer.get(4..4 + length))
