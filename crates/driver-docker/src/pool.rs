@@ -144,6 +144,15 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    /// A pool dropped without [`Pool::shutdown`] (an error path of its owner) stops filling: its
+    /// filler ends at its next step, removing a session it was making, and the ready sessions'
+    /// own drops remove their containers.
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+    }
+}
+
 /// Keep the pool full until stopped.
 async fn fill(shared: Arc<Shared>) {
     let mut backoff = FIRST_BACKOFF;
@@ -209,5 +218,44 @@ async fn fill(shared: Arc<Shared>) {
             () = tokio::time::sleep(shared.max_age.saturating_sub(oldest_age)) => {}
             () = shared.stop.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A maker whose image does not exist: each attempt fails at once and the filler backs off,
+    /// forever unless stopped. No daemon is needed (without one, each attempt fails the same way).
+    fn failing_maker() -> Arc<Maker> {
+        let docker = bollard::Docker::connect_with_unix_defaults().unwrap();
+        let config = crate::DriverConfig {
+            image: "airlock-no-such-image:0".to_owned(),
+            ..crate::DriverConfig::default()
+        };
+        Arc::new(Maker {
+            docker,
+            config,
+            owner: crate::owner::this_process(),
+            user: (65534, 65534),
+            failed_removals: Arc::default(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_pool_dropped_without_shutdown_stops_filling() {
+        let pool = Pool::start(
+            failing_maker(),
+            1,
+            Duration::from_secs(600),
+            Duration::from_secs(60),
+            Kind::AgentBrowser,
+        );
+        let filler = lock(&pool.filler).take().unwrap();
+        drop(pool);
+        tokio::time::timeout(Duration::from_secs(30), filler)
+            .await
+            .expect("the filler kept filling after its pool was dropped")
+            .unwrap();
     }
 }
