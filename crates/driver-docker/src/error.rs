@@ -83,6 +83,11 @@ pub enum DockerError {
         "creating the task container failed: {0}; `docker info` shows whether the daemon is healthy"
     )]
     CreateContainer(#[source] bollard::errors::Error),
+    /// The runtime ended while Docker created the container (the program is stopping).
+    #[error(
+        "creating the task container was interrupted because Airlock is stopping; start the task again"
+    )]
+    CreateInterrupted,
     /// Docker could not start the task container.
     #[error(
         "starting the task container failed: {0}; `docker info` shows whether the daemon is healthy"

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cdp::{CdpBrowser, Pipe};
 use crate::config::DriverConfig;
-use crate::made::Made;
+use crate::made::{Made, remove_container};
 use crate::refill_wait::{Freezable, Yield};
 use crate::spec::{ContainerOptions, container_spec};
 use crate::{DockerError, owner, runner, tool};
@@ -147,12 +147,13 @@ impl Maker {
             context: None,
             first_answer: None,
         };
-        let create = CreateContainerOptionsBuilder::default().name(&name).build();
-        self.docker
-            .create_container(Some(create), container_spec(&options))
-            .await
-            .map_err(DockerError::CreateContainer)?;
+        // Recorded before Docker is asked, so a caller that goes away meanwhile (a CDP client
+        // that leaves) still has it removed by `made`'s drop; and the creation runs on a task of
+        // its own, which removes what it made when nobody is left to take it (a removal that ran
+        // before Docker had made it found nothing).
         made.container = Some(name.clone());
+        self.create_container(&name, container_spec(&options))
+            .await?;
         if warm {
             // Made beside a running task: it yields the CPU to it while its browser starts.
             self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
@@ -217,6 +218,37 @@ impl Maker {
             pipe,
             made_at: std::time::Instant::now(),
         })
+    }
+
+    /// Create the container named `name`, safely against the caller going away mid-call.
+    async fn create_container(
+        &self,
+        name: &str,
+        spec: bollard::models::ContainerCreateBody,
+    ) -> Result<(), DockerError> {
+        let abandoned = CancellationToken::new();
+        let taken = abandoned.clone().drop_guard();
+        let docker = self.docker.clone();
+        let owned_name = name.to_owned();
+        let creating = tokio::spawn(async move {
+            let options = CreateContainerOptionsBuilder::default()
+                .name(&owned_name)
+                .build();
+            let created = docker.create_container(Some(options), spec).await;
+            if created.is_ok() && abandoned.is_cancelled() {
+                remove_container(&docker, &owned_name).await;
+            }
+            created
+        });
+        let created = creating.await;
+        taken.disarm();
+        match created {
+            Ok(created) => created.map(drop).map_err(DockerError::CreateContainer),
+            // The task is never aborted: it ends early only with its runtime, or by a panic,
+            // which is a bug to surface where it happened.
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(_) => Err(DockerError::CreateInterrupted),
+        }
     }
 
     /// The session's own egress proxy, and where it puts the refusals the worker is told of.
@@ -397,4 +429,57 @@ fn task_id() -> String {
         nanos & 0xffff_ffff_ffff,
         std::process::id()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt as _;
+
+    use super::*;
+    use crate::testing::docker;
+
+    /// With the real daemon: a start abandoned while Docker creates its container (a CDP client
+    /// that leaves at that moment) leaves no container behind.
+    #[tokio::test]
+    async fn a_start_abandoned_while_its_container_is_created_leaves_nothing() {
+        if !airlock_testkit::docker::docker_ready() {
+            return;
+        }
+        let docker = docker().await;
+        let maker = Maker {
+            docker: docker.clone(),
+            config: DriverConfig {
+                image: airlock_testkit::docker::image(),
+                ..DriverConfig::default()
+            },
+            owner: owner::this_process(),
+            user: crate::current_user(),
+            failed_removals: Arc::default(),
+        };
+        let label = format!("{}={}", crate::spec::LABEL_OWNER, maker.owner);
+        let filters = std::collections::HashMap::from([
+            ("label", vec![label.as_str()]),
+            ("event", vec!["create"]),
+        ]);
+        let options = bollard::query_parameters::EventsOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let mut created = docker.events(Some(options));
+        let since = std::time::SystemTime::now();
+        let mut prepare =
+            Box::pin(maker.prepare(Duration::from_secs(60), None, Kind::AgentBrowser));
+        // Run the start until Docker has made its container, then abandon it there.
+        let name = tokio::select! {
+            done = &mut prepare => panic!("the start finished first: {:?}", done.err()),
+            event = created.next() => event.unwrap().unwrap().actor.unwrap().attributes.unwrap()["name"].clone(),
+        };
+        drop(prepare);
+        let removed = tokio::task::spawn_blocking(move || {
+            airlock_testkit::docker::wait_until_removed(&name, since, Duration::from_secs(30))
+        });
+        assert!(
+            removed.await.unwrap(),
+            "the abandoned start's container is still there"
+        );
+    }
 }
