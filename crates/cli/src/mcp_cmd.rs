@@ -347,13 +347,21 @@ fn task_answer(result: &TaskResult) -> CallToolResult {
     let refusals = result
         .egress_refusals
         .iter()
-        .map(|r| (&r.target, &r.reason));
-    blocks.extend(listed("The egress proxy refused:", refusals));
+        .map(|r| (&r.target, &r.reason, r.count));
+    blocks.extend(listed(
+        "The egress proxy refused:",
+        refusals,
+        result.egress_refusals_not_listed,
+    ));
     let failures = result
         .egress_failures
         .iter()
-        .map(|f| (&f.target, &f.reason));
-    blocks.extend(listed("The egress proxy could not reach:", failures));
+        .map(|f| (&f.target, &f.reason, f.count));
+    blocks.extend(listed(
+        "The egress proxy could not reach:",
+        failures,
+        result.egress_failures_not_listed,
+    ));
     for image in &result.screenshots {
         blocks.push(ContentBlock::image(
             image.base64(),
@@ -373,20 +381,35 @@ fn task_answer(result: &TaskResult) -> CallToolResult {
         "context": result.context,
         "timings": result.timings,
         "egress_refusals": result.egress_refusals,
+        "egress_refusals_not_listed": result.egress_refusals_not_listed,
+        "egress_refusals_by_class": result.egress_refusals_by_class,
         "egress_failures": result.egress_failures,
+        "egress_failures_not_listed": result.egress_failures_not_listed,
         "screenshots": result.screenshots.len(),
     }));
     answer
 }
 
 /// `title` and one `- target: reason` line per item, or nothing when there are none.
+/// One block listing destinations: each quoted as data (the page chose it), with how often, and
+/// how many more were not listed. At most the task's bounded list (100 lines).
 fn listed<'a>(
     title: &str,
-    items: impl Iterator<Item = (&'a String, &'a String)>,
+    items: impl Iterator<Item = (&'a String, &'a String, u64)>,
+    not_listed: u64,
 ) -> Option<ContentBlock> {
-    let lines: Vec<String> = items
-        .map(|(target, reason)| format!("- {target}: {reason}"))
+    let mut lines: Vec<String> = items
+        .map(|(target, reason, count)| {
+            let target = serde_json::Value::String(target.clone());
+            match count {
+                0 | 1 => format!("- {target}: {reason}"),
+                count => format!("- {target}: {reason} ({count} times)"),
+            }
+        })
         .collect();
+    if not_listed > 0 {
+        lines.push(format!("- and {not_listed} more, not listed"));
+    }
     (!lines.is_empty()).then(|| ContentBlock::text(format!("{title}\n{}", lines.join("\n"))))
 }
 

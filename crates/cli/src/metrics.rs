@@ -179,12 +179,13 @@ impl Metrics {
             Ended::Failed => "failed",
         };
         self.finished.get_or_create(&Outcome { outcome }).inc();
-        for refusal in &result.egress_refusals {
+        // Every refusal, by class: the listed ones are only the first distinct destinations.
+        for (class, count) in &result.egress_refusals_by_class {
             self.egress_refusals
                 .get_or_create(&Class {
-                    class: refusal.class.clone(),
+                    class: class.clone(),
                 })
-                .inc();
+                .inc_by(*count);
         }
         let add = |family: &Family<Direction, Counter>, direction, value| {
             family.get_or_create(&Direction { direction }).inc_by(value);
@@ -244,12 +245,12 @@ impl Metrics {
     }
 
     /// Count a destination the egress proxy refused a CDP browser.
-    pub(crate) fn cdp_egress_refusal(&self, class: &'static str) {
+    pub(crate) fn cdp_egress_refusal(&self, class: &'static str, count: u64) {
         self.egress_refusals
             .get_or_create(&Class {
                 class: class.to_owned(),
             })
-            .inc();
+            .inc_by(count);
     }
 
     /// Count a task refused before it ran.

@@ -113,10 +113,23 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     } else {
         println!("{}", result.report);
         for refusal in &result.egress_refusals {
-            eprintln!("egress refused {}: {}", refusal.target, refusal.reason);
+            let times = match refusal.count {
+                0 | 1 => String::new(),
+                count => format!(" ({count} times)"),
+            };
+            eprintln!(
+                "egress refused {:?}: {}{times}",
+                refusal.target, refusal.reason
+            );
+        }
+        if result.egress_refusals_not_listed > 0 {
+            eprintln!(
+                "egress refused {} more requests, not listed",
+                result.egress_refusals_not_listed
+            );
         }
         for failure in &result.egress_failures {
-            eprintln!("egress failed {}: {}", failure.target, failure.reason);
+            eprintln!("egress failed {:?}: {}", failure.target, failure.reason);
         }
         for path in &saved {
             eprintln!("saved {}", path.display());

@@ -421,7 +421,7 @@ fn scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json() {
     let dir = tempfile::tempdir().unwrap();
     let script = json!({"turns": [
         {"tool_calls": [call(&json!(["open", "https://nowhere.test/"]))]},
-        {"expect": {"shown_contains": ["The egress proxy could not reach nowhere.test:443", "`nowhere.test` does not resolve"]},
+        {"expect": {"shown_contains": ["The egress proxy could not reach \"nowhere.test:443\"", "`nowhere.test` does not resolve"]},
          "text": "The site does not exist."}
     ]});
     let (result, output) = task(dir.path(), &script, &["--nameserver", &nameserver]);
@@ -452,7 +452,7 @@ fn scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json() {
     assert!(
         stderr.contains("the page did not open")
             && stderr.contains(
-                "The egress proxy could not reach nowhere.test:443: `nowhere.test` does not resolve"
+                "The egress proxy could not reach \"nowhere.test:443\": `nowhere.test` does not resolve"
             ),
         "{stderr}"
     );

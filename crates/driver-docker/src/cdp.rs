@@ -8,7 +8,6 @@
 //! stream that dockerd attaches, the same way every agent-browser command is run.
 
 use std::collections::VecDeque;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use airlock_proxy::ProxyEvent;
@@ -20,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 use crate::DockerError;
 use crate::exec;
 use crate::made::Made;
-use crate::tool::PendingRefusals;
+use crate::pending::{self, PendingRefusals};
 
 /// The largest message taken from the browser. A full-page screenshot of a long page is tens of
 /// megabytes of base64; past this the connection ends instead of growing without bound.
@@ -178,6 +177,17 @@ impl Pipe {
     }
 }
 
+/// What a CDP browser's egress proxy refused or failed since the last look.
+#[derive(Debug, Default)]
+pub struct EgressEvents {
+    /// The first events, whole.
+    pub events: Vec<ProxyEvent>,
+    /// Refusals past them, by class.
+    pub more_refused: Vec<(&'static str, u64)>,
+    /// Failures past them.
+    pub more_failed: u64,
+}
+
 /// A sealed browser leased to one CDP client. Send it messages, read its messages, and dispose of
 /// it when the client is done: the container is removed and the proxy stopped. Dropping it
 /// without disposing still removes both (on the runtime, in the background).
@@ -220,9 +230,15 @@ impl CdpBrowser {
     }
 
     /// What the egress proxy refused or failed since the last call (allowed requests are not
-    /// kept).
-    pub fn take_egress_events(&self) -> Vec<ProxyEvent> {
-        std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
+    /// kept): the first 100 events whole, and the refusals past them by class (a page can make
+    /// thousands).
+    pub fn take_egress_events(&self) -> EgressEvents {
+        let taken = pending::take(&self.pending);
+        EgressEvents {
+            events: taken.events,
+            more_refused: taken.refused_beyond.into_iter().collect(),
+            more_failed: taken.failed_beyond,
+        }
     }
 
     /// Remove the container and stop the proxy.

@@ -25,6 +25,7 @@ mod host;
 mod made;
 mod orphans;
 mod owner;
+mod pending;
 mod pool;
 mod refill_wait;
 mod runner;
@@ -42,7 +43,7 @@ use airlock_worker::{BoxFuture, BrowserDriver, BrowserSession, DriverError, Task
 use bollard::Docker;
 use tokio_util::sync::CancellationToken;
 
-pub use cdp::{CdpBrowser, CdpError, MAX_BROWSER_MESSAGE_BYTES};
+pub use cdp::{CdpBrowser, CdpError, EgressEvents, MAX_BROWSER_MESSAGE_BYTES};
 pub use config::{DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;

@@ -3,7 +3,7 @@
 //! made.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_proxy::{EgressProxy, ProxyConfig};
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cdp::{CdpBrowser, Pipe};
 use crate::config::DriverConfig;
 use crate::made::{Made, remove_container};
+use crate::pending::{self, PendingRefusals};
 use crate::refill_wait::{Freezable, Yield};
 use crate::spec::{ContainerOptions, container_spec};
 use crate::{DockerError, owner, runner, tool};
@@ -46,7 +47,7 @@ pub(crate) struct Prepared {
     made: Made,
     pub(crate) name: String,
     guide: String,
-    pending: tool::PendingRefusals,
+    pending: PendingRefusals,
     /// How the session's commands run (agent-browser sessions; a CDP session runs none).
     commands: runner::Commands,
     /// Cancelled once the task that takes this session has its first answer (and the command
@@ -90,10 +91,7 @@ impl Prepared {
         } = self;
         // A CDP client's first page is its own business; the refill need not wait for it.
         first_answer.cancel();
-        pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        pending::take(&pending);
         CdpBrowser {
             // Invariant: `prepare` with `Kind::Cdp` always sets the pipe, and only CDP sessions
             // are leased here (the CDP pool makes only those).
@@ -252,8 +250,8 @@ impl Maker {
     }
 
     /// The session's own egress proxy, and where it puts the refusals the worker is told of.
-    fn start_proxy(&self) -> Result<(EgressProxy, tool::PendingRefusals), DriverError> {
-        let pending: tool::PendingRefusals = Arc::default();
+    fn start_proxy(&self) -> Result<(EgressProxy, PendingRefusals), DriverError> {
+        let pending: PendingRefusals = Arc::default();
         let sink = Arc::clone(&pending);
         let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
             .with_dir_tag(owner::dir_tag())
@@ -261,9 +259,7 @@ impl Maker {
             .with_events(Arc::new(move |event| {
                 // Refusals and failures are told to the worker; allowed requests are not news.
                 if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
-                    sink.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(event);
+                    pending::record(&sink, event);
                 }
             }));
         if !self.config.nameservers.is_empty() {
@@ -291,11 +287,10 @@ impl Maker {
             ..
         } = prepared;
         // What the proxy saw before the task (Chromium's own start-up requests) is not the task's.
-        let before: Vec<_> =
-            std::mem::take(&mut *pending.lock().unwrap_or_else(PoisonError::into_inner));
-        if !before.is_empty() {
+        let before = pending::take(&pending);
+        if before.total() > 0 {
             tracing::debug!(
-                count = before.len(),
+                count = before.total(),
                 "proxy events before the task took its session, not reported to it"
             );
         }

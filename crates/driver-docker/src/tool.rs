@@ -1,11 +1,11 @@
 //! The worker's one tool: `agent_browser { args, stdin?, keep? }`, run in the task container.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use airlock_policy::check_command;
-use airlock_proxy::{Outcome, ProxyEvent};
+use airlock_proxy::Outcome;
 use airlock_worker::{
     BoxFuture, EgressFailure, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure,
     ToolOutput,
@@ -91,15 +91,12 @@ impl TaskStart {
     }
 }
 
-/// Refusals the proxy reported and the worker has not been told about yet.
-pub(crate) type PendingRefusals = Arc<Mutex<Vec<ProxyEvent>>>;
-
 pub(crate) struct AgentBrowserTool {
     pub(crate) commands: Commands,
     /// Tells the warm pool's refill when this task's start is over.
     pub(crate) start: Arc<TaskStart>,
     pub(crate) context: TaskContext,
-    pub(crate) pending: PendingRefusals,
+    pub(crate) pending: crate::pending::PendingRefusals,
     pub(crate) command_timeout: Duration,
     pub(crate) max_output_bytes: usize,
     pub(crate) screenshots_taken: AtomicU64,
@@ -263,34 +260,25 @@ impl AgentBrowserTool {
     /// previous command: the browser's own error (`net::ERR_TUNNEL_CONNECTION_FAILED`) does not
     /// say what happened; the proxy does.
     fn append_refusals(&self, output: &mut ToolOutput) {
-        let events: Vec<ProxyEvent> =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        for event in events {
+        let taken = crate::pending::take(&self.pending);
+        output.text.push_str(&crate::pending::worker_text(&taken));
+        for event in &taken.events {
             match &event.outcome {
-                Outcome::Refused {
-                    reason,
-                    page_reason,
-                    class,
-                } => {
-                    // The worker reads what the page read: never the host's resolver's answers.
-                    output.text.push_str(&format!(
-                        "\nThe egress proxy refused {}: {page_reason}",
-                        event.target
-                    ));
+                Outcome::Refused { reason, class, .. } => {
                     self.context
                         .record_refusal(EgressRefusal::now(&event.target, *class, reason));
                 }
                 Outcome::Failed { class, reason, .. } => {
-                    output.text.push_str(&format!(
-                        "\nThe egress proxy could not reach {}: {reason}",
-                        event.target
-                    ));
                     self.context
                         .record_failure(EgressFailure::now(&event.target, *class, reason));
                 }
                 Outcome::Allowed { .. } => {}
             }
         }
+        for (class, count) in &taken.refused_beyond {
+            self.context.record_unlisted_refusals(class, *count);
+        }
+        self.context.record_unlisted_failures(taken.failed_beyond);
     }
 }
 
@@ -345,7 +333,7 @@ mod tests {
             commands: Commands::new(docker, "never-used".to_owned(), None),
             start: TaskStart::new(CancellationToken::new()),
             context: TaskContext::new(CancellationToken::new(), TaskLimits::default()),
-            pending: PendingRefusals::default(),
+            pending: crate::pending::PendingRefusals::default(),
             command_timeout: Duration::from_secs(5),
             max_output_bytes: 1024,
             screenshots_taken: AtomicU64::new(0),

@@ -38,6 +38,7 @@
 //! ```
 
 mod direct;
+mod egress_record;
 mod fit_image;
 mod instructions;
 mod kept_output;
@@ -51,6 +52,9 @@ mod shown;
 mod task;
 
 pub use direct::{DirectOutput, DirectSession};
+pub use egress_record::{
+    EGRESS_LIST_LIMIT, EgressBytes, EgressFailure, EgressRecord, EgressRefusal, TARGET_CHARS,
+};
 pub use fit_image::fit_for_model;
 pub use instructions::STANDING_INSTRUCTIONS;
 pub use kept_output::cut;
@@ -58,9 +62,8 @@ pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, Rea
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
-    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, EgressBytes, EgressFailure,
-    EgressRefusal, KeepRefusal, Model, ModelError, ModelRequest, TaskContext, Tool, ToolDefinition,
-    ToolFailure, ToolOutput,
+    BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, KeepRefusal, Model, ModelError,
+    ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
 };
 pub use run::TaskRunner;
 pub use scripted::{

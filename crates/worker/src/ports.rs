@@ -4,12 +4,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::egress_record::{EgressBytes, EgressFailure, EgressRecord, EgressRefusal};
 use crate::limits::TaskLimits;
 use crate::messages::{AssistantTurn, Image, Message};
 
@@ -120,83 +120,6 @@ impl std::fmt::Debug for BrowserSession {
     }
 }
 
-/// A destination the egress proxy refused during the task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct EgressRefusal {
-    /// When, in milliseconds since the Unix epoch.
-    pub at_unix_ms: u128,
-    /// The destination as the browser asked for it.
-    pub target: String,
-    /// Why it was refused.
-    pub reason: String,
-    /// Why, as a short stable class (`loopback`, `private`, `metadata`, `port`, …).
-    #[serde(default)]
-    pub class: String,
-}
-
-impl EgressRefusal {
-    /// A refusal happening now.
-    pub fn now(
-        target: impl Into<String>,
-        class: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Self {
-            at_unix_ms: now_unix_ms(),
-            target: target.into(),
-            reason: reason.into(),
-            class: class.into(),
-        }
-    }
-}
-
-/// Milliseconds since the Unix epoch (0 on a clock set before it).
-fn now_unix_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
-/// Bytes the egress proxy carried for a task.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub struct EgressBytes {
-    /// From the browser to destinations.
-    pub up: u64,
-    /// From destinations to the browser.
-    pub down: u64,
-}
-
-/// A destination the egress proxy allowed but could not reach during the task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct EgressFailure {
-    /// When, in milliseconds since the Unix epoch.
-    pub at_unix_ms: u128,
-    /// The destination as the browser asked for it.
-    pub target: String,
-    /// What the proxy saw, as a short class (`no-dns-answer`, `connect-refused`, …).
-    pub class: String,
-    /// What the proxy saw, as a person reads it.
-    pub reason: String,
-}
-
-impl EgressFailure {
-    /// A failure happening now.
-    pub fn now(
-        target: impl Into<String>,
-        class: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Self {
-            at_unix_ms: now_unix_ms(),
-            target: target.into(),
-            class: class.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
 /// Why the worker may not keep a screenshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeepRefusal {
@@ -226,8 +149,7 @@ pub struct TaskContext {
     /// The task's limits.
     pub limits: TaskLimits,
     screenshots: Arc<Mutex<Vec<Image>>>,
-    refusals: Arc<Mutex<Vec<EgressRefusal>>>,
-    failures: Arc<Mutex<Vec<EgressFailure>>>,
+    egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
 }
 
@@ -238,8 +160,7 @@ impl TaskContext {
             cancel,
             limits,
             screenshots: Arc::default(),
-            refusals: Arc::default(),
-            failures: Arc::default(),
+            egress: Arc::default(),
             egress_bytes: Arc::default(),
         }
     }
@@ -271,19 +192,29 @@ impl TaskContext {
         Ok(())
     }
 
-    /// Record a refusal the egress proxy reported.
+    /// Record a refusal the egress proxy reported (bounded: see [`EgressRecord`]).
     pub fn record_refusal(&self, refusal: EgressRefusal) {
-        lock(&self.refusals).push(refusal);
+        lock(&self.egress).refused(refusal);
     }
 
-    /// Record a destination the egress proxy could not reach.
+    /// Record a destination the egress proxy could not reach (bounded likewise).
     pub fn record_failure(&self, failure: EgressFailure) {
-        lock(&self.failures).push(failure);
+        lock(&self.egress).failed(failure);
     }
 
-    /// The failures recorded so far.
+    /// Count refusals the driver could not hold one by one (past its own bound).
+    pub fn record_unlisted_refusals(&self, class: &str, count: u64) {
+        lock(&self.egress).refused_unlisted(class, count);
+    }
+
+    /// Count failures the driver could not hold one by one.
+    pub fn record_unlisted_failures(&self, count: u64) {
+        lock(&self.egress).failed_unlisted(count);
+    }
+
+    /// The failures listed so far.
     pub fn failures(&self) -> Vec<EgressFailure> {
-        lock(&self.failures).clone()
+        lock(&self.egress).failures.clone()
     }
 
     /// The screenshots kept so far.
@@ -291,9 +222,14 @@ impl TaskContext {
         lock(&self.screenshots).clone()
     }
 
-    /// The refusals recorded so far.
+    /// The refusals listed so far.
     pub fn refusals(&self) -> Vec<EgressRefusal> {
-        lock(&self.refusals).clone()
+        lock(&self.egress).refusals.clone()
+    }
+
+    /// The whole egress record: the lists and the counts of what they leave out.
+    pub fn egress_record(&self) -> EgressRecord {
+        lock(&self.egress).clone()
     }
 }
 

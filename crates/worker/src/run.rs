@@ -361,13 +361,17 @@ impl Run<'_> {
 
     fn finish(&mut self, ended: Ended, report: &str, started: Instant) -> TaskResult {
         self.timings.total_ms = millis(started.elapsed());
+        let egress = self.context.egress_record();
         TaskResult {
             report: cut(report, self.runner.limits.max_output_chars),
             screenshots: self.context.kept_screenshots(),
             steps_used: self.steps,
             ended,
-            egress_refusals: self.context.refusals(),
-            egress_failures: self.context.failures(),
+            egress_refusals: egress.refusals,
+            egress_refusals_not_listed: egress.refusals_not_listed,
+            egress_refusals_by_class: egress.refusals_by_class,
+            egress_failures: egress.failures,
+            egress_failures_not_listed: egress.failures_not_listed,
             egress_bytes: self.context.egress_bytes(),
             timings: self.timings,
             usage: self.usage,

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
 use crate::kept_output::KeptOutputs;
 use crate::limits::LimitError;
 use crate::messages::{Content, Image, Usage};
-use crate::ports::{EgressBytes, EgressFailure, EgressRefusal};
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,10 +114,18 @@ pub struct TaskResult {
     pub steps_used: usize,
     /// How it ended.
     pub ended: Ended,
-    /// Destinations the egress proxy refused.
+    /// Destinations the egress proxy refused: the first 100 distinct ones (by class), each with
+    /// how often.
     pub egress_refusals: Vec<EgressRefusal>,
-    /// Destinations the egress proxy allowed but could not reach, with what it saw.
+    /// Refusals of further destinations, counted but not listed.
+    pub egress_refusals_not_listed: u64,
+    /// Every refusal, by class.
+    pub egress_refusals_by_class: std::collections::BTreeMap<String, u64>,
+    /// Destinations the egress proxy allowed but could not reach, with what it saw (the first
+    /// 100 distinct ones, each with how often).
     pub egress_failures: Vec<EgressFailure>,
+    /// Failures of further destinations, counted but not listed.
+    pub egress_failures_not_listed: u64,
     /// Bytes the egress proxy carried.
     pub egress_bytes: EgressBytes,
     /// Where the time went.

@@ -280,11 +280,23 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
 /// Log and count what the browser's egress proxy refused since the last look (as the browser's
 /// messages arrive, and once more at the end).
 fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
-    for event in browser.take_egress_events() {
+    let taken = browser.take_egress_events();
+    for event in &taken.events {
         if let airlock_proxy::Outcome::Refused { reason, class, .. } = &event.outcome {
-            metrics.cdp_egress_refusal(class);
+            metrics.cdp_egress_refusal(class, 1);
             tracing::info!(container = browser.container(), target = %event.target, %reason, "the egress proxy refused a CDP browser's request");
         }
+    }
+    for (class, count) in &taken.more_refused {
+        metrics.cdp_egress_refusal(class, *count);
+    }
+    let more: u64 = taken.more_refused.iter().map(|(_, count)| count).sum();
+    if more > 0 {
+        tracing::info!(
+            container = browser.container(),
+            more,
+            "the egress proxy refused more of a CDP browser's requests, not logged one by one"
+        );
     }
 }
 

@@ -137,7 +137,7 @@ async fn forbidden_requests_from_a_page_are_refused_and_reported_to_the_worker()
         "http://169.254.169.254/latest/meta-data/",
     ] {
         assert!(
-            told.contains(&format!("The egress proxy refused {refused}")),
+            told.contains(&format!("The egress proxy refused \"{refused}\"")),
             "{refused} not reported:\n{told}"
         );
     }

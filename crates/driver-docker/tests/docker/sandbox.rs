@@ -268,7 +268,7 @@ async fn under_gvisor_the_same_seal_holds_with_the_copying_relay() {
     let told = format!("{}\n{}", traps.text, wait.text);
     for refused in ["http://127.0.0.1:8081/frame", "http://10.0.0.1/secret"] {
         assert!(
-            told.contains(&format!("The egress proxy refused {refused}")),
+            told.contains(&format!("The egress proxy refused \"{refused}\"")),
             "{refused} not refused: {told}"
         );
     }

@@ -726,13 +726,18 @@ fn result_json_shape() {
             target: "10.0.0.1:80".into(),
             reason: "private".into(),
             class: "private".into(),
+            count: 3,
         }],
+        egress_refusals_not_listed: 7,
+        egress_refusals_by_class: [("private".to_owned(), 10)].into(),
         egress_failures: vec![EgressFailure {
             at_unix_ms: 2,
             target: "nowhere.test:443".into(),
             class: "no-dns-answer".into(),
             reason: "`nowhere.test` does not resolve".into(),
+            count: 1,
         }],
+        egress_failures_not_listed: 0,
         egress_bytes: EgressBytes {
             up: 100,
             down: 2000,

@@ -1,0 +1,261 @@
+//! What the egress proxy refused or could not reach during a task, kept within bounds: a page
+//! that loops `fetch('http://10.1.2.3/')` makes a refusal per request, and neither the task's
+//! memory nor what its caller reads may grow with it. The first [`EGRESS_LIST_LIMIT`] distinct
+//! destinations (by class) are listed, each with how often it recurred; every refusal is counted by
+//! class; what the list leaves out is counted. A destination is text the page chose: it is cut to
+//! [`TARGET_CHARS`] characters, and whoever shows it quotes it as data.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// Distinct refusals (and, apart, failures) a task lists.
+pub const EGRESS_LIST_LIMIT: usize = 100;
+/// The longest destination kept, in characters.
+pub const TARGET_CHARS: usize = 300;
+/// Classes counted apart; past this, further classes count under `other` (classes are the
+/// proxy's fixed words, so this only guards against a driver that makes them up).
+const CLASS_LIMIT: usize = 64;
+
+fn one() -> u64 {
+    1
+}
+
+/// A destination the egress proxy refused during the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressRefusal {
+    /// When, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u128,
+    /// The destination as the browser asked for it.
+    pub target: String,
+    /// Why it was refused.
+    pub reason: String,
+    /// Why, as a short stable class (`loopback`, `private`, `metadata`, `port`, …).
+    #[serde(default)]
+    pub class: String,
+    /// How many times this destination was refused for this class (the first time's `at`).
+    #[serde(default = "one")]
+    pub count: u64,
+}
+
+impl EgressRefusal {
+    /// A refusal happening now.
+    pub fn now(
+        target: impl Into<String>,
+        class: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            at_unix_ms: now_unix_ms(),
+            target: target.into(),
+            reason: reason.into(),
+            class: class.into(),
+            count: 1,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 on a clock set before it).
+fn now_unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Bytes the egress proxy carried for a task.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct EgressBytes {
+    /// From the browser to destinations.
+    pub up: u64,
+    /// From destinations to the browser.
+    pub down: u64,
+}
+
+/// A destination the egress proxy allowed but could not reach during the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressFailure {
+    /// When, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u128,
+    /// The destination as the browser asked for it.
+    pub target: String,
+    /// What the proxy saw, as a short class (`no-dns-answer`, `connect-refused`, …).
+    pub class: String,
+    /// What the proxy saw, as a person reads it.
+    pub reason: String,
+    /// How many times this destination failed this way (the first time's `at`).
+    #[serde(default = "one")]
+    pub count: u64,
+}
+
+impl EgressFailure {
+    /// A failure happening now.
+    pub fn now(
+        target: impl Into<String>,
+        class: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            at_unix_ms: now_unix_ms(),
+            target: target.into(),
+            class: class.into(),
+            reason: reason.into(),
+            count: 1,
+        }
+    }
+}
+
+/// A task's egress record: bounded lists and the counts of everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressRecord {
+    /// The first distinct refused destinations (by class), each with its count.
+    pub refusals: Vec<EgressRefusal>,
+    /// Refusals of destinations past the list's limit, counted only.
+    pub refusals_not_listed: u64,
+    /// Every refusal, by class.
+    pub refusals_by_class: BTreeMap<String, u64>,
+    /// The first distinct destinations that could not be reached (by class), each with its count.
+    pub failures: Vec<EgressFailure>,
+    /// Failures past the list's limit, counted only.
+    pub failures_not_listed: u64,
+}
+
+impl EgressRecord {
+    /// Count a refusal; list it if its destination is new and the list has room.
+    pub fn refused(&mut self, mut refusal: EgressRefusal) {
+        let class = if self.refusals_by_class.len() < CLASS_LIMIT
+            || self.refusals_by_class.contains_key(&refusal.class)
+        {
+            refusal.class.clone()
+        } else {
+            "other".to_owned()
+        };
+        *self.refusals_by_class.entry(class).or_default() += 1;
+        refusal.target = cut_chars(&refusal.target, TARGET_CHARS);
+        if let Some(listed) = self
+            .refusals
+            .iter_mut()
+            .find(|listed| listed.target == refusal.target && listed.class == refusal.class)
+        {
+            listed.count = listed.count.saturating_add(1);
+        } else if self.refusals.len() < EGRESS_LIST_LIMIT {
+            self.refusals.push(refusal);
+        } else {
+            self.refusals_not_listed = self.refusals_not_listed.saturating_add(1);
+        }
+    }
+
+    /// Count refusals that were never held one by one (a driver's own bound).
+    pub fn refused_unlisted(&mut self, class: &str, count: u64) {
+        if count == 0 {
+            return;
+        }
+        let class = if self.refusals_by_class.len() < CLASS_LIMIT
+            || self.refusals_by_class.contains_key(class)
+        {
+            class.to_owned()
+        } else {
+            "other".to_owned()
+        };
+        let by_class = self.refusals_by_class.entry(class).or_default();
+        *by_class = by_class.saturating_add(count);
+        self.refusals_not_listed = self.refusals_not_listed.saturating_add(count);
+    }
+
+    /// Count failures that were never held one by one.
+    pub fn failed_unlisted(&mut self, count: u64) {
+        self.failures_not_listed = self.failures_not_listed.saturating_add(count);
+    }
+
+    /// Count a failure; list it if its destination is new and the list has room.
+    pub fn failed(&mut self, mut failure: EgressFailure) {
+        failure.target = cut_chars(&failure.target, TARGET_CHARS);
+        if let Some(listed) = self
+            .failures
+            .iter_mut()
+            .find(|listed| listed.target == failure.target && listed.class == failure.class)
+        {
+            listed.count = listed.count.saturating_add(1);
+        } else if self.failures.len() < EGRESS_LIST_LIMIT {
+            self.failures.push(failure);
+        } else {
+            self.failures_not_listed = self.failures_not_listed.saturating_add(1);
+        }
+    }
+}
+
+/// `text` cut to `max` characters, marked when cut.
+fn cut_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_that_loops_refused_requests_is_counted_not_listed_without_end() {
+        let mut record = EgressRecord::default();
+        // The same destination 10,000 times: one entry with its count.
+        for _ in 0..10_000 {
+            record.refused(EgressRefusal::now(
+                "http://10.1.2.3/",
+                "private",
+                "private address",
+            ));
+        }
+        assert_eq!(record.refusals.len(), 1);
+        assert_eq!(record.refusals[0].count, 10_000);
+        // 10,000 distinct destinations: the first hundred listed, the rest counted.
+        for n in 0..10_000 {
+            record.refused(EgressRefusal::now(
+                format!("http://10.1.{}.{}/{}", n / 256, n % 256, "x".repeat(1_000)),
+                "private",
+                "private address",
+            ));
+        }
+        assert_eq!(record.refusals.len(), EGRESS_LIST_LIMIT);
+        assert_eq!(record.refusals_not_listed, 10_000 - 99);
+        assert_eq!(record.refusals_by_class["private"], 20_000);
+        assert!(
+            record
+                .refusals
+                .iter()
+                .all(|r| r.target.chars().count() <= TARGET_CHARS + 1)
+        );
+        // Failures likewise.
+        for n in 0..500 {
+            record.failed(EgressFailure::now(
+                format!("site{n}.test:443"),
+                "no-dns-answer",
+                "no answer",
+            ));
+        }
+        assert_eq!(record.failures.len(), EGRESS_LIST_LIMIT);
+        assert_eq!(record.failures_not_listed, 400);
+    }
+
+    #[test]
+    fn classes_a_driver_makes_up_are_bounded_too() {
+        let mut record = EgressRecord::default();
+        for n in 0..1_000 {
+            record.refused(EgressRefusal::now(
+                "http://x.test/",
+                format!("class-{n}"),
+                "why",
+            ));
+        }
+        assert_eq!(record.refusals_by_class.len(), CLASS_LIMIT + 1);
+        assert_eq!(
+            record.refusals_by_class["other"],
+            1_000 - CLASS_LIMIT as u64
+        );
+    }
+}
