@@ -15,6 +15,7 @@ mod args;
 mod cdp;
 mod connections;
 mod guard;
+mod readiness;
 mod routes;
 mod tasks_api;
 mod tls;
@@ -79,6 +80,8 @@ pub(crate) struct App {
     shutdown: CancellationToken,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    /// The last answer of `/readyz`'s Docker check, shared by every probe.
+    readiness: Arc<readiness::Readiness>,
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -216,6 +219,7 @@ async fn serve(
         shutdown: shutdown.clone(),
         sessions,
         max_sessions: args.max_sessions,
+        readiness: Arc::default(),
     };
     let router = match endpoints {
         Endpoints::All => router(app, Arc::new(settings)),

@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::sync::Mutex;
 
 use super::guard::{json_response, refuse};
+use super::readiness::NotReady;
 use super::{App, cdp, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::settings::Settings;
@@ -111,22 +112,33 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
     next.run(request).await
 }
 
-async fn readyz(State(app): State<App>) -> Response<Body> {
-    let why_not = if app.gate.draining.is_cancelled() {
-        Some("draining: the server is shutting down".to_owned())
+async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Body> {
+    let not_ready = if app.gate.draining.is_cancelled() {
+        Some(NotReady::Draining)
     } else if !app.gate.has_room() {
-        Some("full: every task slot is busy and the queue is full".to_owned())
-    } else if let Err(error) = app.driver.check().await {
-        Some(format!("the browser cannot start: {error}"))
+        Some(NotReady::Full)
     } else {
-        None
+        let driver = Arc::clone(&app.driver);
+        app.readiness
+            .browser_can_start(
+                || async move { driver.check().await.map_err(|error| error.to_string()) },
+            )
+            .await
+            .err()
+            .map(NotReady::BrowserUnavailable)
     };
-    let body = serde_json::json!({
-        "ready": why_not.is_none(),
-        "reason": why_not,
+    let mut body = serde_json::json!({
+        "ready": not_ready.is_none(),
+        "reason": not_ready.as_ref().map(NotReady::word),
         "running": app.gate.running(),
     });
-    let status = if why_not.is_none() {
+    // The details (Docker's own text, why the warm pool cannot fill) only for a caller with a
+    // token; the probe itself needs none.
+    if app.guard.check_token(&headers).is_none() {
+        body["detail"] = serde_json::json!(not_ready.as_ref().map(NotReady::detail));
+        body["pool_error"] = serde_json::json!(app.driver.pool_error());
+    }
+    let status = if not_ready.is_none() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

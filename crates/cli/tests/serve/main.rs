@@ -339,6 +339,14 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
     assert_eq!(request(served.port, "GET", "/healthz", &[], "").0, 200);
     let (status, ready) = request(served.port, "GET", "/readyz", &[], "");
     assert_eq!(status, 200, "{ready}");
+    // Anyone reads the fixed words; only a caller with a token reads the details.
+    assert!(
+        !ready.contains("detail") && !ready.contains("pool_error"),
+        "{ready}"
+    );
+    let (status, detailed) = request(served.port, "GET", "/readyz", &[&bearer()], "");
+    assert_eq!(status, 200, "{detailed}");
+    assert!(detailed.contains("\"detail\":null"), "{detailed}");
     assert_eq!(request(served.port, "GET", "/metrics", &[], "").0, 401);
     // Engines probe by address: the probes answer any Host; nothing else does.
     let foreign = "host: 10.1.2.3:8700";
@@ -480,7 +488,7 @@ fn sigterm_drains_running_tasks_and_exits_0_with_nothing_left() {
     signal(pid, "-TERM");
     served.wait_for_log("airlock serve: draining");
     // While draining: not ready, and new tasks are refused.
-    let (ready, _) = request(port, "GET", "/readyz", &[], "");
+    let (ready, ready_body) = request(port, "GET", "/readyz", &[], "");
     let (refused, why) = request(
         port,
         "POST",
@@ -497,6 +505,10 @@ fn sigterm_drains_running_tasks_and_exits_0_with_nothing_left() {
         );
     }
     assert_eq!(ready, 503);
+    assert!(
+        ready_body.contains("\"reason\":\"draining\""),
+        "{ready_body}"
+    );
     assert_eq!(refused, 503, "{why}");
     assert!(why.contains("shutting down"), "{why}");
     let status = served.child.wait().unwrap();
