@@ -26,10 +26,13 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
     let mcp = mcp_service(&app, settings);
+    let mcp = Router::new()
+        .fallback_service(mcp)
+        .layer(middleware::from_fn(session_ended));
     let routes = common_routes()
         .route("/v1/schema", get(|| async { tasks_api::schema() }))
         .route("/v1/tasks", post(tasks))
-        .nest_service("/mcp", mcp)
+        .nest("/mcp", mcp)
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
@@ -37,6 +40,17 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
             )
         });
     guarded(routes, app)
+}
+
+/// A session ended by DELETE is answered `200`, as the MCP SDKs expect (rmcp answers `202`,
+/// which the official Python SDK reports as "Session termination failed: 202").
+async fn session_ended(request: Request, next: Next) -> Response<Body> {
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 /// `airlock cdp`: the CDP endpoint, its discovery, and the probes.
