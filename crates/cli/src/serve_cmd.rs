@@ -80,6 +80,8 @@ pub(crate) struct App {
     shutdown: CancellationToken,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    /// `/` is the CDP endpoint (`airlock cdp`), so it takes a token in its query too.
+    root_is_cdp: bool,
     /// The last answer of `/readyz`'s Docker check, shared by every probe.
     readiness: Arc<readiness::Readiness>,
 }
@@ -219,6 +221,7 @@ async fn serve(
         shutdown: shutdown.clone(),
         sessions,
         max_sessions: args.max_sessions,
+        root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
     };
     let router = match endpoints {

@@ -102,7 +102,9 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
         return refused;
     }
     // CDP clients cannot always add a header: their endpoints also take `?token=`.
-    let from_query = (cdp::is_cdp_path(path) || path == "/")
+    // `/` is the CDP endpoint of `airlock cdp` only; on `airlock serve` it is nothing, and a
+    // token in its query must not be told apart from a wrong one.
+    let from_query = (cdp::is_cdp_path(path) || (path == "/" && app.root_is_cdp))
         .then(|| cdp::with_query_token(headers, request.uri().query()))
         .flatten();
     let token_headers = from_query.as_ref().unwrap_or(headers);

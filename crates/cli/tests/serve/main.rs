@@ -373,6 +373,41 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
     assert_eq!(containers_of(served.child.id()).len(), 0);
 }
 
+#[test]
+fn a_token_in_the_query_opens_only_the_cdp_paths() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
+    let port = served.port;
+    // URLs end up in logs, so a token there is taken only where CDP clients need it.
+    for (method, path) in [
+        ("GET", "/metrics"),
+        ("POST", "/v1/tasks"),
+        ("POST", "/mcp"),
+        ("GET", "/"),
+        ("GET", "/v1/schema"),
+    ] {
+        let (status, body) = request(
+            port,
+            method,
+            &format!("{path}?token={TOKEN}"),
+            &["content-type: application/json"],
+            "{}",
+        );
+        assert_eq!(status, 401, "{method} {path}: {body}");
+    }
+    let (status, body) = request(
+        port,
+        "GET",
+        &format!("/json/version?token={TOKEN}"),
+        &[],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
 /// `count` clients, each posting one task at once; their answers, to join.
 fn tasks_at_once(port: u16, count: usize) -> Vec<std::thread::JoinHandle<(u16, String)>> {
     (0..count)
