@@ -31,12 +31,13 @@ mod refill_wait;
 mod runner;
 mod session;
 mod spec;
+mod sync;
 #[cfg(test)]
 mod testing;
 mod tool;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_worker::{BoxFuture, BrowserDriver, BrowserSession, DriverError, TaskContext};
@@ -163,12 +164,7 @@ impl DockerDriver {
         for pool in [self.pool.get(), self.cdp_pool.get()].into_iter().flatten() {
             pool.shutdown().await;
         }
-        let pending: Vec<String> = std::mem::take(
-            &mut *self
-                .failed_removals
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let pending: Vec<String> = std::mem::take(&mut *sync::lock(&self.failed_removals));
         for name in pending {
             if !remove_container(&self.docker, &name).await {
                 tracing::warn!(container = %name, "could not remove a task container; `airlock cleanup` will retry");

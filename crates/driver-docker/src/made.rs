@@ -1,13 +1,15 @@
 //! What one session made (its container and its proxy), undone exactly once: by dispose, or by
 //! drop when a start failed or was cancelled half-way.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use airlock_proxy::EgressProxy;
 use airlock_worker::{BoxFuture, Dispose, TaskContext};
 use bollard::Docker;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use tokio_util::sync::CancellationToken;
+
+use crate::sync::lock;
 
 /// What a session made: removed on dispose, or by drop if the start never finished.
 pub(crate) struct Made {
@@ -54,10 +56,7 @@ async fn undo(
         && !remove_container(&docker, &name).await
     {
         tracing::warn!(container = %name, "could not remove a task container; will retry at shutdown");
-        failed_removals
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(name);
+        lock(&failed_removals).push(name);
     }
     if let Some(proxy) = proxy {
         proxy.stop().await;

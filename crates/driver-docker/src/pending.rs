@@ -4,9 +4,11 @@
 //! are kept whole; the rest are counted by class.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use airlock_proxy::{Outcome, ProxyEvent};
+
+use crate::sync::lock;
 
 /// Events kept whole between two looks.
 pub(crate) const PENDING_LIMIT: usize = 100;
@@ -46,7 +48,7 @@ impl Taken {
 
 /// Keep an event the worker or client should hear of (allowed requests are not news).
 pub(crate) fn record(pending: &Mutex<Pending>, event: ProxyEvent) {
-    let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut pending = lock(pending);
     if pending.events.len() < PENDING_LIMIT {
         pending.events.push(event);
         return;
@@ -62,7 +64,7 @@ pub(crate) fn record(pending: &Mutex<Pending>, event: ProxyEvent) {
 
 /// Take everything since the last look.
 pub(crate) fn take(pending: &Mutex<Pending>) -> Taken {
-    let mut pending = pending.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut pending = lock(pending);
     Taken {
         events: std::mem::take(&mut pending.events),
         refused_beyond: std::mem::take(&mut pending.refused_beyond),

@@ -18,7 +18,7 @@
 //! pool empty for long.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::refill_wait::{REFILL_WAIT_LIMIT, Unanswered, Yield};
 use crate::session::{Kind, Maker, Prepared};
+use crate::sync::lock;
 
 /// How long the filler waits after a failure, at first and at most.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -54,10 +55,6 @@ struct Shared {
     unanswered: Unanswered,
     stop: CancellationToken,
     last_error: Mutex<Option<String>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Pool {

@@ -3,7 +3,7 @@
 //! container (`docker pause`) through the longest step, Chromium's launch, until that answer.
 //! See `pool.rs` for why.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use airlock_worker::DriverError;
@@ -13,13 +13,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::DockerError;
+use crate::sync::lock;
 
 /// The longest a refill waits for first answers before it starts, and again over its steps.
 pub(crate) const REFILL_WAIT_LIMIT: Duration = Duration::from_secs(3);
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The first answers a pool's refill waits for: one per task that took a session and has not had
 /// one yet (cancelled tokens: answered, or the task ended).

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_runner::{Request, Response, frame_body_within, response_limit};
@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::DockerError;
 use crate::exec::{self, ExecError, ExecOutput};
+use crate::sync::lock;
 
 /// Where the image keeps the runner.
 const RUNNER_PATH: &str = "/usr/local/bin/airlock-runner";
@@ -40,10 +41,6 @@ struct Waiting {
     largest_asked: u64,
     /// Why the runner ended, once it has.
     ended: Option<String>,
-}
-
-fn lock(waiting: &Mutex<Waiting>) -> std::sync::MutexGuard<'_, Waiting> {
-    waiting.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One session's runner: its stdin, and a task that routes its answers by id.

@@ -18,7 +18,7 @@ use axum::response::IntoResponse;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::App;
-use super::guard::{json_response, refuse};
+use super::guard::{busy, json_response, refuse};
 use crate::capacity::Slot;
 
 /// The largest message a client may send (a command with a big script or document).
@@ -86,14 +86,7 @@ pub(crate) async fn connect(
     };
     let slot = match app.gate.admit(&app.shutdown).await {
         Ok(slot) => slot,
-        Err(refusal) => {
-            let mut refused = refuse(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string());
-            refused.headers_mut().insert(
-                http::header::RETRY_AFTER,
-                http::HeaderValue::from_static("5"),
-            );
-            return refused;
-        }
+        Err(refusal) => return busy(&refusal.to_string()),
     };
     let limits = app.cdp;
     let started = Instant::now();

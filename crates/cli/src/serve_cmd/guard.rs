@@ -228,6 +228,16 @@ pub(crate) fn refuse(status: StatusCode, message: &str) -> Response<Body> {
     json_response(status, &serde_json::json!({ "error": message }))
 }
 
+/// `503` with `Retry-After`: the server has no room now (capacity, sessions), so try again soon.
+pub(crate) fn busy(message: &str) -> Response<Body> {
+    let mut response = refuse(StatusCode::SERVICE_UNAVAILABLE, message);
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("5"),
+    );
+    response
+}
+
 /// A JSON answer with this status.
 pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
     let mut response = Response::new(Body::from(value.to_string()));

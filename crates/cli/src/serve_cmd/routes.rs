@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Mutex;
 
-use super::guard::{json_response, refuse};
+use super::guard::{busy, json_response, refuse};
 use super::readiness::NotReady;
 use super::{App, cdp, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
@@ -115,15 +115,9 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
         && request.method() == http::Method::POST
         && !headers.contains_key("mcp-session-id");
     if new_session && app.sessions.sessions.read().await.len() >= app.max_sessions {
-        let mut refused = refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
+        return busy(
             "this server has as many MCP sessions open as it allows (--max-sessions); end one, or try again shortly",
         );
-        refused.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("5"),
-        );
-        return refused;
     }
     next.run(request).await
 }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::task::TaskTracker;
 
-use super::guard::{json_response, refuse};
+use super::guard::{busy, json_response, refuse};
 use crate::capacity::{Gate, Refusal};
 
 /// The most a task body may be: a task and a URL, with room to spare.
@@ -94,16 +94,14 @@ pub(crate) async fn run(
     let _cancel_if_dropped = cancel.clone().drop_guard();
     let slot = match gate.admit(&cancel).await {
         Ok(slot) => slot,
-        Err(refusal) => {
-            let mut response = refuse(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string());
-            if refusal != Refusal::Cancelled {
-                response.headers_mut().insert(
-                    http::header::RETRY_AFTER,
-                    http::HeaderValue::from_static("5"),
-                );
-            }
-            return response;
+        // A cancelled wait is the client's own doing: nothing to retry.
+        Err(Refusal::Cancelled) => {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &Refusal::Cancelled.to_string(),
+            );
         }
+        Err(refusal) => return busy(&refusal.to_string()),
     };
     let request = TaskRequest {
         task: input.task,
