@@ -508,34 +508,47 @@ fn a_dead_warm_browser_is_replaced_without_the_task_noticing() {
     client.initialize();
     // The whole container killed while it waits.
     let warm = next_warm(&log);
-    assert!(
-        Command::new("docker")
-            .args(["kill", &warm])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let killed = Command::new("docker")
+        .args(["kill", &warm])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(killed.success());
     let answer = call_task(&mut client, 2);
     assert_eq!(
         answer["result"]["content"][0]["text"], "seen after a killed container",
         "{answer}"
     );
     assert_eq!(answer["result"]["isError"], false);
-    // Chromium alone killed inside a waiting container.
+    // The dead one was not used: the pool held no other, so the task started cold.
+    assert_eq!(
+        answer["result"]["structuredContent"]["timings"]["browser_warm"], false,
+        "{answer}"
+    );
+    // Chromium alone killed inside a waiting container (the container still runs).
     let warm = next_warm(&log);
-    let killed = Command::new("docker")
-        .args(["exec", &warm, "sh", "-c"])
-        // `chro[m]ium` matches Chromium's processes but not this script's own command line.
-        .arg("for p in /proc/[0-9]*; do if grep -q 'chro[m]ium' \"$p/cmdline\" 2>/dev/null; then kill -9 \"${p#/proc/}\"; fi; done; true")
+    let kill_chromium = Command::new("docker")
+        .args(["exec", &warm, "sh", "-c", "pkill -9 -x chromium; true"])
         .status()
         .unwrap();
-    assert!(killed.success());
+    assert!(kill_chromium.success());
+    let gone = Command::new("docker")
+        .args(["exec", &warm, "pgrep", "-x", "chromium"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!gone.success(), "Chromium still runs in {warm}");
     let answer = call_task(&mut client, 3);
     assert_eq!(
         answer["result"]["content"][0]["text"], "seen after a killed browser",
         "{answer}"
     );
     assert_eq!(answer["result"]["isError"], false);
+    // Its Chromium was found dead on take: the task is not told it came warm.
+    assert_eq!(
+        answer["result"]["structuredContent"]["timings"]["browser_warm"], false,
+        "{answer}"
+    );
     let pid = client.child.id();
     assert!(client.finish().success());
     assert_eq!(containers_of(pid).len(), 0);

@@ -69,13 +69,19 @@ impl Prepared {
         if !maker.alive(&self.name).await {
             return false;
         }
-        match &mut self.pipe {
-            Some(pipe) => pipe
+        if let Some(pipe) = &mut self.pipe {
+            return pipe
                 .wait_until_answering(maker.config.command_timeout)
                 .await
-                .is_ok(),
-            None => true,
+                .is_ok();
         }
+        // A warm agent-browser session's Chromium must still run too: a dead one would be
+        // relaunched cold at the task's first command, and the task told it came warm.
+        let check = ["sh".to_owned(), "-c".to_owned(), BROWSER_RUNS.to_owned()];
+        self.commands
+            .run(&check, None, Duration::from_secs(5), 1024)
+            .await
+            .is_ok_and(|output| output.exit_code == 0)
     }
 
     /// Lease a CDP session to its client. What the proxy saw before (Chromium's start-up) is
@@ -412,6 +418,12 @@ const AFTER_RELAY_NOTHING: &str = "exit 0";
 const RELAY_READY_FILE: &str = "/tmp/.airlock-relay-ready";
 /// The start-up exec's exit code when the relay never became ready (distinct from agent-browser's).
 const RELAY_NOT_READY_EXIT: i64 = 97;
+
+/// Exits 0 when Chromium's browser process runs in the container (a process named `chromium`
+/// without `--type=`, which its renderers, zygotes and utilities carry).
+const BROWSER_RUNS: &str = "for p in $(pgrep -x chromium); do \
+      grep -qa -- --type= /proc/$p/cmdline 2>/dev/null || exit 0; \
+    done; exit 1";
 
 /// A task id unique on this host: time, pid and a counter.
 fn task_id() -> String {
