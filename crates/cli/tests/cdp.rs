@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use std::process::{Command, Output, Stdio};
 
 use airlock_testkit::dns::dns;
-use airlock_testkit::docker::{containers_of, docker_ready};
+use airlock_testkit::docker::{containers_of, docker_ready, wait_until_removed};
 use airlock_testkit::site::{Seen, site};
 use serde_json::Value;
 use support::{Served, metric, request, signal};
@@ -443,6 +443,68 @@ fn two_clients_get_two_browsers_and_closing_one_leaves_the_other() {
     assert_eq!(last["second_text"], "Hello from the lab", "{last}");
     assert_eq!(last["second_storage"], Value::Null, "{last}");
     assert!(client.wait().unwrap().success());
+}
+
+#[test]
+fn a_browser_that_stops_taking_messages_ends_its_lease_at_the_idle_limit() {
+    if !docker_ready() {
+        return;
+    }
+    let since = std::time::SystemTime::now();
+    let sites = sites();
+    let (served, _dir) = start(
+        &sites,
+        false,
+        &["--cdp-pool-size", "0", "--cdp-idle-timeout", "5"],
+    );
+    let url = format!("ws://127.0.0.1:{}/cdp?token={TOKEN}", served.port);
+    let mut client = node("cdp_raw.js")
+        .args([&url, "flood"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(client.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "open");
+    let leased = containers_of(served.child.id());
+    assert_eq!(leased.len(), 1, "{leased:?}");
+    // Frozen, Chromium stops reading its pipe: the writes back up to the server.
+    assert!(
+        Command::new("docker")
+            .args(["pause", &leased[0]])
+            .status()
+            .unwrap()
+            .success()
+    );
+    writeln!(client.stdin.take().unwrap()).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(client.wait().unwrap().success());
+    let out: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    assert_eq!(out["closed"]["code"], 1011, "{out}");
+    assert!(
+        out["closed"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("took no message"),
+        "{out}"
+    );
+    served.wait_for_log("a CDP lease ended");
+    let metrics = served.metrics(TOKEN);
+    assert_eq!(
+        metric(
+            &metrics,
+            "airlock_cdp_leases_ended_total{reason=\"browser_stuck\"}"
+        ),
+        1,
+        "{metrics}"
+    );
+    assert!(
+        wait_until_removed(&leased[0], since, std::time::Duration::from_secs(30)),
+        "the frozen browser's container was not removed"
+    );
 }
 
 #[test]

@@ -243,8 +243,9 @@ impl CdpBrowser {
 
     /// Remove the container and stop the proxy.
     pub async fn dispose(mut self) {
-        // Closing stdin first lets Chromium end on its own; the removal follows either way.
-        let _ = self.pipe.input.shutdown().await;
+        // Closing stdin first lets Chromium end on its own; the removal follows either way. A
+        // browser that stopped reading (frozen, stuck) must not hold the removal: bounded.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.pipe.input.shutdown()).await;
         self.made.undo().await;
     }
 }

@@ -131,6 +131,8 @@ enum End {
     Idle,
     Draining,
     Failed,
+    /// The browser took no message within the idle limit (its stdin stopped draining).
+    BrowserStuck,
 }
 
 impl End {
@@ -145,6 +147,13 @@ impl End {
             Self::Failed => (
                 close_code::ERROR,
                 "airlock: the browser's stream failed; connect again for a new one".to_owned(),
+            ),
+            Self::BrowserStuck => (
+                close_code::ERROR,
+                format!(
+                    "airlock: the browser took no message for {} s (--cdp-idle-timeout); connect again for a new one",
+                    limits.idle.as_secs()
+                ),
             ),
             Self::LeaseTimeout => (
                 close_code::POLICY,
@@ -176,6 +185,7 @@ impl End {
             Self::Idle => "idle",
             Self::Draining => "draining",
             Self::Failed => "failed",
+            Self::BrowserStuck => "browser_stuck",
         }
     }
 }
@@ -203,8 +213,17 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
                 metrics.cdp_verdict(verdict.kind());
                 match verdict {
                     Verdict::Forward { message } | Verdict::Rewrite { message, .. } => {
-                        if browser.send(&message).await.is_err() {
-                            break End::BrowserExited;
+                        // A browser that stops taking messages must not hold the lease past its
+                        // limits or the drain: the write is bounded like silence is.
+                        let write_until = deadline.min(tokio::time::Instant::now() + limits.idle);
+                        tokio::select! {
+                            sent = tokio::time::timeout_at(write_until, browser.send(&message)) => match sent {
+                                Ok(Ok(())) => {}
+                                Ok(Err(_)) => break End::BrowserExited,
+                                Err(_) if tokio::time::Instant::now() >= deadline => break End::LeaseTimeout,
+                                Err(_) => break End::BrowserStuck,
+                            },
+                            () = app.shutdown.cancelled() => break End::Draining,
                         }
                     }
                     Verdict::Refuse { reply, .. } | Verdict::Invalid { reply, .. } => {

@@ -3,6 +3,8 @@
 //   guard: unreadable messages, refused and rewritten commands, then Browser.close.
 //   silent: send nothing and report how the server closes the connection.
 //   busy: ask for the version every second (never idle) and report how the server closes it.
+//   flood: print "open", wait for a line on stdin, then send 1 MiB commands until the server
+//     closes the connection (the test freezes the browser first), and report how it closed.
 // Prints one JSON object.
 const WebSocket = require('ws');
 
@@ -55,6 +57,18 @@ socket.on('open', async () => {
   if (mode === 'busy') {
     let id = 100;
     const timer = setInterval(() => socket.send(JSON.stringify({ id: id++, method: 'Browser.getVersion' })), 1000);
+    closed.then(() => clearInterval(timer));
+  }
+  if (mode === 'flood') {
+    console.log('open');
+    await new Promise((resolve) => process.stdin.once('data', resolve));
+    const big = 'x'.repeat(1024 * 1024);
+    let id = 1000;
+    const timer = setInterval(() => {
+      if (socket.readyState === WebSocket.OPEN) {
+        socket.send(JSON.stringify({ id: id++, method: 'Runtime.evaluate', params: { expression: `'${big}'.length` } }));
+      }
+    }, 20);
     closed.then(() => clearInterval(timer));
   }
   out.closed = await closed;
