@@ -52,14 +52,8 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
                 ModelSpec::OpenAi(_) if settings.base_url.is_none() => Some("OPENAI_API_KEY"),
                 _ => None,
             };
-            match key {
-                Some(variable) if std::env::var(variable).map_or(true, |k| k.trim().is_empty()) => {
-                    report(
-                        false,
-                        "model",
-                        format!("{variable} is not set: export your API key"),
-                    );
-                }
+            match key.map(airlock_models::api_key) {
+                Some(Err(error)) => report(false, "model", error.to_string()),
                 _ => report(
                     true,
                     "model",

@@ -259,3 +259,34 @@ fn an_out_directory_others_could_tamper_with_is_refused() {
         assert!(stderr.contains(needle), "{}: {stderr}", out.display());
     }
 }
+
+#[test]
+fn a_model_key_can_come_from_a_secrets_file_and_never_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "sk-ant-api03-from-a-secret-0123456789";
+    let secret = dir.path().join("anthropic_api_key");
+    std::fs::write(&secret, format!("{key}\n")).unwrap();
+    let doctor = |file: &std::path::Path| {
+        let output = airlock()
+            .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("ANTHROPIC_API_KEY_FILE", file)
+            .args(["doctor", "--model", "anthropic/claude-sonnet-4-5"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(!stdout.contains(key), "{stdout}");
+        stdout
+            .lines()
+            .find(|line| line.contains(" model: "))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let line = doctor(&secret);
+    assert!(line.starts_with("ok"), "{line}");
+    let line = doctor(&dir.path().join("missing"));
+    assert!(
+        line.starts_with("FAIL") && line.contains("ANTHROPIC_API_KEY_FILE names"),
+        "{line}"
+    );
+}

@@ -17,6 +17,7 @@
 mod anthropic;
 mod error;
 mod http;
+mod key;
 mod openai;
 
 use std::path::PathBuf;
@@ -54,11 +55,29 @@ pub enum ModelSetupError {
     },
     /// The provider's API key is not set.
     #[error(
-        "{variable} is not set: export your API key in {variable} (or use --base-url for a local OpenAI-compatible server)"
+        "{variable} is not set: export your API key in {variable}, or name a file holding it in {variable}_FILE (a Swarm or Kubernetes secret), or use --base-url for a local OpenAI-compatible server"
     )]
     MissingKey {
         /// The environment variable to set.
         variable: &'static str,
+    },
+    /// Both the key and a file holding it are set.
+    #[error("both {variable} and {variable}_FILE are set: keep one (the file, for a secret)")]
+    KeyTwice {
+        /// The environment variable.
+        variable: &'static str,
+    },
+    /// The file named to hold the key cannot be read, or holds none.
+    #[error(
+        "{variable}_FILE names {path}, which {why}: point it at the file holding your API key (the secret's mount)"
+    )]
+    KeyFile {
+        /// The environment variable.
+        variable: &'static str,
+        /// The file named.
+        path: PathBuf,
+        /// What is wrong with it (never its content).
+        why: String,
     },
     /// The thinking level is not valid.
     #[error(
@@ -198,9 +217,10 @@ pub fn build(spec: &ModelSpec, options: BackendOptions) -> Result<Arc<dyn Model>
     }
 }
 
-fn api_key(variable: &'static str) -> Result<String, ModelSetupError> {
-    std::env::var(variable)
-        .ok()
-        .filter(|key| !key.trim().is_empty())
-        .ok_or(ModelSetupError::MissingKey { variable })
+/// The API key in `variable`, or in the file `{variable}_FILE` names (how Swarm and Kubernetes
+/// hand secrets over without putting them where `docker service inspect` shows them).
+pub fn api_key(variable: &'static str) -> Result<String, ModelSetupError> {
+    key::api_key(variable, &|name| std::env::var(name).ok(), &|path| {
+        std::fs::read_to_string(path)
+    })
 }

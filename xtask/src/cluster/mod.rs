@@ -38,6 +38,9 @@ const STATE_DIR: &str = "/var/lib/airlock";
 const SERVER_UID: &str = "10001";
 /// The secret holding the tokens.
 const SECRET: &str = "airlock_tokens";
+/// The secret holding the model provider's key (the proof's worker is a script, so it holds a
+/// placeholder; the stack reads it as a file all the same).
+const MODEL_KEY_SECRET: &str = "airlock_model_key";
 
 /// What the proof adds to the stack: a scripted worker, a lab page inside the stack, light
 /// settings for a 2-core machine. `DIR` is the folder of its files (relative paths in a second
@@ -123,7 +126,7 @@ fn undo(step: Step) {
         }
         Step::Secret => {
             let _ = Command::new("docker")
-                .args(["secret", "rm", SECRET])
+                .args(["secret", "rm", SECRET, MODEL_KEY_SECRET])
                 .status();
         }
         Step::StateDir => {
@@ -211,18 +214,9 @@ fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String
         "-d", "-o", SERVER_UID, "-g", SERVER_UID, "-m", "0700", STATE_DIR,
     ]))?;
     let token = random_token()?;
-    let mut secret = Command::new("docker")
-        .args(["secret", "create", SECRET, "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()?;
-    if let Some(mut stdin) = secret.stdin.take() {
-        std::io::Write::write_all(&mut stdin, token.as_bytes())?;
-    }
-    if !secret.wait()?.success() {
-        bail!("docker secret create {SECRET} failed");
-    }
     made.steps.push(Step::Secret);
+    create_secret(SECRET, &token)?;
+    create_secret(MODEL_KEY_SECRET, "unused: the proof's worker is a script")?;
 
     let port = free_port()?;
     let host = format!("127.0.0.1:{port}");
@@ -265,6 +259,22 @@ fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String
     )?;
     eprintln!("== the stack is up: 2 replicas behind the balancer on {host}");
     Ok((host, token))
+}
+
+/// A Swarm secret holding `value`, which is written to docker's stdin, never to its arguments.
+fn create_secret(name: &str, value: &str) -> anyhow::Result<()> {
+    let mut secret = Command::new("docker")
+        .args(["secret", "create", name, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    if let Some(mut stdin) = secret.stdin.take() {
+        std::io::Write::write_all(&mut stdin, value.as_bytes())?;
+    }
+    if !secret.wait()?.success() {
+        bail!("docker secret create {name} failed");
+    }
+    Ok(())
 }
 
 /// The balancer image (HAProxy and busybox from Debian) on the same base as the others.
