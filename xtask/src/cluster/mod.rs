@@ -28,7 +28,7 @@ mod manifests;
 mod proofs;
 
 use manifests::check_manifests;
-use proofs::{Client, kill_one, refused, rolling_update, spread};
+use proofs::{Client, kill_one, no_token_in_logs, refused, rolling_update, spread};
 
 /// The stack's name; its services are `airlock-ci_airlock`, `_balancer`, `_lab`.
 const STACK: &str = "airlock-ci";
@@ -168,6 +168,7 @@ pub fn run() -> anyhow::Result<()> {
     };
     spread(&client)?;
     refused(&host)?;
+    no_token_in_logs(&client)?;
     kill_one(&client, &mut made)?;
     rolling_update(&client, &mut made, version)?;
 

@@ -104,6 +104,71 @@ pub(super) fn refused(host: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A CDP client's `?token=` (discovery, then a WebSocket upgrade that leases a browser) through
+/// the balancer leaves the token in no container's log: HAProxy logs paths without queries.
+pub(super) fn no_token_in_logs(client: &Client) -> anyhow::Result<()> {
+    let discovery = format!("http://{}/json/version?token={}", client.host, client.token);
+    let status = output(Command::new("curl").args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &discovery,
+    ]))?;
+    if status.trim() != "200" {
+        bail!(
+            "CDP discovery with ?token= got {} at the balancer",
+            status.trim()
+        );
+    }
+    // A real upgrade: the lease starts, curl gives up after a moment, the lease ends.
+    let upgrade = format!("http://{}/cdp?token={}", client.host, client.token);
+    let _ = Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            "5",
+            "-H",
+            "Connection: Upgrade",
+            "-H",
+            "Upgrade: websocket",
+            "-H",
+            "Sec-WebSocket-Version: 13",
+            "-H",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            &upgrade,
+        ])
+        .stderr(Stdio::null())
+        .status();
+    let containers = output(Command::new("docker").args([
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=com.docker.stack.namespace={STACK}"),
+    ]))?;
+    let mut read = 0;
+    for id in containers.split_whitespace() {
+        let logs = Command::new("docker").args(["logs", id]).output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&logs.stdout),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+        if text.contains(&client.token) {
+            bail!("container {id}'s log holds the token a CDP client sent in its URL");
+        }
+        read += 1;
+    }
+    if read < 3 {
+        bail!("only {read} of the stack's containers had logs to read");
+    }
+    eprintln!("== a ?token= CDP client leaves no token in any of {read} containers' logs");
+    Ok(())
+}
+
 /// Kill one replica mid-task: its tasks fail, the other's complete, the engine restores it, and
 /// its task containers are removed.
 pub(super) fn kill_one(client: &Client, made: &mut Made) -> anyhow::Result<()> {
