@@ -36,8 +36,8 @@ pub use args::{CdpArgs, ServeArgs};
 
 use crate::capacity::Gate;
 use args::{ServiceArgs, tokens};
-use connections::{Stopping, accept_loop};
-use routes::{cdp_router, router};
+use connections::{Stopping, accept_loop, accept_metrics, bind_metrics};
+use routes::{cdp_router, metrics_router, router};
 
 use crate::settings::Settings;
 use guard::Guard;
@@ -171,6 +171,7 @@ async fn serve(
         .with_context(|| format!("--listen {listen}: cannot listen there"))
         .map_err(crate::bad_input)?;
     let local = listener.local_addr().unwrap_or(listen);
+    let metrics_listener = bind_metrics(args.metrics_listen).await?;
     let guard = Guard::new(
         local,
         tokens(args).map_err(crate::bad_input)?,
@@ -182,12 +183,7 @@ async fn serve(
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(crate::bad_input)?),
         _ => None,
     };
-    let capacity = settings.limits.max_concurrent_tasks;
-    let gate = Gate::new(
-        capacity,
-        args.max_queued_tasks.unwrap_or(capacity * 2),
-        Duration::from_secs(args.queue_timeout),
-    );
+    let gate = gate_for(args, settings.limits.max_concurrent_tasks);
     // The model first: a bad one is bad input, found before any browser starts warming.
     let model = if mcp.direct || endpoints == Endpoints::CdpOnly {
         None
@@ -224,6 +220,7 @@ async fn serve(
         root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
     };
+    let metrics_router = metrics_router(app.clone());
     let router = match endpoints {
         Endpoints::All => router(app, Arc::new(settings)),
         Endpoints::CdpOnly => cdp_router(app),
@@ -238,6 +235,15 @@ async fn serve(
         stop_accepting.clone(),
         connections.clone(),
     ));
+    let metrics_accepting = metrics_listener.map(|listener| {
+        accept_metrics(
+            listener,
+            name,
+            metrics_router,
+            &stop_accepting,
+            &connections,
+        )
+    });
 
     terminated.await;
     let stopping = Stopping {
@@ -250,9 +256,22 @@ async fn serve(
         connections,
     };
     stopping.run(accepting).await;
+    if let Some(metrics_accepting) = metrics_accepting {
+        // Stopped with the main listener.
+        let _ = metrics_accepting.await;
+    }
     driver.shutdown().await;
     eprintln!("{name}: stopped");
     Ok(0)
+}
+
+/// The capacity gate: `capacity` slots and a queue (twice that unless set).
+fn gate_for(args: &ServiceArgs, capacity: usize) -> Arc<Gate> {
+    Gate::new(
+        capacity,
+        args.max_queued_tasks.unwrap_or(capacity * 2),
+        Duration::from_secs(args.queue_timeout),
+    )
 }
 
 /// Say where the server listens (tests and scripts wait for this line); the name it logs under.

@@ -88,6 +88,11 @@ pub struct ServiceArgs {
         default_value_t = 60
     )]
     pub(super) drain_timeout: u64,
+    /// Also serve `/metrics` alone on this address, with no token and no Host check, for a
+    /// scraper that reaches pods by address (restrict who reaches it: a NetworkPolicy, a
+    /// firewall). The main listener's `/metrics` keeps its checks.
+    #[arg(long, env = "AIRLOCK_METRICS_LISTEN", value_name = "ADDR")]
+    pub(super) metrics_listen: Option<SocketAddr>,
     /// MCP sessions open at once; a new one past this is refused (503).
     #[arg(
         long,

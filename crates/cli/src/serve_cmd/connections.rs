@@ -132,3 +132,36 @@ where
         }
     }
 }
+
+/// The `--metrics-listen` listener, if asked for; bad input when it cannot be bound.
+pub(super) async fn bind_metrics(
+    at: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Option<TcpListener>> {
+    let Some(at) = at else { return Ok(None) };
+    let listener = TcpListener::bind(at).await.map_err(|error| {
+        crate::bad_input(anyhow::anyhow!(
+            "--metrics-listen {at}: cannot listen there: {error}"
+        ))
+    })?;
+    Ok(Some(listener))
+}
+
+/// Serve `/metrics` alone on its own listener, stopped with the main one.
+pub(super) fn accept_metrics(
+    listener: TcpListener,
+    name: &str,
+    router: Router,
+    stop: &CancellationToken,
+    connections: &TaskTracker,
+) -> tokio::task::JoinHandle<()> {
+    if let Ok(at) = listener.local_addr() {
+        eprintln!("{name}: metrics on http://{at}/metrics (no token: restrict who reaches it)");
+    }
+    tokio::spawn(accept_loop(
+        listener,
+        None,
+        router,
+        stop.clone(),
+        connections.clone(),
+    ))
+}

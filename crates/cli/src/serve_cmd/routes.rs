@@ -66,6 +66,21 @@ pub(super) fn cdp_router(app: App) -> Router {
     guarded(routes, app)
 }
 
+/// `--metrics-listen`: `/metrics` alone, for a scraper that reaches pods by address. No Host or
+/// token check: the metrics carry no secret (labels are fixed words), and who may reach this
+/// listener is the network's rule (the Kubernetes manifest admits only the monitoring namespace).
+pub(super) fn metrics_router(app: App) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "this listener serves /metrics alone (--metrics-listen)",
+            )
+        })
+        .with_state(app)
+}
+
 /// What both servers offer: the probes, the metrics, and the CDP endpoint with its discovery.
 fn common_routes() -> Router<App> {
     Router::new()

@@ -408,6 +408,38 @@ fn a_token_in_the_query_opens_only_the_cdp_paths() {
     assert_eq!(status, 200, "{body}");
 }
 
+#[test]
+fn a_scraper_reaches_metrics_alone_on_their_own_listener() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(
+        &json!({"turns": []}),
+        dir.path(),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    served.wait_for_log("metrics on http://");
+    let log = served.log.lock().unwrap().clone();
+    let at = log
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/metrics").next())
+        .unwrap();
+    let metrics_port: u16 = at.rsplit_once(':').unwrap().1.parse().unwrap();
+    // A scraper by pod address: no token, a Host naming the pod.
+    let pod = "host: 10.2.3.4:9700";
+    let (status, text) = request(metrics_port, "GET", "/metrics", &[pod], "");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("airlock_tasks_running"), "{text}");
+    // Nothing else is served there, and the main listener keeps its checks.
+    let (status, _) = request(metrics_port, "POST", "/v1/tasks", &[pod], "{}");
+    assert_eq!(status, 404);
+    let (status, _) = request(metrics_port, "GET", "/healthz", &[pod], "");
+    assert_eq!(status, 404);
+    assert_eq!(request(served.port, "GET", "/metrics", &[], "").0, 401);
+}
+
 /// `count` clients, each posting one task at once; their answers, to join.
 fn tasks_at_once(port: u16, count: usize) -> Vec<std::thread::JoinHandle<(u16, String)>> {
     (0..count)
