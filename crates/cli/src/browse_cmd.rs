@@ -15,9 +15,11 @@ pub struct BrowseArgs {
     /// The page to open (http or https).
     #[arg(value_name = "URL")]
     url: String,
-    /// Where to save the screenshot (created 0700 if missing).
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    out: PathBuf,
+    /// Where to save the screenshot (created 0700 if missing; an existing one must be yours and
+    /// private). Without it: a fresh private directory under ~/.local/share/airlock/runs, named
+    /// in the output.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print title, URL, snapshot and refusals as JSON.
     #[arg(long)]
     json: bool,
@@ -28,7 +30,9 @@ pub struct BrowseArgs {
 /// Open the page, print its title, URL and snapshot, save a screenshot.
 pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
-    crate::output::prepare_dir(&args.out).map_err(crate::bad_input)?;
+    if let Some(out) = &args.out {
+        crate::output::prepare_dir(out).map_err(crate::bad_input)?;
+    }
     let driver = crate::task_cmd::ready_driver(&settings).await?;
     let context = TaskContext::new(CancellationToken::new(), settings.limits);
     let session = driver.start(context.clone()).await?;
@@ -51,7 +55,12 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
     if opened.is_error {
         bail!("the page did not open: {}", opened.text);
     }
-    let saved = crate::output::save_images(&args.out, "browse", &context.kept_screenshots())?;
+    // The default directory is made only now, when there is something to keep in it.
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => crate::output::default_run_dir()?,
+    };
+    let saved = crate::output::save_images(&out, "browse", &context.kept_screenshots())?;
     let first_line =
         |output: &ToolOutput| output.text.lines().next().unwrap_or_default().to_owned();
     let refusals = context.refusals();

@@ -40,6 +40,50 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// A fresh private directory for a run's files when no `--out` was given, so a command works
+/// from any directory (a shared `/tmp`, a checkout owned by someone else): `runs/<time>-<pid>`
+/// under `$XDG_DATA_HOME/airlock` (else `~/.local/share/airlock`), else under the temp dir. Every
+/// directory it makes is 0700, and the last one is new: nothing is reused.
+pub fn default_run_dir() -> anyhow::Result<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|home| !home.is_empty())
+                .map(|home| PathBuf::from(home).join(".local/share"))
+        });
+    let stamp = format!(
+        "{}-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs()),
+        std::process::id()
+    );
+    let under_data = data.map(|data| data.join("airlock").join("runs"));
+    for parent in under_data
+        .into_iter()
+        .chain([std::env::temp_dir().join(format!("airlock-runs-{}", current_uid()))])
+    {
+        if fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&parent)
+            .is_err()
+            || prepare_dir(&parent).is_err()
+        {
+            continue;
+        }
+        let dir = parent.join(&stamp);
+        if fs::DirBuilder::new().mode(0o700).create(&dir).is_ok() {
+            return Ok(dir);
+        }
+    }
+    bail!(
+        "no private directory could be made for this run's files (in $XDG_DATA_HOME, ~/.local/share or the temp dir): pass --out DIR"
+    )
+}
+
 /// Write each image as `<stem>-<n>.<ext>` (mode 0600), skipping names that exist.
 pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<Vec<PathBuf>> {
     prepare_dir(dir)?;

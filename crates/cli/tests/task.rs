@@ -189,3 +189,43 @@ fn a_long_page_is_paged_not_cut_and_the_token_budget_ends_the_task_with_its_repo
         "the page was shown whole: {chars} characters"
     );
 }
+
+#[test]
+fn browse_without_out_works_from_a_directory_it_cannot_write_and_keeps_files_private() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Front door", "Seen through the seal");
+    let data = tempfile::tempdir().unwrap();
+    // `/` is root's and nobody else may write there: the old default (`.`) failed here.
+    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .current_dir("/")
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .env("XDG_DATA_HOME", data.path())
+        .args([
+            "browse",
+            &format!("http://127.0.0.1:{port}/"),
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("Front door"));
+    let saved = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("saved "))
+        .unwrap_or_else(|| panic!("no screenshot saved: {stderr}"));
+    let saved = std::path::Path::new(saved);
+    let run_dir = saved.parent().unwrap();
+    assert!(
+        run_dir.starts_with(data.path().join("airlock/runs")),
+        "{}",
+        saved.display()
+    );
+    for (path, mode) in [(run_dir, 0o700), (saved, 0o600)] {
+        let found = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(found, mode, "{}", path.display());
+    }
+}
