@@ -21,9 +21,11 @@ use crate::exec;
 use crate::made::Made;
 use crate::pending::{self, PendingRefusals};
 
-/// The largest message taken from the browser. A full-page screenshot of a long page is tens of
-/// megabytes of base64; past this the connection ends instead of growing without bound.
-pub const MAX_BROWSER_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+/// The largest message taken from the browser: what the largest real screenshot needs (Chromium
+/// caps a capture at 16,384 px a side; a full-page PNG of a long, busy page is tens of megabytes
+/// of base64). Past this the lease ends instead of the server holding whatever the container
+/// sends; a client that needs more asks for a `clip`.
+pub const MAX_BROWSER_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// The id of the one command the driver sends itself (to see Chromium answer) before a client has
 /// the browser. Clients count from 1.
 const READY_PROBE_ID: i64 = 0;

@@ -29,8 +29,52 @@ impl Command {
     }
 }
 
+/// The most JSON elements (values, keys) a command may hold. Real commands hold a few hundred;
+/// a string costs one however long it is (a file's base64, a script). Parsing is refused past
+/// this, before any value is built: 32 MiB of `[0,0,…]` would be sixteen million values, half a
+/// gigabyte of memory for one message.
+pub const MAX_JSON_ELEMENTS: usize = 100_000;
+
+/// How many elements `text` would parse into, at most, counted from its structure (brackets,
+/// commas, colons outside strings) without building anything; stops counting past `limit`.
+fn elements_within(text: &str, limit: usize) -> bool {
+    let mut count = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' | b',' | b':' => {
+                count += 1;
+                if count > limit {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
 /// Read a client's message as a command, or say why it is not one (with its id when readable).
 pub(crate) fn read_command(text: &str) -> Result<Command, (Option<i64>, String)> {
+    if !elements_within(text, MAX_JSON_ELEMENTS) {
+        return Err((
+            None,
+            format!(
+                "the message holds more than {MAX_JSON_ELEMENTS} JSON elements; send large data as one string (base64)"
+            ),
+        ));
+    }
     let value: Value = serde_json::from_str(text)
         .map_err(|error| (None, format!("the message is not JSON: {error}")))?;
     let Value::Object(whole) = value else {

@@ -46,6 +46,7 @@ use airlock_address::{HostError, NotPublic};
 pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
 };
+pub use cdp_message::MAX_JSON_ELEMENTS;
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,

@@ -5,7 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use airlock_policy::{
-    CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Verdict, page_refusal,
+    CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, MAX_JSON_ELEMENTS, RECORD_LIMIT, Verdict,
+    page_refusal,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -603,4 +604,30 @@ proptest! {
             Verdict::Ignore
         );
     }
+}
+
+#[test]
+fn a_message_of_millions_of_elements_is_refused_before_it_is_parsed() {
+    // 32 MiB of `[0,0,…]`: sixteen million values if parsed.
+    let mut hostile = String::from(r#"{"id":1,"method":"Runtime.evaluate","params":{"x":["#);
+    hostile.push_str(&"0,".repeat(16 * 1024 * 1024));
+    hostile.push_str("0]}}");
+    let verdict = CdpGuard::new().check(&hostile);
+    let Verdict::Invalid { reason, reply } = &verdict else {
+        panic!("{:?}", verdict.kind())
+    };
+    assert!(reason.contains(&MAX_JSON_ELEMENTS.to_string()), "{reason}");
+    assert!(reply.contains("-32600"));
+    // A large string is one element, however long: a file's base64 passes.
+    let file = format!(
+        r#"{{"id":2,"method":"Runtime.evaluate","params":{{"expression":"'{}'.length"}}}}"#,
+        "A".repeat(16 * 1024 * 1024)
+    );
+    assert_eq!(CdpGuard::new().check(&file).kind(), "forward");
+    // Brackets and commas inside strings (escaped quotes too) are not counted.
+    let quoted = format!(
+        r#"{{"id":3,"method":"Runtime.evaluate","params":{{"expression":"\"{}\""}}}}"#,
+        "[,:{".repeat(100_000)
+    );
+    assert_eq!(CdpGuard::new().check(&quoted).kind(), "forward");
 }
