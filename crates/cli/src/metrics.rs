@@ -50,6 +50,9 @@ pub(crate) struct Metrics {
     pub(crate) direct_sessions: Gauge,
     pub(crate) warm_sessions: Gauge,
     pub(crate) warm_cdp_browsers: Gauge,
+    /// 1 while a warm pool's last attempt to make a browser failed (the reason is in `/readyz`
+    /// for a caller with a token, and in the log).
+    pub(crate) warm_pool_failing: Gauge,
     pub(crate) cdp_leases: Gauge,
     cdp_ended: Family<Reason, Counter>,
     cdp_verdicts: Family<Verdict, Counter>,
@@ -74,6 +77,7 @@ impl Metrics {
             direct_sessions: Gauge::default(),
             warm_sessions: Gauge::default(),
             warm_cdp_browsers: Gauge::default(),
+            warm_pool_failing: Gauge::default(),
             cdp_leases: Gauge::default(),
             cdp_ended: Family::default(),
             cdp_verdicts: Family::default(),
@@ -116,11 +120,7 @@ impl Metrics {
             "MCP sessions holding a sealed browser (--direct)",
             metrics.direct_sessions.clone(),
         );
-        registry.register(
-            "warm_sessions",
-            "Sealed browsers ready in the warm pool",
-            metrics.warm_sessions.clone(),
-        );
+        metrics.register_pools(&mut registry);
         metrics.register_cdp(&mut registry);
         registry.register(
             "tasks_finished",
@@ -210,6 +210,20 @@ impl Metrics {
             .observe(result.timings.total_ms as f64 / 1000.0);
     }
 
+    /// The warm pools' metrics.
+    fn register_pools(&self, registry: &mut Registry) {
+        registry.register(
+            "warm_sessions",
+            "Sealed browsers ready in the warm pool",
+            self.warm_sessions.clone(),
+        );
+        registry.register(
+            "warm_pool_failing",
+            "1 while a warm pool cannot make browsers (why: /readyz with a token, or the log)",
+            self.warm_pool_failing.clone(),
+        );
+    }
+
     /// The CDP endpoint's metrics.
     fn register_cdp(&self, registry: &mut Registry) {
         registry.register(
@@ -266,5 +280,20 @@ impl Metrics {
             return "# the metrics could not be encoded\n".to_owned();
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_that_cannot_fill_shows_in_the_metrics() {
+        let metrics = Metrics::new(2);
+        assert!(metrics.encode().contains("airlock_warm_pool_failing 0"));
+        metrics.warm_pool_failing.set(1);
+        let text = metrics.encode();
+        assert!(text.contains("airlock_warm_pool_failing 1"), "{text}");
+        assert!(text.contains("# HELP airlock_warm_pool_failing"), "{text}");
     }
 }

@@ -182,6 +182,10 @@ async fn metrics(State(app): State<App>) -> Response<Body> {
         .metrics
         .warm_cdp_browsers
         .set(i64::try_from(warm_cdp).unwrap_or(i64::MAX));
+    app.gate
+        .metrics
+        .warm_pool_failing
+        .set(i64::from(app.driver.pool_error().is_some()));
     let mut response = Response::new(Body::from(app.gate.metrics.encode()));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
