@@ -53,6 +53,8 @@ pub(crate) struct Metrics {
     /// 1 while a warm pool's last attempt to make a browser failed (the reason is in `/readyz`
     /// for a caller with a token, and in the log).
     pub(crate) warm_pool_failing: Gauge,
+    /// Connections the listener could not accept (out of descriptors, aborted by the peer).
+    pub(crate) accept_failures: Counter,
     pub(crate) cdp_leases: Gauge,
     cdp_ended: Family<Reason, Counter>,
     cdp_verdicts: Family<Verdict, Counter>,
@@ -78,6 +80,7 @@ impl Metrics {
             warm_sessions: Gauge::default(),
             warm_cdp_browsers: Gauge::default(),
             warm_pool_failing: Gauge::default(),
+            accept_failures: Counter::default(),
             cdp_leases: Gauge::default(),
             cdp_ended: Family::default(),
             cdp_verdicts: Family::default(),
@@ -216,6 +219,11 @@ impl Metrics {
             "warm_sessions",
             "Sealed browsers ready in the warm pool",
             self.warm_sessions.clone(),
+        );
+        registry.register(
+            "accept_failures",
+            "Connections the listener could not accept (out of descriptors, aborted by the peer)",
+            self.accept_failures.clone(),
         );
         registry.register(
             "warm_pool_failing",

@@ -234,6 +234,7 @@ async fn serve(
         router,
         stop_accepting.clone(),
         connections.clone(),
+        gate.metrics.accept_failures.clone(),
     ));
     let metrics_accepting = metrics_listener.map(|listener| {
         accept_metrics(
@@ -242,6 +243,7 @@ async fn serve(
             metrics_router,
             &stop_accepting,
             &connections,
+            gate.metrics.accept_failures.clone(),
         )
     });
 

@@ -12,6 +12,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
+use prometheus_client::metrics::counter::Counter;
+
 use crate::capacity::Gate;
 
 /// Connections open at once; the next waits in the kernel's backlog.
@@ -74,8 +76,10 @@ pub(super) async fn accept_loop(
     router: Router,
     stop: CancellationToken,
     connections: TaskTracker,
+    failures: Counter,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = AcceptBackoff::default();
     loop {
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             break;
@@ -85,9 +89,20 @@ pub(super) async fn accept_loop(
             () = stop.cancelled() => break,
         };
         let (stream, _peer) = match accepted {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                backoff.reset();
+                accepted
+            }
             Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
+                failures.inc();
+                // Out of descriptors (or memory), the same connection fails again at once: wait,
+                // or the loop spins at full CPU and floods the log.
+                if let Some(pause) = backoff.after(&error) {
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = stop.cancelled() => break,
+                    }
+                }
                 continue;
             }
         };
@@ -108,6 +123,55 @@ pub(super) async fn accept_loop(
             }
             drop(permit);
         });
+    }
+}
+
+/// How the accept loop waits after a failure: not at all for a connection the peer aborted;
+/// from 10 ms doubling to 1 s while the process is out of descriptors or memory. Each failure is
+/// counted (`airlock_accept_failures_total`); the log says so once per second at most.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    pause: Option<Duration>,
+    logged: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+
+    fn reset(&mut self) {
+        self.pause = None;
+    }
+
+    /// How long to wait after `error`, if at all.
+    fn after(&mut self, error: &std::io::Error) -> Option<Duration> {
+        let exhausted = matches!(
+            error.raw_os_error(),
+            Some(code) if code == rustix::io::Errno::MFILE.raw_os_error()
+                || code == rustix::io::Errno::NFILE.raw_os_error()
+                || code == rustix::io::Errno::NOBUFS.raw_os_error()
+                || code == rustix::io::Errno::NOMEM.raw_os_error()
+        );
+        let now = tokio::time::Instant::now();
+        if self
+            .logged
+            .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1))
+        {
+            tracing::warn!(%error, more = self.unlogged, "accepting a connection failed");
+            self.logged = Some(now);
+            self.unlogged = 0;
+        } else {
+            self.unlogged += 1;
+        }
+        if !exhausted {
+            return None;
+        }
+        let pause = self
+            .pause
+            .map_or(Self::FIRST, |pause| (pause * 2).min(Self::MOST));
+        self.pause = Some(pause);
+        Some(pause)
     }
 }
 
@@ -153,6 +217,7 @@ pub(super) fn accept_metrics(
     router: Router,
     stop: &CancellationToken,
     connections: &TaskTracker,
+    failures: Counter,
 ) -> tokio::task::JoinHandle<()> {
     if let Ok(at) = listener.local_addr() {
         eprintln!("{name}: metrics on http://{at}/metrics (no token: restrict who reaches it)");
@@ -163,5 +228,38 @@ pub(super) fn accept_metrics(
         router,
         stop.clone(),
         connections.clone(),
+        failures,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os_error(errno: rustix::io::Errno) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno.raw_os_error())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn out_of_descriptors_the_loop_waits_longer_each_time_and_logs_once_a_second() {
+        let mut backoff = AcceptBackoff::default();
+        let emfile = os_error(rustix::io::Errno::MFILE);
+        let pauses: Vec<Duration> = (0..9).filter_map(|_| backoff.after(&emfile)).collect();
+        let millis: Vec<u128> = pauses.iter().map(Duration::as_millis).collect();
+        assert_eq!(millis, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        assert_eq!(
+            backoff.unlogged, 8,
+            "one warning for nine failures in the same second"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        backoff.after(&emfile);
+        assert_eq!(backoff.unlogged, 0, "the next second logs again");
+        // A connection the peer aborted is no reason to wait; an accepted one resets the wait.
+        assert_eq!(
+            backoff.after(&os_error(rustix::io::Errno::CONNABORTED)),
+            None
+        );
+        backoff.reset();
+        assert_eq!(backoff.after(&emfile), Some(AcceptBackoff::FIRST));
+    }
 }
