@@ -8,7 +8,7 @@
 //! closes, or on SIGTERM; the server exits only after that cleanup.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use airlock_driver_docker::{AgentBrowserInput, DockerDriver, TOOL_NAME};
 use airlock_worker::{
@@ -99,17 +99,48 @@ pub(crate) struct Direct {
 impl Drop for Direct {
     fn drop(&mut self) {
         if let Some(session) = self.session.get_mut().take() {
-            // The slot is held until the browser is really gone.
+            // The slot is held until the browser is really gone (its release task, started with
+            // the browser, lets it go then).
             let slot = self.slot.get_mut().map_or(None, Option::take);
-            let gate = self.gate.clone();
             self.tracker.spawn(async move {
                 session.end().await;
-                if let Some(gate) = gate {
-                    gate.metrics.direct_sessions.dec();
-                }
                 drop(slot);
             });
         }
+    }
+}
+
+impl Direct {
+    /// Once `session`'s browser is gone, however it went (the time limit, the server's shutdown,
+    /// the session's end), give its slot back and forget it, so the MCP session's next call starts
+    /// a new browser instead of holding capacity with none. On the tracker: shutdown waits for
+    /// every browser to be gone.
+    fn release_when_gone(self: &Arc<Self>, session: &DirectSession) {
+        let gone = session.gone();
+        let direct = Arc::downgrade(self);
+        let gate = self.gate.clone();
+        self.tracker.spawn(async move {
+            gone.cancelled().await;
+            if let Some(gate) = &gate {
+                gate.metrics.direct_sessions.dec();
+            }
+            if let Some(direct) = direct.upgrade() {
+                drop(
+                    direct
+                        .slot
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take(),
+                );
+                let mut current = direct.session.lock().await;
+                if current
+                    .as_ref()
+                    .is_some_and(|current| current.gone().is_cancelled())
+                {
+                    *current = None;
+                }
+            }
+        });
     }
 }
 
@@ -288,21 +319,19 @@ impl Server {
             if let Some(session) = guard.as_ref() {
                 session.clone()
             } else {
-                if let Some(gate) = &direct.gate {
-                    match gate.admit(&self.shutdown).await {
-                        Ok(slot) => {
-                            *direct
-                                .slot
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(slot);
-                        }
+                // Held here until the browser has started: a failed start, or a call cancelled
+                // while it starts, gives the slot back with this frame.
+                let slot = match &direct.gate {
+                    Some(gate) => match gate.admit(&self.shutdown).await {
+                        Ok(slot) => Some(slot),
                         Err(refusal) => {
                             return CallToolResult::error(vec![ContentBlock::text(
                                 refusal.to_string(),
                             )]);
                         }
-                    }
-                }
+                    },
+                    None => None,
+                };
                 let started = DirectSession::start(
                     direct.driver.as_ref(),
                     self.settings.limits,
@@ -314,6 +343,8 @@ impl Server {
                         if let Some(gate) = &direct.gate {
                             gate.metrics.direct_sessions.inc();
                         }
+                        *direct.slot.lock().unwrap_or_else(PoisonError::into_inner) = slot;
+                        direct.release_when_gone(&session);
                         guard.insert(session).clone()
                     }
                     Err(error) => {

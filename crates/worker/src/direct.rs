@@ -34,6 +34,8 @@ struct Inner {
     /// Long outputs for `read_output`, and what the caller was shown. Held only briefly, never
     /// across an await.
     kept: std::sync::Mutex<(KeptOutputs, ContextUse)>,
+    /// Cancelled once the browser is gone (disposed: by `end`, the watchdog or cancellation).
+    gone: CancellationToken,
 }
 
 /// What one call produced, as the caller sees it.
@@ -92,6 +94,7 @@ impl DirectSession {
                 KeptOutputs::new(limits.max_kept_output_bytes),
                 ContextUse::default(),
             )),
+            gone: CancellationToken::new(),
         });
         // The watchdog: at the time limit, or on cancellation, the browser goes, calls or not.
         let watched = Arc::clone(&inner);
@@ -189,6 +192,12 @@ impl DirectSession {
     pub async fn end(&self) {
         self.inner.end().await;
     }
+
+    /// Cancelled once the browser is gone, however it went (the time limit, cancellation,
+    /// `end`): what the browser held (a capacity slot) can be let go then, not later.
+    pub fn gone(&self) -> CancellationToken {
+        self.inner.gone.clone()
+    }
 }
 
 impl Inner {
@@ -199,5 +208,6 @@ impl Inner {
         if let Some(session) = session.take() {
             session.dispose.dispose().await;
         }
+        self.gone.cancel();
     }
 }

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod direct;
 mod limits;
 
 use std::io::{Read, Write};
@@ -691,52 +692,6 @@ fn a_cancelled_mcp_call_stops_its_task_and_removes_its_container() {
         1,
         "{metrics}"
     );
-}
-
-#[test]
-fn direct_mode_gives_each_mcp_session_its_own_browser_removed_when_the_session_ends() {
-    if !docker_ready() {
-        return;
-    }
-    let port = simple_site("Direct page", "Hello, driver");
-    let dir = tempfile::tempdir().unwrap();
-    let served = serve(
-        &json!({"turns": []}),
-        dir.path(),
-        &["--direct", "--allow", &format!("127.0.0.1:{port}")],
-    );
-    let good = json!({"Authorization": format!("Bearer {TOKEN}")});
-    let open = json!(["open", format!("http://127.0.0.1:{port}/")]).to_string();
-    let mut names = Vec::new();
-    for _ in 0..2 {
-        let since = std::time::SystemTime::now();
-        let session = sdk(
-            &served,
-            &good,
-            &["", "direct", &open, r#"["get", "title"]"#],
-        );
-        assert_eq!(
-            session["tools"],
-            json!(["agent_browser", "read_output"]),
-            "{session}"
-        );
-        assert_eq!(
-            session["outputs"][1]["texts"][0], "Direct page",
-            "{session}"
-        );
-        // The event log's resolution is a second: leave out the earlier session's browser.
-        let started: Vec<String> = started_since(served.child.id(), since)
-            .into_iter()
-            .filter(|name| !names.contains(name))
-            .collect();
-        assert_eq!(started.len(), 1, "one browser per session: {started:?}");
-        assert!(
-            wait_until_removed(&started[0], since, Duration::from_secs(15)),
-            "the session ended but its browser stayed"
-        );
-        names.push(started[0].clone());
-    }
-    assert_ne!(names[0], names[1], "two sessions shared a browser");
 }
 
 #[test]

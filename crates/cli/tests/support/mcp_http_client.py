@@ -4,7 +4,8 @@ Usage: mcp_http_client.py URL HEADERS_JSON TASK [MODE]
 
 MODE `task` (default) runs browser_task; `cancel` starts it, cancels the call at its first
 progress notification, and leaves; `direct ARGS_JSON…` calls agent_browser once per ARGS_JSON
-in one session (TASK is ignored), then ends the session.
+in one session (TASK is ignored), then ends the session; `hold ARGS_JSON…` does the same but
+prints its outputs at once and keeps the session open until a line arrives on stdin.
 Prints one JSON object: the tools listed, the result (text, images, structured content, error
 flag) and the progress notifications seen; or {"failed": "...", "statuses": [...]} (the HTTP
 statuses answered) when the server refuses.
@@ -42,7 +43,7 @@ async def main(url, headers, task, mode, extra):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = await session.list_tools()
-                if mode == "direct":
+                if mode in ("direct", "hold"):
                     outputs = []
                     for args in extra:
                         result = await session.call_tool(
@@ -54,7 +55,13 @@ async def main(url, headers, task, mode, extra):
                                 "is_error": result.is_error,
                             }
                         )
-                    return {"tools": [t.name for t in tools.tools], "outputs": outputs}
+                    answer = {"tools": [t.name for t in tools.tools], "outputs": outputs}
+                    if mode == "hold":
+                        print(json.dumps(answer), flush=True)
+                        await asyncio.get_running_loop().run_in_executor(
+                            None, sys.stdin.readline
+                        )
+                    return answer
                 call = asyncio.create_task(
                     session.call_tool(
                         "browser_task", {"task": task}, progress_callback=on_progress
