@@ -36,7 +36,7 @@ pub use args::{CdpArgs, ServeArgs};
 
 use crate::capacity::Gate;
 use args::{ServiceArgs, tokens};
-use connections::{Stopping, accept_loop, accept_metrics, bind_metrics};
+use connections::{Listening, Stopping, bind_metrics};
 use routes::{cdp_router, metrics_router, router};
 
 use crate::settings::Settings;
@@ -225,27 +225,13 @@ async fn serve(
         Endpoints::All => router(app, Arc::new(settings)),
         Endpoints::CdpOnly => cdp_router(app),
     };
-    let stop_accepting = CancellationToken::new();
-    let connections = TaskTracker::new();
     let name = announce(endpoints, tls.is_some(), local);
-    let accepting = tokio::spawn(accept_loop(
-        listener,
-        tls,
-        router,
-        stop_accepting.clone(),
-        connections.clone(),
-        gate.metrics.accept_failures.clone(),
-    ));
-    let metrics_accepting = metrics_listener.map(|listener| {
-        accept_metrics(
-            listener,
-            name,
-            metrics_router,
-            &stop_accepting,
-            &connections,
-            gate.metrics.accept_failures.clone(),
-        )
-    });
+    let listening = Listening::start(
+        (listener, tls, router),
+        metrics_listener.map(|listener| (listener, metrics_router)),
+        name,
+        &gate.metrics.accept_failures,
+    );
 
     terminated.await;
     let stopping = Stopping {
@@ -254,14 +240,9 @@ async fn serve(
         drain_timeout: Duration::from_secs(args.drain_timeout),
         shutdown,
         tracker,
-        stop_accepting,
-        connections,
+        listening,
     };
-    stopping.run(accepting).await;
-    if let Some(metrics_accepting) = metrics_accepting {
-        // Stopped with the main listener.
-        let _ = metrics_accepting.await;
-    }
+    stopping.run().await;
     driver.shutdown().await;
     eprintln!("{name}: stopped");
     Ok(0)

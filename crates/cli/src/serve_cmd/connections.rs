@@ -25,6 +25,62 @@ const TLS_TIMEOUT: Duration = Duration::from_secs(10);
 /// After draining, open connections (SSE streams) get this long to close.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
+/// The listeners being served (the main one and, with `--metrics-listen`, the metrics one) and
+/// the connections they accepted.
+pub(super) struct Listening {
+    stop: CancellationToken,
+    connections: TaskTracker,
+    loops: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Listening {
+    /// Serve `main` (over TLS when given), and `metrics` on a listener of its own.
+    pub(super) fn start(
+        main: (TcpListener, Option<tokio_rustls::TlsAcceptor>, Router),
+        metrics: Option<(TcpListener, Router)>,
+        name: &str,
+        failures: &Counter,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let connections = TaskTracker::new();
+        let (listener, tls, router) = main;
+        let mut loops = vec![tokio::spawn(accept_loop(
+            listener,
+            tls,
+            router,
+            stop.clone(),
+            connections.clone(),
+            failures.clone(),
+            MAX_CONNECTIONS,
+        ))];
+        if let Some((listener, router)) = metrics {
+            loops.push(accept_metrics(
+                listener,
+                name,
+                router,
+                &stop,
+                &connections,
+                failures.clone(),
+            ));
+        }
+        Self {
+            stop,
+            connections,
+            loops,
+        }
+    }
+
+    /// Stop accepting (the loops end at once, whatever the connections do); the connections
+    /// still open, to wait for.
+    async fn stop(self) -> TaskTracker {
+        self.stop.cancel();
+        for accepting in self.loops {
+            let _ = accepting.await;
+        }
+        self.connections
+    }
+}
+
 /// What a stop ends, in order.
 pub(super) struct Stopping {
     pub(super) name: &'static str,
@@ -32,15 +88,14 @@ pub(super) struct Stopping {
     pub(super) drain_timeout: Duration,
     pub(super) shutdown: CancellationToken,
     pub(super) tracker: TaskTracker,
-    pub(super) stop_accepting: CancellationToken,
-    pub(super) connections: TaskTracker,
+    pub(super) listening: Listening,
 }
 
 impl Stopping {
     /// Drain: refuse new work and give running tasks and leases the drain time; stop accepting
     /// and let each open connection finish the answer it is writing; then end what still runs
     /// and wait for its cleanup.
-    pub(super) async fn run(self, accepting: tokio::task::JoinHandle<()>) {
+    pub(super) async fn run(self) {
         let name = self.name;
         self.gate.drain();
         eprintln!("{name}: draining (new tasks and CDP clients are refused; /readyz answers 503)");
@@ -55,10 +110,9 @@ impl Stopping {
         // A task that finished has freed its slot before its result is written to its client:
         // each connection finishes the answer it is on (bounded), and only then is anything
         // cancelled, or a stream would end without the result it was about to carry.
-        self.stop_accepting.cancel();
-        let _ = accepting.await;
-        self.connections.close();
-        let _ = tokio::time::timeout(CLOSE_GRACE, self.connections.wait()).await;
+        let connections = self.listening.stop().await;
+        connections.close();
+        let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait()).await;
         // Cancels what still runs, ends every --direct session's browser, every CDP lease and
         // the MCP streams still open.
         self.shutdown.cancel();
@@ -70,18 +124,25 @@ impl Stopping {
 /// Accept connections until `stop`, each served by hyper (HTTP/1.1 with upgrades for /cdp, a
 /// header time limit), over TLS when configured. Once `stop` fires, each connection finishes the
 /// request it is on and closes; `connections` tracks them so the caller can wait (bounded).
-pub(super) async fn accept_loop(
+async fn accept_loop(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     router: Router,
     stop: CancellationToken,
     connections: TaskTracker,
     failures: Counter,
+    max_connections: usize,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Semaphore::new(max_connections));
     let mut backoff = AcceptBackoff::default();
     loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+        // Raced with the stop: with every slot held by a long answer (a task's progress stream),
+        // waiting for one would hold the drain past its bounds.
+        let permit = tokio::select! {
+            permit = Arc::clone(&slots).acquire_owned() => permit,
+            () = stop.cancelled() => break,
+        };
+        let Ok(permit) = permit else {
             break;
         };
         let accepted = tokio::select! {
@@ -211,7 +272,7 @@ pub(super) async fn bind_metrics(
 }
 
 /// Serve `/metrics` alone on its own listener, stopped with the main one.
-pub(super) fn accept_metrics(
+fn accept_metrics(
     listener: TcpListener,
     name: &str,
     router: Router,
@@ -229,12 +290,58 @@ pub(super) fn accept_metrics(
         stop.clone(),
         connections.clone(),
         failures,
+        MAX_CONNECTIONS,
     ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With every slot held by an answer that never ends (a task's progress stream), a stop
+    /// still ends the accept loop at once: the drain's later bounds then hold.
+    #[tokio::test]
+    async fn a_stop_ends_the_accept_loop_while_every_slot_is_held() {
+        let router = Router::new().route(
+            "/stream",
+            axum::routing::get(|| async {
+                axum::body::Body::from_stream(futures_util::stream::pending::<
+                    Result<axum::body::Bytes, std::io::Error>,
+                >())
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let connections = TaskTracker::new();
+        let accepting = tokio::spawn(accept_loop(
+            listener,
+            None,
+            router,
+            stop.clone(),
+            connections.clone(),
+            Counter::default(),
+            1,
+        ));
+        // The one slot: a request whose answer streams forever.
+        let mut client = tokio::net::TcpStream::connect(at).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(
+            &mut client,
+            b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut head = [0u8; 12];
+        tokio::io::AsyncReadExt::read_exact(&mut client, &mut head)
+            .await
+            .unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), accepting)
+            .await
+            .expect("the accept loop waited for a slot after the stop")
+            .unwrap();
+    }
 
     fn os_error(errno: rustix::io::Errno) -> std::io::Error {
         std::io::Error::from_raw_os_error(errno.raw_os_error())

@@ -108,19 +108,28 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
         .unwrap();
     assert!(session.warm);
 
-    // While the task waits for its first answer (two seconds in the page), no browser is being
+    // While the task waits for its first answer (a second in the page), no browser is being
     // made beside it: the taken container stays the only one.
     let tool = Arc::clone(&session.tools[0]);
-    let first = tokio::spawn(async move { tool.execute(json!({"args": ["wait", "2000"]})).await });
+    let first = tokio::spawn(async move { tool.execute(json!({"args": ["wait", "1000"]})).await });
     let mut most = 0;
     while !first.is_finished() {
         most = most.max(my_containers().len());
         tokio::task::yield_now().await;
     }
     let answer = first.await.unwrap().unwrap();
+    let answered = std::time::Instant::now();
     assert!(!answer.is_error, "{}", answer.text);
     assert_eq!(most, 1, "a refill started before the task's first answer");
-    // After it, the pool fills again.
+    // After it, the refill starts at once: not at the end of its patience (3 s from the take,
+    // 2 s from this answer), which is all a refill that ignored answers would wait.
+    while my_containers().len() < 2 {
+        assert!(
+            answered.elapsed() < std::time::Duration::from_millis(1500),
+            "the refill waited out its patience instead of the task's first answer"
+        );
+        tokio::task::yield_now().await;
+    }
     until_warm(&driver).await;
     session.dispose.dispose().await;
     driver.shutdown().await;
