@@ -112,9 +112,9 @@ impl Drop for Direct {
 
 impl Direct {
     /// Once `session`'s browser is gone, however it went (the time limit, the server's shutdown,
-    /// the session's end), give its slot back and forget it, so the MCP session's next call starts
-    /// a new browser instead of holding capacity with none. On the tracker: shutdown waits for
-    /// every browser to be gone.
+    /// the session's end), give its slot back: an MCP session whose browser has ended (its later
+    /// calls are told so) holds no capacity. On the tracker: shutdown waits for every browser to
+    /// be gone.
     fn release_when_gone(self: &Arc<Self>, session: &DirectSession) {
         let gone = session.gone();
         let direct = Arc::downgrade(self);
@@ -132,13 +132,6 @@ impl Direct {
                         .unwrap_or_else(PoisonError::into_inner)
                         .take(),
                 );
-                let mut current = direct.session.lock().await;
-                if current
-                    .as_ref()
-                    .is_some_and(|current| current.gone().is_cancelled())
-                {
-                    *current = None;
-                }
             }
         });
     }

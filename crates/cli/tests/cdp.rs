@@ -474,6 +474,7 @@ fn a_browser_that_stops_taking_messages_ends_its_lease_at_the_idle_limit() {
     assert!(
         Command::new("docker")
             .args(["pause", &leased[0]])
+            .stdout(Stdio::null())
             .status()
             .unwrap()
             .success()
