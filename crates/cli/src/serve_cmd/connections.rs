@@ -118,6 +118,9 @@ impl Stopping {
         self.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        // The tasks just cancelled owe their clients an answer ("cancelled", with what they
+        // kept): the process outlives its writing (bounded).
+        let _ = tokio::time::timeout(CLOSE_GRACE, connections.wait()).await;
     }
 }
 

@@ -118,3 +118,34 @@ fn stateless_requests_stand_alone_so_any_server_answers_any_request() {
     assert!(listed.contains("browser_task"), "{listed}");
     assert_eq!(containers_of(a.child.id()).len(), 0);
 }
+
+#[test]
+fn tasks_cancelled_at_the_end_of_the_drain_still_get_their_answer() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = json!({"text": "done", "tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "20000"]}}]});
+    let mut served = serve(
+        &json!({"turns": vec![long; 4]}),
+        dir.path(),
+        &["--max-concurrent-tasks", "2", "--drain-timeout", "1"],
+    );
+    let clients = tasks_at_once(served.port, 2);
+    let pid = served.child.id();
+    assert!(wait_for_containers_of(pid, 2, Duration::from_secs(60)));
+    // The drain ends long before the tasks would: they are cancelled, and their clients are
+    // still owed an answer before the process exits.
+    signal(pid, "-TERM");
+    for client in clients {
+        let (status, body) = client.join().unwrap();
+        assert_eq!(status, 200, "no answer: {body:?}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap()["ended"],
+            "cancelled",
+            "{body}"
+        );
+    }
+    assert!(served.child.wait().unwrap().success());
+    assert!(containers_of(pid).is_empty());
+}
