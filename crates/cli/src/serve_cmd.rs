@@ -17,6 +17,7 @@ mod connections;
 mod guard;
 mod readiness;
 mod routes;
+mod sessions;
 mod tasks_api;
 mod tls;
 
@@ -80,6 +81,8 @@ pub(crate) struct App {
     shutdown: CancellationToken,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    /// MCP sessions being opened now, counted with the open ones against `max_sessions`.
+    opening: Arc<sessions::Opening>,
     /// `/` is the CDP endpoint (`airlock cdp`), so it takes a token in its query too.
     root_is_cdp: bool,
     /// The last answer of `/readyz`'s Docker check, shared by every probe.
@@ -217,6 +220,7 @@ async fn serve(
         shutdown: shutdown.clone(),
         sessions,
         max_sessions: args.max_sessions,
+        opening: Arc::default(),
         root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
     };

@@ -129,11 +129,18 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
     let new_session = path.starts_with("/mcp")
         && request.method() == http::Method::POST
         && !headers.contains_key("mcp-session-id");
-    if new_session && app.sessions.sessions.read().await.len() >= app.max_sessions {
-        return busy(
-            "this server has as many MCP sessions open as it allows (--max-sessions); end one, or try again shortly",
-        );
-    }
+    let _opening = if new_session && !app.stateless {
+        match app.opening.admit(&app.sessions, app.max_sessions).await {
+            Some(opening) => Some(opening),
+            None => {
+                return busy(
+                    "this server has as many MCP sessions open as it allows (--max-sessions); end one, or try again shortly",
+                );
+            }
+        }
+    } else {
+        None
+    };
     next.run(request).await
 }
 

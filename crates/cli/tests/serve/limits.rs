@@ -27,6 +27,30 @@ fn a_flood_of_mcp_sessions_is_bounded() {
         [200, 200, 200, 503, 503],
         "sessions past --max-sessions were opened"
     );
+    // Initializes that arrive together cannot all pass the check of the sessions already open.
+    let served = serve(&json!({"turns": []}), dir.path(), &["--max-sessions", "3"]);
+    let port = served.port;
+    let at_once: Vec<_> = (0..20)
+        .map(|_| {
+            let initialize = initialize.clone();
+            let headers: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+            std::thread::spawn(move || {
+                let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+                request(port, "POST", "/mcp", &headers, &initialize).0
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = at_once.into_iter().map(|t| t.join().unwrap()).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        3,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
 }
 
 #[test]
