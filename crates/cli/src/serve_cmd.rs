@@ -20,6 +20,7 @@ mod routes;
 mod sessions;
 mod tasks_api;
 mod tls;
+mod write_deadline;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use prometheus_client::metrics::counter::Counter;
 
+use super::write_deadline::WriteDeadline;
 use crate::capacity::Gate;
 
 /// Connections open at once; the next waits in the kernel's backlog.
@@ -22,6 +23,9 @@ const MAX_CONNECTIONS: usize = 512;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The TLS handshake must finish within this.
 const TLS_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest one write may wait for a client to read (one that pipelines requests and never
+/// reads its answers is cut off then).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// After draining, open connections (SSE streams) get this long to close.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
@@ -153,9 +157,9 @@ async fn accept_loop(
             () = stop.cancelled() => break,
         };
         let (stream, _peer) = match accepted {
-            Ok(accepted) => {
+            Ok((stream, peer)) => {
                 backoff.reset();
-                accepted
+                (WriteDeadline::new(stream, WRITE_TIMEOUT), peer)
             }
             Err(error) => {
                 failures.inc();

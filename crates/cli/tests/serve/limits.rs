@@ -173,3 +173,40 @@ fn tasks_cancelled_at_the_end_of_the_drain_still_get_their_answer() {
     assert!(served.child.wait().unwrap().success());
     assert!(containers_of(pid).is_empty());
 }
+
+#[test]
+fn a_client_that_pipelines_requests_and_never_reads_is_cut_off() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    // Past the server's 30 s write limit, with room: without it, this write blocks for good.
+    stream
+        .set_write_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let requests = format!(
+        "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n\r\n",
+        served.port
+    )
+    .repeat(1000);
+    let mut rounds = 0;
+    let failed = loop {
+        if let Err(error) = stream.write_all(requests.as_bytes()) {
+            break error;
+        }
+        rounds += 1;
+        assert!(
+            rounds < 100_000,
+            "the server read a million requests nobody read the answers of"
+        );
+    };
+    assert!(
+        matches!(
+            failed.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        ),
+        "the server kept the connection of a client that never reads: {failed}"
+    );
+}
