@@ -210,3 +210,35 @@ fn a_client_that_pipelines_requests_and_never_reads_is_cut_off() {
         "the server kept the connection of a client that never reads: {failed}"
     );
 }
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_at_the_header_time_limit() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{}\r\n\r\n",
+                served.port
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    // The answer, then nothing more is asked: the server closes the connection (10 s after the
+    // answer, its header limit for the next request), well before this read gives up.
+    let mut seen = Vec::new();
+    let closed = stream.read_to_end(&mut seen);
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        closed.is_ok(),
+        "an idle keep-alive connection was kept open: {closed:?}"
+    );
+}
