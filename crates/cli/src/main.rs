@@ -1,5 +1,6 @@
 //! `airlock`: the command-line face of Airlock.
 
+mod answer_gone;
 mod browse_cmd;
 mod capacity;
 mod doctor_cmd;

@@ -23,6 +23,8 @@ use rmcp::model::{
     ProgressNotificationParam, ServerCapabilities, Tool,
 };
 use rmcp::service::RequestContext;
+
+use crate::answer_gone::AnswerGone;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -230,13 +232,26 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(format!("browser_task takes {{task, url?}}: {e}"), None)
         })?;
-        // The task stops when the client cancels this request or the server shuts down.
+        // The task stops when the client cancels this request, when the HTTP answer that carries
+        // it is gone (the client dropped its connection), or when the server shuts down.
         let cancel = self.shutdown.child_token();
         let client_cancel = context.ct.clone();
+        let answer_gone = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<AnswerGone>())
+            .map(|gone| gone.0.clone());
         let on_cancel = cancel.clone();
         tokio::spawn(async move {
+            let answer_gone = async {
+                match answer_gone {
+                    Some(gone) => gone.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = client_cancel.cancelled() => on_cancel.cancel(),
+                () = answer_gone => on_cancel.cancel(),
                 () = on_cancel.cancelled() => {}
             }
         });

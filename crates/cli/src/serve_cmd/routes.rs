@@ -28,7 +28,8 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
     let mcp = mcp_service(&app, settings);
     let mcp = Router::new()
         .fallback_service(mcp)
-        .layer(middleware::from_fn(session_ended));
+        .layer(middleware::from_fn(session_ended))
+        .layer(middleware::from_fn(crate::answer_gone::tie_to_answer));
     let routes = common_routes()
         .route("/v1/schema", get(|| async { tasks_api::schema() }))
         .route("/v1/tasks", post(tasks))

@@ -242,3 +242,78 @@ fn an_idle_keep_alive_connection_is_closed_at_the_header_time_limit() {
         "an idle keep-alive connection was kept open: {closed:?}"
     );
 }
+
+/// The `Mcp-Session-Id` an initialize over raw HTTP was given.
+fn open_raw_mcp_session(port: u16) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{init}",
+        bearer(),
+        init.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let session = answer
+        .lines()
+        .take_while(|line| !line.is_empty())
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session: {answer}"));
+    let (status, body) = request(
+        port,
+        "POST",
+        "/mcp",
+        &[
+            &bearer(),
+            "content-type: application/json",
+            "accept: application/json, text/event-stream",
+            "mcp-protocol-version: 2025-06-18",
+            &format!("mcp-session-id: {session}"),
+        ],
+        r#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#,
+    );
+    assert!(status < 300, "{status} {body}");
+    session
+}
+
+#[test]
+fn an_mcp_client_that_drops_its_connection_mid_task_cancels_it() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = json!({"turns": [{"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]}]});
+    let served = serve(&long, dir.path(), &[]);
+    let (port, pid) = (served.port, served.child.id());
+    let session = open_raw_mcp_session(port);
+    // The call, on a connection the client then drops: no cancel notification, no DELETE.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "browser_task", "arguments": {"task": "wait"}}})
+    .to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-06-18\r\nmcp-session-id: {session}\r\ncontent-length: {}\r\n\r\n{call}",
+        bearer(),
+        call.len()
+    )
+    .unwrap();
+    assert!(wait_for_containers_of(pid, 1, Duration::from_secs(60)));
+    let container = containers_of(pid).remove(0);
+    let dropped_at = std::time::SystemTime::now();
+    drop(stream);
+    // The task would wait a minute; its client's leaving ends it now.
+    assert!(
+        wait_until_removed(&container, dropped_at, Duration::from_secs(15)),
+        "the task outlived the connection that carried its call"
+    );
+}
