@@ -88,6 +88,18 @@ pub enum DockerError {
         "creating the task container was interrupted because Airlock is stopping; start the task again"
     )]
     CreateInterrupted,
+    /// `AIRLOCK_OWNER` names this replica, but its heartbeat file could not be written: a
+    /// successor would take its live containers for orphans.
+    #[error(
+        "AIRLOCK_OWNER is set, so this replica keeps a heartbeat in {path}, which could not be written ({source}): make the state directory (TMPDIR) writable, or unset AIRLOCK_OWNER"
+    )]
+    Heartbeat {
+        /// The heartbeat directory.
+        path: std::path::PathBuf,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
     /// Docker could not start the task container.
     #[error(
         "starting the task container failed: {0}; `docker info` shows whether the daemon is healthy"

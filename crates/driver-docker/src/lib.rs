@@ -21,6 +21,7 @@ mod cdp;
 mod config;
 mod error;
 mod exec;
+mod heartbeat;
 mod host;
 mod made;
 mod orphans;
@@ -73,6 +74,8 @@ pub struct DockerDriver {
     pool: std::sync::OnceLock<pool::Pool>,
     /// Warm CDP browsers, once [`DockerDriver::start_pool`] ran with `config.pool.cdp_size` > 0.
     cdp_pool: std::sync::OnceLock<pool::Pool>,
+    /// This replica's heartbeat, when the engine named it (`AIRLOCK_OWNER`).
+    _heartbeat: Option<heartbeat::Heartbeat>,
 }
 
 impl std::fmt::Debug for DockerDriver {
@@ -101,6 +104,18 @@ impl DockerDriver {
             .await
             .map_err(DockerError::NotAnswering)?;
         let user = config.user.unwrap_or_else(current_user);
+        // Before anything is made: a successor must never see this replica's containers without
+        // its heartbeat.
+        let heartbeat = match owner::own_heartbeat() {
+            Some(instance) => {
+                let dir = heartbeat::default_dir();
+                Some(
+                    heartbeat::Heartbeat::start(&dir, &instance)
+                        .map_err(|source| DockerError::Heartbeat { path: dir, source })?,
+                )
+            }
+            None => None,
+        };
         let failed_removals: Arc<Mutex<Vec<String>>> = Arc::default();
         let maker = Arc::new(Maker {
             docker: docker.clone(),
@@ -119,6 +134,7 @@ impl DockerDriver {
             maker,
             pool: std::sync::OnceLock::new(),
             cdp_pool: std::sync::OnceLock::new(),
+            _heartbeat: heartbeat,
         };
         match driver.cleanup_orphans().await {
             Ok(removed) => {

@@ -7,9 +7,13 @@
 //! in its own PID namespace: an owner in another one (another replica's container on the same
 //! daemon) is judged by whether its container still runs, and one in another namespace with no
 //! container named is left alone. Without that, every replica would take the others' live
-//! containers for orphans.
+//! containers for orphans. An owner the engine named (`AIRLOCK_OWNER`, a Kubernetes pod with no
+//! Docker container to ask about) adds `;hb=<its heartbeat>`, and in another namespace it is
+//! judged by that heartbeat (`heartbeat.rs`).
 
 use std::fs;
+
+use crate::heartbeat;
 
 /// What is known of an owner.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -36,7 +40,15 @@ pub fn this_process() -> String {
     if let Some(container) = own_container_id() {
         label.push_str(&format!(";ctr={container}"));
     }
+    if let Some(instance) = own_heartbeat() {
+        label.push_str(&format!(";hb={instance}"));
+    }
     label
+}
+
+/// This process's heartbeat name, when the engine named its replica.
+pub(crate) fn own_heartbeat() -> Option<String> {
+    heartbeat::own_instance(&start_time(std::process::id()).unwrap_or_default())
 }
 
 /// Whether the process named by an owner label is gone (`false` when that cannot be told here).
@@ -47,6 +59,11 @@ pub fn is_gone(owner: &str) -> bool {
 
 /// What an owner label says of its process.
 pub(crate) fn liveness(owner: &str) -> Liveness {
+    liveness_with(owner, &heartbeat::default_dir())
+}
+
+/// [`liveness`], reading heartbeats in `beats`.
+fn liveness_with(owner: &str, beats: &std::path::Path) -> Liveness {
     let field = |name: &str| {
         owner
             .split(';')
@@ -63,10 +80,11 @@ pub(crate) fn liveness(owner: &str) -> Liveness {
     if let Some(ns) = field("ns")
         && Some(ns) != pid_namespace().as_deref()
     {
-        return match field("ctr") {
-            Some(container) if is_container_id(container) => {
+        return match (field("ctr"), field("hb")) {
+            (Some(container), _) if is_container_id(container) => {
                 Liveness::InContainer(container.to_owned())
             }
+            (_, Some(instance)) => by_heartbeat(beats, instance),
             _ => Liveness::Unknown,
         };
     }
@@ -77,6 +95,15 @@ pub(crate) fn liveness(owner: &str) -> Liveness {
         Liveness::Gone
     } else {
         Liveness::Alive
+    }
+}
+
+/// An owner seen only through its heartbeat: alive while its file is fresh.
+fn by_heartbeat(beats: &std::path::Path, instance: &str) -> Liveness {
+    if heartbeat::beating(beats, instance, std::time::SystemTime::now()) {
+        Liveness::Alive
+    } else {
+        Liveness::Gone
     }
 }
 
@@ -132,16 +159,30 @@ pub(crate) fn dir_tag() -> String {
         tag.push('h');
         tag.push_str(container.get(..12).unwrap_or_default());
     }
+    if let Some(instance) = own_heartbeat() {
+        // After `_`, which no other part holds: the heartbeat name is parsed off first.
+        tag.push('_');
+        tag.push_str(&instance);
+    }
     tag
 }
 
 /// What the process named in a proxy directory's name (`airlock-egress-<tag>-XXXXXX`, the tag
 /// from [`dir_tag`]) is known to be. `None` when the name carries no tag we write: leave it alone.
 pub(crate) fn dir_owner(name: &str) -> Option<Liveness> {
+    dir_owner_with(name, &heartbeat::default_dir())
+}
+
+/// [`dir_owner`], reading heartbeats in `beats`.
+fn dir_owner_with(name: &str, beats: &std::path::Path) -> Option<Liveness> {
     let tag = name
         .strip_prefix(airlock_proxy::DIR_PREFIX)?
         .rsplit_once('-')?
         .0;
+    let (tag, instance) = match tag.split_once('_') {
+        Some((tag, instance)) => (tag, Some(instance)),
+        None => (tag, None),
+    };
     let rest = tag.strip_prefix('b')?;
     let (boot, rest) = rest.split_once('p')?;
     let (pid, rest) = rest.split_once('s')?;
@@ -163,10 +204,13 @@ pub(crate) fn dir_owner(name: &str) -> Option<Liveness> {
     if let Some(ns) = ns
         && Some(ns) != pid_namespace().as_deref()
     {
-        return Some(match container {
-            Some(short) if short.len() == 12 && short.bytes().all(|b| b.is_ascii_hexdigit()) => {
+        return Some(match (container, instance) {
+            (Some(short), _)
+                if short.len() == 12 && short.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
                 Liveness::InContainer(short.to_owned())
             }
+            (_, Some(instance)) => by_heartbeat(beats, instance),
             _ => Liveness::Unknown,
         });
     }
@@ -288,5 +332,55 @@ mod tests {
         ] {
             assert_eq!(dir_owner(foreign), None, "{foreign}");
         }
+    }
+
+    #[test]
+    fn a_replica_in_another_namespace_is_judged_by_its_heartbeat() {
+        // Two owners in PID namespaces other than this one, as two pods on one node are: one
+        // still beats, the other stopped (killed, its pod gone).
+        let beats = tempfile::tempdir().unwrap();
+        std::fs::write(beats.path().join("airlock-a.7.100"), b"").unwrap();
+        let stopped = std::fs::File::create(beats.path().join("airlock-b.7.100")).unwrap();
+        stopped
+            .set_times(std::fs::FileTimes::new().set_modified(
+                std::time::SystemTime::now()
+                    - heartbeat::STALE_AFTER
+                    - std::time::Duration::from_secs(1),
+            ))
+            .unwrap();
+        let boot = boot_id().unwrap();
+        let ns = pid_namespace().unwrap();
+        let label = |instance: &str| format!("boot={boot};pid=7;start=100;ns=1{ns};hb={instance}");
+        assert_eq!(
+            liveness_with(&label("airlock-a.7.100"), beats.path()),
+            Liveness::Alive
+        );
+        assert_eq!(
+            liveness_with(&label("airlock-b.7.100"), beats.path()),
+            Liveness::Gone
+        );
+        assert_eq!(
+            liveness_with(&label("airlock-c.7.100"), beats.path()),
+            Liveness::Gone
+        );
+        // Their proxy directories, likewise.
+        let short = short_boot_id();
+        let dir = |instance: &str| format!("airlock-egress-b{short}p7s100n1{ns}_{instance}-AbC123");
+        assert_eq!(
+            dir_owner_with(&dir("airlock-a.7.100"), beats.path()),
+            Some(Liveness::Alive)
+        );
+        assert_eq!(
+            dir_owner_with(&dir("airlock-b.7.100"), beats.path()),
+            Some(Liveness::Gone)
+        );
+        // Without a heartbeat an owner in another namespace is still left alone.
+        assert_eq!(
+            dir_owner_with(
+                &format!("airlock-egress-b{short}p7s100n1{ns}-AbC123"),
+                beats.path()
+            ),
+            Some(Liveness::Unknown)
+        );
     }
 }
