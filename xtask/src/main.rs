@@ -2,7 +2,9 @@
 //! the module it names tells you everything the project automates.
 
 mod bench;
+mod ci;
 mod cluster;
+mod docker;
 mod image;
 mod integration;
 mod soak;
@@ -40,6 +42,12 @@ enum Task {
     /// Check the layers in ARCHITECTURE.md against the crates' real dependencies: arrows point
     /// down only, every crate is in the diagram, pure crates do no I/O, the test kit is dev-only.
     Tidy,
+    /// Install and start Docker's engine and gVisor from the distribution's packages (saying
+    /// exactly what it installs first), and nothing else. As root.
+    Docker,
+    /// Every test, as CI runs them, from a fresh machine: installs what is missing, then fmt,
+    /// clippy, tidy, cargo test, integration, cluster and soak. As root. `.ci/run` is this.
+    Ci,
 }
 
 fn main() -> ExitCode {
@@ -51,6 +59,8 @@ fn main() -> ExitCode {
         Task::Tidy => tidy::run(),
         Task::Cluster => cluster::run(),
         Task::Soak(args) => soak::run(&args),
+        Task::Docker => docker::run(),
+        Task::Ci => ci::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

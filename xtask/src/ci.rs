@@ -1,0 +1,64 @@
+//! `cargo xtask ci`: every test, the way CI runs them, from a fresh machine. As root: it installs
+//! what the tests need that is missing (Docker and gVisor through `cargo xtask docker`; Chromium,
+//! debootstrap, CA certificates, Python's venv and curl from the distribution), then runs format,
+//! lints, tidy, the unit and integration tests, the cluster proof and the soak. `.ci/run` is this
+//! command.
+
+use std::process::Command;
+
+use anyhow::bail;
+
+use crate::util::{is_root, run_loud, succeeds};
+
+/// What the tests need besides Docker: Chromium (the proxy's real-browser test), debootstrap (the
+/// image's base when no registry answers), CA certificates, python3-venv (the official MCP SDK
+/// and the other Python clients live in a venv) and curl (the cluster proof).
+const TEST_PACKAGES: &[&str] = &[
+    "debootstrap",
+    "chromium",
+    "ca-certificates",
+    "python3-venv",
+    "curl",
+];
+
+pub fn run() -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "the tests install packages, start dockerd, make a swarm and restart the daemon: run as root (sudo cargo xtask ci)"
+        );
+    }
+    crate::docker::run()?;
+    crate::docker::install(TEST_PACKAGES, "what the tests need")?;
+    eprintln!("== toolchain");
+    run_loud(Command::new(cargo()).arg("--version"))?;
+    if !succeeds(Command::new(cargo()).args(["clippy", "--version"])) {
+        run_loud(Command::new("rustup").args(["component", "add", "clippy", "rustfmt"]))?;
+    }
+    eprintln!("== the tests");
+    for args in [
+        &["fmt", "--all", "--", "--check"][..],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &["xtask", "tidy"],
+        &["test", "--workspace"],
+        &["xtask", "integration"],
+        &["xtask", "cluster"],
+        // Last: the soak restarts the Docker daemon.
+        &["xtask", "soak", "--tasks", "10"],
+    ] {
+        run_loud(Command::new(cargo()).args(args))?;
+    }
+    eprintln!("== every test passed");
+    Ok(())
+}
+
+/// The cargo that runs this xtask.
+fn cargo() -> &'static str {
+    env!("CARGO")
+}

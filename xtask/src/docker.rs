@@ -1,0 +1,154 @@
+//! `cargo xtask docker`: install and start what Airlock's sealed browsers run on, from the
+//! distribution's packages: Docker's engine (`docker.io`) and gVisor (`runsc`, registered with
+//! dockerd as a runtime). It says exactly what it will install before it does, and does nothing
+//! else. As root (the package manager needs it); Debian and Ubuntu.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::util::{is_root, run_loud, succeeds};
+
+/// Docker's engine and gVisor's runtime.
+const PACKAGES: &[&str] = &["docker.io", "runsc"];
+/// Where dockerd logs when this starts it.
+const DOCKERD_LOG: &str = "/tmp/airlock-dockerd.log";
+
+pub fn run() -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("installing packages and starting dockerd needs root: run `sudo cargo xtask docker`");
+    }
+    install(PACKAGES, "Docker's engine and gVisor")?;
+    register_runsc()?;
+    start_dockerd()
+}
+
+/// Install the packages of `list` that are missing, saying which first.
+pub(crate) fn install(list: &[&str], what: &str) -> anyhow::Result<()> {
+    let missing: Vec<&str> = list
+        .iter()
+        .copied()
+        .filter(|package| !succeeds(Command::new("dpkg").args(["-s", package])))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("== {what}: already installed ({})", list.join(", "));
+        return Ok(());
+    }
+    eprintln!(
+        "== {what}: will install with apt-get: {} (and what they depend on)",
+        missing.join(" ")
+    );
+    run_loud(Command::new("apt-get").args(["update", "-qq"]))?;
+    run_loud(
+        Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing),
+    )
+}
+
+/// gVisor as a Docker runtime, merged into any existing `/etc/docker/daemon.json`:
+/// `--network=none` (Airlock's containers never have a network) and `--host-uds=open` (the
+/// copying relay reaches the proxy's socket).
+fn register_runsc() -> anyhow::Result<()> {
+    let path = std::path::Path::new("/etc/docker/daemon.json");
+    let mut config: serde_json::Value = match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON: fix it by hand", path.display()))?,
+        Err(_) => serde_json::json!({}),
+    };
+    if !with_runsc(&mut config) {
+        return Ok(());
+    }
+    std::fs::create_dir_all("/etc/docker")?;
+    std::fs::write(path, serde_json::to_string_pretty(&config)?)?;
+    eprintln!("== registered runsc with dockerd in {}", path.display());
+    // A running daemon reloads its runtimes on SIGHUP.
+    if succeeds(Command::new("docker").arg("version")) {
+        let _ = Command::new("pkill")
+            .args(["-HUP", "-xo", "dockerd"])
+            .status();
+        wait_until("dockerd to offer runsc", Duration::from_secs(10), || {
+            Command::new("docker")
+                .args(["info", "--format", "{{json .Runtimes}}"])
+                .output()
+                .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("runsc"))
+        })?;
+    }
+    Ok(())
+}
+
+/// Add runsc to a daemon config, keeping everything else; whether anything changed.
+fn with_runsc(config: &mut serde_json::Value) -> bool {
+    let wanted = serde_json::json!({
+        "path": "/usr/bin/runsc",
+        "runtimeArgs": ["--network=none", "--host-uds=open"],
+    });
+    if !config.is_object() {
+        *config = serde_json::json!({});
+    }
+    if config["runtimes"]["runsc"] == wanted {
+        return false;
+    }
+    if !config["runtimes"].is_object() {
+        config["runtimes"] = serde_json::json!({});
+    }
+    config["runtimes"]["runsc"] = wanted;
+    true
+}
+
+/// Start dockerd if nothing answers on its socket (a machine without systemd, like a CI runner).
+fn start_dockerd() -> anyhow::Result<()> {
+    if succeeds(Command::new("docker").arg("version")) {
+        eprintln!("== dockerd answers");
+        return Ok(());
+    }
+    eprintln!("== starting dockerd (its log: {DOCKERD_LOG})");
+    let log = std::fs::File::create(DOCKERD_LOG)?;
+    Command::new("dockerd")
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .context("could not start dockerd")?;
+    wait_until("dockerd to answer", Duration::from_mins(1), || {
+        succeeds(Command::new("docker").arg("version"))
+    })
+}
+
+/// Poll `done` until it holds (a daemon starts on its own schedule; there is nothing to wait on).
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > limit {
+            bail!("timed out after {} s waiting for {what}", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn runsc_is_added_to_a_daemon_config_keeping_the_rest_and_only_once() {
+        let mut config =
+            json!({"log-level": "warn", "runtimes": {"crun": {"path": "/usr/bin/crun"}}});
+        assert!(with_runsc(&mut config));
+        assert_eq!(config["log-level"], "warn");
+        assert_eq!(config["runtimes"]["crun"]["path"], "/usr/bin/crun");
+        assert_eq!(
+            config["runtimes"]["runsc"]["runtimeArgs"],
+            json!(["--network=none", "--host-uds=open"])
+        );
+        assert!(!with_runsc(&mut config), "already there: nothing to write");
+        let mut empty = json!({});
+        assert!(with_runsc(&mut empty));
+        assert_eq!(empty["runtimes"]["runsc"]["path"], "/usr/bin/runsc");
+    }
+}
