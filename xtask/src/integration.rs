@@ -207,6 +207,10 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if gvisor.len() != GVISOR_SCENARIOS.len() {
         problems.push("the scenarios binary was not built: nothing ran under gVisor".to_owned());
     }
+    // The front door as root, through sudo and as a user (only root can start all three).
+    if as_root {
+        problems.extend(crate::front_door::check(&root)?);
+    }
     let left: Vec<String> = egress_dirs().difference(&egress_before).cloned().collect();
     if !left.is_empty() {
         problems.push(format!(

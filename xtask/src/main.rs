@@ -5,6 +5,7 @@ mod bench;
 mod ci;
 mod cluster;
 mod docker;
+mod front_door;
 mod image;
 mod integration;
 mod soak;

@@ -9,6 +9,7 @@ mod egress_flags;
 mod mcp_cmd;
 mod metrics;
 mod output;
+mod privsep;
 mod proxy_cmd;
 mod serve_cmd;
 mod settings;
@@ -99,6 +100,18 @@ fn main() -> ExitCode {
         Err(error) => error.exit(),
     };
     init_logging();
+    // Everything that starts or talks to a browser, started as root, runs unprivileged instead.
+    let drops_root = !matches!(cli.command, Command::Egress(_) | Command::Image(_));
+    if drops_root {
+        match privsep::run_unprivileged_if_root() {
+            Ok(Some(code)) => return ExitCode::from(code),
+            Ok(None) => {}
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                return ExitCode::from(FAILED);
+            }
+        }
+    }
     let sub = |name: &str| {
         matches
             .subcommand_matches(name)

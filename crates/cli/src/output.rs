@@ -45,6 +45,12 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
 /// under `$XDG_DATA_HOME/airlock` (else `~/.local/share/airlock`), else under the temp dir. Every
 /// directory it makes is 0700, and the last one is new: nothing is reused.
 pub fn default_run_dir() -> anyhow::Result<PathBuf> {
+    // Started as root, the run's files go where root will take them back (`privsep.rs`).
+    if let Some(dir) = std::env::var_os(crate::privsep::RUN_DIR_ENV) {
+        let dir = PathBuf::from(dir);
+        prepare_dir(&dir)?;
+        return Ok(dir);
+    }
     let data = std::env::var_os("XDG_DATA_HOME")
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)

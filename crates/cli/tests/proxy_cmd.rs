@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 /// Start `airlock proxy` with the arguments `configure` adds; return it and the first line it
 /// logs, which says where it listens once it does.
 fn start_proxy(configure: impl FnOnce(&mut Command) -> &mut Command) -> (Child, String) {
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("airlock"));
+    let mut command = proxy_command();
     command.arg("proxy");
     let mut child = configure(&mut command)
         .stdout(Stdio::piped())
@@ -70,7 +70,7 @@ fn an_existing_socket_path_is_an_error_naming_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let taken = dir.path().join("taken");
     std::fs::write(&taken, "").unwrap();
-    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+    let output = proxy_command()
         .args(["proxy", "--socket"])
         .arg(&taken)
         .output()
@@ -149,7 +149,7 @@ fn an_existing_hand_off_path_names_its_own_flag() {
     let taken = dir.path().join("taken");
     std::fs::write(&taken, "").unwrap();
     let socket = dir.path().join("free.sock");
-    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+    let output = proxy_command()
         .args(["proxy", "--socket"])
         .arg(&socket)
         .arg("--handoff-socket")
@@ -163,4 +163,13 @@ fn an_existing_hand_off_path_names_its_own_flag() {
         "{stderr}"
     );
     assert!(!socket.exists(), "a failed start left its socket");
+}
+
+/// `airlock`, run as it is (as root, `cargo test` in CI, without the drop to an unprivileged
+/// user, which would not reach this test's private directories; `cargo xtask integration`
+/// proves the drop).
+fn proxy_command() -> Command {
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("airlock"));
+    command.env("AIRLOCK_PRIVSEP_CHILD", "1");
+    command
 }
