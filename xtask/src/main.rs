@@ -2,6 +2,7 @@
 //! the module it names tells you everything the project automates.
 
 mod bench;
+mod browse;
 mod ci;
 mod cluster;
 mod docker;
@@ -43,6 +44,9 @@ enum Task {
     /// Check the layers in ARCHITECTURE.md against the crates' real dependencies: arrows point
     /// down only, every crate is in the diagram, pure crates do no I/O, the test kit is dev-only.
     Tidy,
+    /// The front door: set up what is missing (Docker, the image, airlock) with progress, then
+    /// open the page in a sealed browser and print what was seen and where the screenshot is.
+    Browse(browse::BrowseArgs),
     /// Install and start Docker's engine and gVisor from the distribution's packages (saying
     /// exactly what it installs first), and nothing else. As root.
     Docker,
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Task::Cluster => cluster::run(),
         Task::Soak(args) => soak::run(&args),
         Task::Docker => docker::run(),
+        Task::Browse(args) => browse::run(&args),
         Task::Ci => ci::run(),
     };
     match result {
