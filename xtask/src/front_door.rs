@@ -8,7 +8,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::integration::TEST_USER;
 use crate::util::output;
 
 /// One way in: how it was started, and what it must show.
@@ -20,15 +19,15 @@ struct Way {
 }
 
 /// Run every way in; print a table; return what went wrong.
-pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
+pub(crate) fn check(root: &Path, user: &str) -> anyhow::Result<Vec<String>> {
     let airlock = root.join("target/debug/airlock");
     let port = airlock_testkit::site::simple_site("Front door", "Seen through the seal");
     let url = format!("http://127.0.0.1:{port}/");
     let allow = format!("127.0.0.1:{port}");
-    let user_uid: u32 = output(Command::new("id").args(["-u", TEST_USER]))?
+    let user_uid: u32 = output(Command::new("id").args(["-u", user]))?
         .trim()
         .parse()?;
-    let user_group: u32 = output(Command::new("id").args(["-g", TEST_USER]))?
+    let user_group: u32 = output(Command::new("id").args(["-g", user]))?
         .trim()
         .parse()?;
     let browse = |command: &mut Command| {
@@ -49,7 +48,7 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
         .env("SUDO_UID", user_uid.to_string())
         .env("SUDO_GID", user_group.to_string());
     let mut as_user = Command::new("runuser");
-    as_user.args(["-u", TEST_USER, "--"]).arg(&airlock);
+    as_user.args(["-u", user, "--"]).arg(&airlock);
     browse(&mut as_user);
     // `/` is root's: a user cannot write there.
     as_user.current_dir("/");

@@ -209,7 +209,7 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     }
     // The front door as root, through sudo and as a user (only root can start all three).
     if as_root {
-        problems.extend(crate::front_door::check(&root)?);
+        problems.extend(crate::front_door::check(&root, TEST_USER)?);
     }
     let left: Vec<String> = egress_dirs().difference(&egress_before).cloned().collect();
     if !left.is_empty() {
