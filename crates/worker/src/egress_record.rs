@@ -124,27 +124,9 @@ pub struct EgressRecord {
 
 impl EgressRecord {
     /// Count a refusal; list it if its destination is new and the list has room.
-    pub fn refused(&mut self, mut refusal: EgressRefusal) {
-        let class = if self.refusals_by_class.len() < CLASS_LIMIT
-            || self.refusals_by_class.contains_key(&refusal.class)
-        {
-            refusal.class.clone()
-        } else {
-            "other".to_owned()
-        };
-        *self.refusals_by_class.entry(class).or_default() += 1;
-        refusal.target = cut_chars(&refusal.target, TARGET_CHARS);
-        if let Some(listed) = self
-            .refusals
-            .iter_mut()
-            .find(|listed| listed.target == refusal.target && listed.class == refusal.class)
-        {
-            listed.count = listed.count.saturating_add(1);
-        } else if self.refusals.len() < EGRESS_LIST_LIMIT {
-            self.refusals.push(refusal);
-        } else {
-            self.refusals_not_listed = self.refusals_not_listed.saturating_add(1);
-        }
+    pub fn refused(&mut self, refusal: EgressRefusal) {
+        self.count_class(&refusal.class, 1);
+        list(&mut self.refusals, &mut self.refusals_not_listed, refusal);
     }
 
     /// Count refusals that were never held one by one (a driver's own bound).
@@ -152,6 +134,22 @@ impl EgressRecord {
         if count == 0 {
             return;
         }
+        self.count_class(class, count);
+        self.refusals_not_listed = self.refusals_not_listed.saturating_add(count);
+    }
+
+    /// Count a failure; list it if its destination is new and the list has room.
+    pub fn failed(&mut self, failure: EgressFailure) {
+        list(&mut self.failures, &mut self.failures_not_listed, failure);
+    }
+
+    /// Count failures that were never held one by one.
+    pub fn failed_unlisted(&mut self, count: u64) {
+        self.failures_not_listed = self.failures_not_listed.saturating_add(count);
+    }
+
+    /// Add `count` refusals of `class`, under `other` once the classes are at their bound.
+    fn count_class(&mut self, class: &str, count: u64) {
         let class = if self.refusals_by_class.len() < CLASS_LIMIT
             || self.refusals_by_class.contains_key(class)
         {
@@ -161,28 +159,55 @@ impl EgressRecord {
         };
         let by_class = self.refusals_by_class.entry(class).or_default();
         *by_class = by_class.saturating_add(count);
-        self.refusals_not_listed = self.refusals_not_listed.saturating_add(count);
     }
+}
 
-    /// Count failures that were never held one by one.
-    pub fn failed_unlisted(&mut self, count: u64) {
-        self.failures_not_listed = self.failures_not_listed.saturating_add(count);
+/// A refusal or a failure, as a bounded list holds it.
+trait Entry {
+    /// Its destination, which is cut to [`TARGET_CHARS`].
+    fn target_mut(&mut self) -> &mut String;
+    /// Whether it is the same destination for the same reason as `other`.
+    fn same_as(&self, other: &Self) -> bool;
+    /// How often it happened.
+    fn count_mut(&mut self) -> &mut u64;
+}
+
+impl Entry for EgressRefusal {
+    fn target_mut(&mut self) -> &mut String {
+        &mut self.target
     }
+    fn same_as(&self, other: &Self) -> bool {
+        self.target == other.target && self.class == other.class
+    }
+    fn count_mut(&mut self) -> &mut u64 {
+        &mut self.count
+    }
+}
 
-    /// Count a failure; list it if its destination is new and the list has room.
-    pub fn failed(&mut self, mut failure: EgressFailure) {
-        failure.target = cut_chars(&failure.target, TARGET_CHARS);
-        if let Some(listed) = self
-            .failures
-            .iter_mut()
-            .find(|listed| listed.target == failure.target && listed.class == failure.class)
-        {
-            listed.count = listed.count.saturating_add(1);
-        } else if self.failures.len() < EGRESS_LIST_LIMIT {
-            self.failures.push(failure);
-        } else {
-            self.failures_not_listed = self.failures_not_listed.saturating_add(1);
-        }
+impl Entry for EgressFailure {
+    fn target_mut(&mut self) -> &mut String {
+        &mut self.target
+    }
+    fn same_as(&self, other: &Self) -> bool {
+        self.target == other.target && self.class == other.class
+    }
+    fn count_mut(&mut self) -> &mut u64 {
+        &mut self.count
+    }
+}
+
+/// Count `entry` on the listed one it repeats, else list it while there is room, else count it
+/// as not listed.
+fn list<T: Entry>(listed: &mut Vec<T>, not_listed: &mut u64, mut entry: T) {
+    let target = cut_chars(entry.target_mut(), TARGET_CHARS);
+    *entry.target_mut() = target;
+    if let Some(same) = listed.iter_mut().find(|listed| listed.same_as(&entry)) {
+        let count = same.count_mut();
+        *count = count.saturating_add(1);
+    } else if listed.len() < EGRESS_LIST_LIMIT {
+        listed.push(entry);
+    } else {
+        *not_listed = not_listed.saturating_add(1);
     }
 }
 
