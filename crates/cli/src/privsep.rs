@@ -18,7 +18,9 @@ use anyhow::{Context, bail};
 const CHILD_ENV: &str = "AIRLOCK_PRIVSEP_CHILD";
 /// Where a run keeps its files when the child cannot name a home of its own (set by the parent).
 pub const RUN_DIR_ENV: &str = "AIRLOCK_RUN_DIR";
-/// The user a root start runs as when no one is named by `sudo`.
+/// The group the browser's container runs in, set by the parent for the child.
+const CONTAINER_GID_ENV: &str = "AIRLOCK_CONTAINER_GID";
+/// The user (and group) a root start runs as when no one is named by `sudo`.
 const NOBODY: u32 = 65534;
 
 /// Who the child runs as.
@@ -30,6 +32,9 @@ struct Drop {
     home: PathBuf,
     /// Whether the files the run keeps go back to root at its end (no `sudo` user to own them).
     hand_back: bool,
+    /// The group the browser's container runs in: the user's own, never the Docker socket's
+    /// (a process that escaped the container with that group could drive dockerd).
+    container_gid: u32,
 }
 
 /// When this process is root: run the command again as an unprivileged user and return its exit
@@ -73,6 +78,14 @@ pub fn run_unprivileged_if_root() -> anyhow::Result<Option<u8>> {
     Ok(Some(code))
 }
 
+/// In the child a root start made: the browser's container's uid:gid (this process's uid, and
+/// the group the parent chose instead of the Docker socket's, which this process runs in).
+pub fn container_user() -> Option<(u32, u32)> {
+    std::env::var_os(CHILD_ENV)?;
+    let gid = std::env::var(CONTAINER_GID_ENV).ok()?.parse().ok()?;
+    Some((airlock_driver_docker::current_user().0, gid))
+}
+
 /// The Docker socket: `DOCKER_HOST` when it is a unix socket, the default when it is unset,
 /// `None` when it names a remote daemon.
 fn docker_socket() -> Option<PathBuf> {
@@ -86,7 +99,7 @@ fn docker_socket() -> Option<PathBuf> {
 /// the Docker socket's group, which must not be root's own.
 fn choose(
     sudo_uid: Option<&str>,
-    _sudo_gid: Option<&str>,
+    sudo_group: Option<&str>,
     socket_gid: u32,
     passwd: &str,
 ) -> anyhow::Result<Drop> {
@@ -98,18 +111,23 @@ fn choose(
     let sudo_uid = sudo_uid
         .and_then(|uid| uid.parse::<u32>().ok())
         .filter(|uid| *uid != 0);
+    let sudo_group = sudo_group
+        .and_then(|gid| gid.parse::<u32>().ok())
+        .filter(|gid| *gid != 0 && *gid != socket_gid);
     Ok(match sudo_uid {
         Some(uid) => Drop {
             uid,
             gid: socket_gid,
             home: home_of(passwd, uid).unwrap_or_else(|| PathBuf::from("/nonexistent")),
             hand_back: false,
+            container_gid: sudo_group.unwrap_or(NOBODY),
         },
         None => Drop {
             uid: NOBODY,
             gid: socket_gid,
             home: PathBuf::from("/nonexistent"),
             hand_back: true,
+            container_gid: NOBODY,
         },
     })
 }
@@ -147,6 +165,7 @@ async fn wait_for_child(drop: &Drop, run_dir: Option<&Path>) -> anyhow::Result<u
     command
         .args(std::env::args_os().skip(1))
         .env(CHILD_ENV, "1")
+        .env(CONTAINER_GID_ENV, drop.container_gid.to_string())
         .env("HOME", &drop.home)
         // Root's own places, which the child could not use.
         .env_remove("XDG_CONFIG_HOME")
@@ -231,16 +250,25 @@ mod tests {
                 uid: 1001,
                 gid: 105,
                 home: PathBuf::from("/home/alice"),
-                hand_back: false
+                hand_back: false,
+                container_gid: 1001,
             }
         );
         for sudo in [None, Some("0"), Some("not a number")] {
             let nobody = choose(sudo, None, 105, PASSWD).unwrap();
             assert_eq!(
-                (nobody.uid, nobody.gid, nobody.hand_back),
-                (NOBODY, 105, true)
+                (
+                    nobody.uid,
+                    nobody.gid,
+                    nobody.hand_back,
+                    nobody.container_gid
+                ),
+                (NOBODY, 105, true, NOBODY)
             );
         }
+        // The container never runs in the Docker socket's group, even when sudo names it.
+        let docker_group = choose(Some("1001"), Some("105"), 105, PASSWD).unwrap();
+        assert_eq!(docker_group.container_gid, NOBODY);
         let error = choose(None, None, 0, PASSWD).unwrap_err().to_string();
         assert!(error.contains("belongs to group root"), "{error}");
     }
