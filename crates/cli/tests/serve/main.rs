@@ -44,6 +44,16 @@ fn serve(script: &Value, dir: &std::path::Path, extra: &[&str]) -> Served {
     Served::start(&args, &format!("{TOKEN},second-token-abcdef0123456"))
 }
 
+/// Once the task a client's call started has its container, drops the client's connection:
+/// whether the task's container was removed within `within`.
+fn dropping_the_client_ends_its_task(pid: u32, client: TcpStream, within: Duration) -> bool {
+    assert!(wait_for_containers_of(pid, 1, Duration::from_secs(60)));
+    let container = containers_of(pid).remove(0);
+    let dropped_at = std::time::SystemTime::now();
+    drop(client);
+    wait_until_removed(&container, dropped_at, within)
+}
+
 fn bearer() -> String {
     format!("authorization: Bearer {TOKEN}")
 }
@@ -615,12 +625,8 @@ fn a_client_that_disconnects_mid_task_cancels_it() {
         body.len()
     )
     .unwrap();
-    assert!(wait_for_containers_of(pid, 1, Duration::from_secs(60)));
-    let container = containers_of(pid).remove(0);
-    let dropped_at = std::time::SystemTime::now();
-    drop(stream);
     assert!(
-        wait_until_removed(&container, dropped_at, Duration::from_secs(10)),
+        dropping_the_client_ends_its_task(pid, stream, Duration::from_secs(10)),
         "the task outlived its client"
     );
     let metrics = request(served.port, "GET", "/metrics", &[&bearer()], "").1;
