@@ -13,6 +13,7 @@ use airlock_address::{Host, RangeKind, classify, embedded_ipv4, parse_host};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use crate::Refusal;
+use crate::scope::Scope;
 use crate::url::{parse_http_url, parse_port, split_host_port};
 
 /// Addresses that no profile and no allow entry opens: cloud metadata services, and the
@@ -308,6 +309,7 @@ pub struct EgressPolicy {
     profile: Profile,
     ports: BTreeSet<u16>,
     allow: Vec<AllowEntry>,
+    scope: Scope,
 }
 
 impl Default for EgressPolicy {
@@ -317,6 +319,7 @@ impl Default for EgressPolicy {
             profile: Profile::Public,
             ports: DEFAULT_PORTS.into_iter().collect(),
             allow: Vec::new(),
+            scope: Scope::default(),
         }
     }
 }
@@ -346,7 +349,21 @@ impl EgressPolicy {
             profile,
             ports,
             allow: allow.into_iter().collect(),
+            scope: Scope::default(),
         })
+    }
+
+    /// The same policy confined to `scope` (judged before the address rule for names, after it
+    /// for address literals; both always apply).
+    #[must_use]
+    pub fn with_scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The task's scope (unlimited unless [`Self::with_scope`] set one).
+    pub fn scope(&self) -> &Scope {
+        &self.scope
     }
 
     /// The profile.
@@ -394,14 +411,21 @@ impl EgressPolicy {
     pub fn decide_host(&self, host: &Host, port: u16) -> Decision {
         match host {
             Host::Ip(ip) => match self.judge_address(None, *ip, Some(port)) {
-                Ok(allowance) => Decision::Allow {
-                    ip: *ip,
-                    port,
-                    allowance,
+                Ok(allowance) => match self.scope.judge(host) {
+                    Ok(()) => Decision::Allow {
+                        ip: *ip,
+                        port,
+                        allowance,
+                    },
+                    Err(refusal) => Decision::Refuse(refusal),
                 },
                 Err(refusal) => Decision::Refuse(refusal),
             },
             Host::Domain(name) => {
+                // Out of scope is decided on the name alone: it is never looked up.
+                if let Err(refusal) = self.scope.judge(host) {
+                    return Decision::Refuse(refusal);
+                }
                 // Before resolution a name may use a port that the policy opens or that some
                 // allow entry names; every answer is then held to the exact rules.
                 let port_in_entry = self.allow.iter().any(|entry| entry.port() == port);

@@ -9,6 +9,8 @@
 //!   container and the egress proxy are.
 //! - [`CdpGuard`]: the guard on a DevTools Protocol connection to a sealed browser (what a
 //!   Playwright or Puppeteer client may ask); like the command policy, not the boundary.
+//! - [`Scope`]: a task's named sites (`allowed_domains`, `blocked_domains`), which an
+//!   [`EgressPolicy`] judges first for a name and after the address rule for a literal.
 //! - [`EgressPolicy`]: ports, profile and exact allow entries, deciding on a URL or authority
 //!   before resolution ([`EgressPolicy::decide_url`]) and on every resolved address after it
 //!   ([`EgressPolicy::decide_resolved`]). The egress proxy enforces it.
@@ -37,6 +39,7 @@ mod cdp_table;
 mod command;
 mod command_table;
 mod egress;
+mod scope;
 mod url;
 
 use std::net::IpAddr;
@@ -52,6 +55,7 @@ pub use command::{
     refused_flags,
 };
 pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Profile};
+pub use scope::{DomainPattern, MAX_PATTERNS, Scope, ScopeError};
 
 /// Why a destination is refused. The `Display` text is what users, logs and the worker read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +132,14 @@ pub enum Refusal {
         /// The first refused answer.
         refusal: Box<Refusal>,
     },
+    /// A destination outside the task's scope (`allowed_domains`, `blocked_domains`).
+    #[error("`{host}` is out of this task's scope: {why}")]
+    OutOfScope {
+        /// The normalised name or address literal.
+        host: String,
+        /// Which scope rule refused it.
+        why: String,
+    },
     /// A name that resolved to nothing.
     #[error("`{name}` resolved to no addresses")]
     NoAddresses {
@@ -167,6 +179,7 @@ impl Refusal {
             Self::Address { why, .. } => why.kind().label(),
             Self::Resolved { refusal, .. } => refusal.class(),
             Self::NoAddresses { .. } => "no-address",
+            Self::OutOfScope { .. } => "out-of-scope",
         }
     }
 }
