@@ -249,7 +249,10 @@ impl Scope {
         if !self.allowed.is_empty() && !self.allowed.iter().any(|p| p.matches(name)) {
             return Err(Refusal::OutOfScope {
                 host: name.to_owned(),
-                why: format!("not in the task's allowed domains ({})", list(&self.allowed)),
+                why: format!(
+                    "not in the task's allowed domains ({})",
+                    list(&self.allowed)
+                ),
             });
         }
         Ok(())

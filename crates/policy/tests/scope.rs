@@ -90,7 +90,13 @@ fn bad_patterns_name_the_pattern_and_the_fix() {
     }
     let many: Vec<String> = (0..300).map(|i| format!("s{i}.example")).collect();
     let error = Scope::parse(&many, &[] as &[&str]).unwrap_err();
-    assert!(matches!(error, ScopeError::TooMany { field: "allowed_domains", count: 300 }));
+    assert!(matches!(
+        error,
+        ScopeError::TooMany {
+            field: "allowed_domains",
+            count: 300
+        }
+    ));
 }
 
 #[test]
@@ -118,7 +124,8 @@ fn with_a_domain_scope_an_address_literal_is_out_of_scope_but_the_address_rule_s
 }
 
 #[test]
-fn out_of_scope_names_are_refused_before_any_lookup_and_in_scope_ones_still_face_the_address_rule() {
+fn out_of_scope_names_are_refused_before_any_lookup_and_in_scope_ones_still_face_the_address_rule()
+{
     let policy = EgressPolicy::default().with_scope(scope(&["shop.example"], &[]));
     let Decision::Refuse(why) = policy.decide_authority("cdn.example:443") else {
         panic!()
@@ -150,18 +157,29 @@ fn a_request_inside_the_ceiling_is_kept_and_one_beyond_it_is_refused() {
     // Asking for nothing takes the ceiling.
     let effective = Scope::default().within(&ceiling, "this token").unwrap();
     assert_eq!(effective, ceiling);
-    let error = scope(&["corp.example"], &[]).within(&ceiling, "this token").unwrap_err();
+    let error = scope(&["corp.example"], &[])
+        .within(&ceiling, "this token")
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         "allowed_domains entry `corp.example` is beyond what this token allows (docs.example, *.corp.example): ask for names inside it"
     );
-    let error = scope(&["*.docs.example"], &[]).within(&ceiling, "the server").unwrap_err();
+    let error = scope(&["*.docs.example"], &[])
+        .within(&ceiling, "the server")
+        .unwrap_err();
     assert!(matches!(error, ScopeError::BeyondCeiling { .. }), "{error}");
-    let error = scope(&["admin.corp.example"], &[]).within(&ceiling, "the server").unwrap_err();
-    assert!(matches!(error, ScopeError::BlockedByCeiling { .. }), "{error}");
+    let error = scope(&["admin.corp.example"], &[])
+        .within(&ceiling, "the server")
+        .unwrap_err();
+    assert!(
+        matches!(error, ScopeError::BlockedByCeiling { .. }),
+        "{error}"
+    );
     // A ceiling with no allowed list only adds its blocks.
     let open = scope(&[], &["ads.example"]);
-    let effective = scope(&["a.example"], &[]).within(&open, "the server").unwrap();
+    let effective = scope(&["a.example"], &[])
+        .within(&open, "the server")
+        .unwrap();
     assert_eq!(effective.to_string(), "only a.example, except ads.example");
 }
 

@@ -2,8 +2,8 @@
 //! [`Shared::handle`].
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use airlock_policy::EgressPolicy;
 use hyper::server::conn::http1;
@@ -20,13 +20,22 @@ use crate::slot::Ticket;
 
 /// Everything a connection needs, shared by all of them.
 pub(crate) struct Shared {
-    pub(crate) policy: EgressPolicy,
+    /// Swapped whole when a task narrows it to its scope; each request judges one snapshot.
+    pub(crate) policy: Arc<RwLock<Arc<EgressPolicy>>>,
     pub(crate) limits: ProxyLimits,
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) connector: Arc<dyn Connector>,
     pub(crate) events: Option<EventSink>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) shutdown: CancellationToken,
+}
+
+impl Shared {
+    /// The policy as it stands now.
+    pub(crate) fn policy(&self) -> Arc<EgressPolicy> {
+        // A writer only swaps an Arc, so a poisoned lock still holds a whole policy.
+        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 /// Serve HTTP/1.1 on one client's socket until it closes or the proxy stops.

@@ -45,7 +45,9 @@ mod vet;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use airlock_policy::{EgressPolicy, Scope};
 
 use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
@@ -120,6 +122,7 @@ pub struct EgressProxy {
     shutdown: CancellationToken,
     accept: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
+    policy: Arc<RwLock<Arc<EgressPolicy>>>,
 }
 
 impl std::fmt::Debug for EgressProxy {
@@ -217,8 +220,9 @@ impl EgressProxy {
         };
         let counters = Arc::new(Counters::default());
         let shutdown = CancellationToken::new();
+        let policy = Arc::new(RwLock::new(Arc::new(config.policy)));
         let shared = Arc::new(Shared {
-            policy: config.policy,
+            policy: Arc::clone(&policy),
             limits: config.limits,
             resolver,
             connector: config.connector,
@@ -234,6 +238,7 @@ impl EgressProxy {
             shutdown,
             accept: Some(accept),
             counters,
+            policy,
         })
     }
 
@@ -250,6 +255,18 @@ impl EgressProxy {
     /// The directory holding the socket, which is what a container bind-mounts.
     pub fn socket_dir(&self) -> &Path {
         self.socket_path.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// Confine every request from now on to `scope` (a warm browser's proxy, once a task with
+    /// a scope takes it). The address rule and the rest of the policy stay as they were.
+    pub fn set_scope(&self, scope: Scope) {
+        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
+        *policy = Arc::new((**policy).clone().with_scope(scope));
+    }
+
+    /// The policy requests are judged by now.
+    pub fn policy(&self) -> Arc<EgressPolicy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The counters now.

@@ -44,7 +44,7 @@ impl Shared {
             let target = request.uri().to_string();
             return self.answer(Via::Connect, &target, &Stop::ConnectWithoutAuthority);
         };
-        let decision = self.policy.decide_authority(&authority);
+        let decision = self.policy().decide_authority(&authority);
         let (upstream, address) = match self.open(decision).await {
             Ok(opened) => opened,
             Err(stop) => return self.answer(Via::Connect, &authority, &stop),
@@ -91,7 +91,7 @@ impl Shared {
         if let Some(stop) = refused_scheme {
             return self.answer(Via::Forward, &target, &stop);
         }
-        let decision = self.policy.decide_url(&uri.to_string());
+        let decision = self.policy().decide_url(&uri.to_string());
         let (addresses, port) = match self.vet(decision).await {
             Ok(vetted) => vetted,
             Err(stop) => return self.answer(Via::Forward, &target, &stop),

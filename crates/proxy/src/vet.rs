@@ -36,7 +36,7 @@ impl Shared {
                     Err(_) => return Err(Stop::ResolveTimedOut { name }),
                 };
                 let vetted = self
-                    .policy
+                    .policy()
                     .decide_resolved(&name, port, &answers)
                     .map_err(Stop::Refused)?;
                 Ok((vetted, port))
