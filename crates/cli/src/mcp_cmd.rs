@@ -273,6 +273,7 @@ impl Server {
         let request = TaskRequest {
             task: input.task,
             url: input.url,
+            scope: Default::default(),
         };
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();

@@ -300,6 +300,10 @@ impl Maker {
                 "proxy events before the task took its session, not reported to it"
             );
         }
+        // Before the task's first command: from here its browser reaches only its scope.
+        if let Some(proxy) = &made.proxy {
+            proxy.set_scope(context.scope.clone());
+        }
         made.context = Some(context.clone());
         made.first_answer = Some(first_answer.clone());
         let tool = tool::AgentBrowserTool {

@@ -30,7 +30,7 @@
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
 //! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
-//! let request = TaskRequest { task: "Say hello".into(), url: None };
+//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default() };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
 //! assert_eq!(result.report, "Nothing to browse.");
@@ -51,6 +51,7 @@ mod scrub;
 mod shown;
 mod task;
 
+pub use airlock_policy::{DomainPattern, Scope, ScopeError};
 pub use direct::{DirectOutput, DirectSession};
 pub use egress_record::{
     EGRESS_LIST_LIMIT, EgressBytes, EgressFailure, EgressRecord, EgressRefusal, TARGET_CHARS,
@@ -71,6 +72,7 @@ pub use scripted::{
 };
 pub use scrub::scrub;
 pub use task::{
-    ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, Timings,
+    ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
+    Timings,
 };
 pub use tokio_util::sync::CancellationToken;

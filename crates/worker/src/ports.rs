@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use airlock_policy::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -148,6 +149,9 @@ pub struct TaskContext {
     pub cancel: CancellationToken,
     /// The task's limits.
     pub limits: TaskLimits,
+    /// The named sites the task may reach: a driver must enforce it where the browser's traffic
+    /// leaves (the Docker driver sets it on the task's egress proxy) or refuse to start.
+    pub scope: Scope,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -159,10 +163,18 @@ impl TaskContext {
         Self {
             cancel,
             limits,
+            scope: Scope::default(),
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
         }
+    }
+
+    /// The same context confined to `scope`.
+    #[must_use]
+    pub fn with_scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// Record what the egress proxy carried (the driver does, when it stops the proxy).

@@ -20,7 +20,8 @@ use crate::ports::{
 use crate::scrub::scrub;
 use crate::shown::shown;
 use crate::task::{
-    ContextUse, Ended, Progress, ProgressSink, RunError, TaskRequest, TaskResult, Timings,
+    ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
+    Timings, scope_instructions,
 };
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
@@ -99,7 +100,8 @@ impl TaskRunner {
         let started = Instant::now();
         let deadline = Deadline::now() + self.limits.timeout;
         // The driver's context ends with the task, whichever way it ends.
-        let context = TaskContext::new(cancel.child_token(), self.limits);
+        let context =
+            TaskContext::new(cancel.child_token(), self.limits).with_scope(request.scope.clone());
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -140,11 +142,15 @@ impl TaskRunner {
         run.timings.browser_start_ms = millis(start_began.elapsed());
         run.timings.browser_warm = session.warm;
         let mut disposer = DisposeGuard(Some(session.dispose));
-        let system = format!(
+        let mut system = format!(
             "{STANDING_INSTRUCTIONS}\n\n{}\n\n{}",
             session.guide.trim(),
             session.prompt.trim()
         );
+        if let Some(scope) = scope_instructions(&request.scope) {
+            system.push_str("\n\n");
+            system.push_str(&scope);
+        }
         let (ended, report) = run.converse(&request, system, &session.tools).await;
 
         let dispose_began = Instant::now();
@@ -376,6 +382,7 @@ impl Run<'_> {
             timings: self.timings,
             usage: self.usage,
             context: self.context_use.with_store(&self.kept),
+            scope: ScopeReport::from(&self.context.scope),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use airlock_policy::Scope;
 use serde::Serialize;
 
 use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
@@ -17,6 +18,9 @@ pub struct TaskRequest {
     pub task: String,
     /// Where to start, if anywhere.
     pub url: Option<String>,
+    /// The named sites the browser may reach (unlimited by default). The driver enforces it in
+    /// the egress proxy; the worker is told it.
+    pub scope: Scope,
 }
 
 /// How a task ended.
@@ -134,6 +138,41 @@ pub struct TaskResult {
     pub usage: Usage,
     /// What the worker was shown.
     pub context: ContextUse,
+    /// The sites the task was confined to (empty lists: no limit of that kind).
+    pub scope: ScopeReport,
+}
+
+/// A task's scope as the caller reads it back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ScopeReport {
+    /// The names and `*.` wildcards the browser could reach (empty: any public site).
+    pub allowed_domains: Vec<String>,
+    /// The names and wildcards refused even when allowed.
+    pub blocked_domains: Vec<String>,
+}
+
+impl From<&Scope> for ScopeReport {
+    fn from(scope: &Scope) -> Self {
+        let list = |patterns: &[airlock_policy::DomainPattern]| {
+            patterns.iter().map(ToString::to_string).collect()
+        };
+        Self {
+            allowed_domains: list(scope.allowed()),
+            blocked_domains: list(scope.blocked()),
+        }
+    }
+}
+
+/// What the worker is told of its scope, if it has one.
+pub(crate) fn scope_instructions(scope: &Scope) -> Option<String> {
+    if scope.is_unlimited() {
+        return None;
+    }
+    Some(format!(
+        "Scope: this task may reach {scope}. A `*.name` entry covers every name under it, not the \
+         bare name. Anything else, including any address written as numbers, is refused by the \
+         egress proxy; do not try to reach it another way."
+    ))
 }
 
 /// Why a task was not run at all.

@@ -106,6 +106,7 @@ pub(crate) async fn run(
     let request = TaskRequest {
         task: input.task,
         url: input.url,
+        scope: Default::default(),
     };
     // On the tracker, so cleanup finishes (and shutdown waits) even if the caller goes away.
     let task = tracker.spawn(async move {

@@ -8,6 +8,7 @@
 
 mod direct;
 mod refusals;
+mod scope;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -212,6 +213,7 @@ fn request() -> TaskRequest {
     TaskRequest {
         task: "Find the answer".into(),
         url: Some("https://example.com/".into()),
+        scope: Default::default(),
     }
 }
 
@@ -756,6 +758,10 @@ fn result_json_shape() {
             image_bytes_shown: 3,
             outputs_kept: 1,
             output_reads: 2,
+        },
+        scope: ScopeReport {
+            allowed_domains: vec!["shop.example".into(), "*.cdn.example".into()],
+            blocked_domains: vec![],
         },
     };
     insta::assert_json_snapshot!(result);

@@ -179,6 +179,7 @@ async fn an_empty_task_is_refused() {
             TaskRequest {
                 task: "  ".into(),
                 url: None,
+                scope: Default::default(),
             },
             CancellationToken::new(),
         )
