@@ -34,7 +34,8 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
     let driver = crate::task_cmd::ready_driver(&settings).await?;
-    let context = TaskContext::new(CancellationToken::new(), settings.limits);
+    let context = TaskContext::new(CancellationToken::new(), settings.limits)
+        .with_scope(settings.scope.clone());
     let session = driver.start(context.clone()).await?;
     let tool = &session.tools[0];
     let call = |args: serde_json::Value| tool.execute(json!({"args": args}));

@@ -41,6 +41,10 @@ pub struct CheckArgs {
 struct Judgement {
     target: String,
     verdict: &'static str,
+    /// Which rule decided: `scope`, `address`, `port`, `url` or `resolution`; for an allowed
+    /// target, `scope+address` when a scope is set (both passed), else `address`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -54,16 +58,23 @@ impl Judgement {
         Self {
             target: target.to_owned(),
             verdict: "refuse",
+            rule: Some(rule_of(refusal)),
             reason: Some(refusal.to_string()),
             class: Some(refusal.class()),
             addresses: Vec::new(),
         }
     }
 
-    fn allow(target: &str, reason: String, addresses: Vec<IpAddr>) -> Self {
+    fn allow(policy: &EgressPolicy, target: &str, reason: String, addresses: Vec<IpAddr>) -> Self {
+        let rule = if policy.scope().is_unlimited() {
+            "address"
+        } else {
+            "scope+address"
+        };
         Self {
             target: target.to_owned(),
             verdict: "allow",
+            rule: Some(rule),
             reason: Some(reason),
             class: None,
             addresses,
@@ -115,8 +126,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
 
 fn judge(policy: &EgressPolicy, target: &str, lookup: Option<&Lookup>) -> Judgement {
     if let Ok(ip) = target.parse::<IpAddr>() {
-        return match policy.decide_address(ip, None) {
-            Ok(allowance) => Judgement::allow(target, allowance.to_string(), Vec::new()),
+        let judged = policy
+            .decide_address(ip, None)
+            .and_then(|allowance| policy.scope().judge(&Host::Ip(ip)).map(|()| allowance));
+        return match judged {
+            Ok(allowance) => Judgement::allow(policy, target, allowance.to_string(), Vec::new()),
             Err(refusal) => Judgement::refuse(target, &refusal),
         };
     }
@@ -133,17 +147,20 @@ fn judge(policy: &EgressPolicy, target: &str, lookup: Option<&Lookup>) -> Judgem
     };
     match decision {
         Decision::Allow { allowance, .. } => {
-            Judgement::allow(target, allowance.to_string(), Vec::new())
+            Judgement::allow(policy, target, allowance.to_string(), Vec::new())
         }
         Decision::Refuse(refusal) => Judgement::refuse(target, &refusal),
         Decision::Resolve { name, port } => match lookup.map(|lookup| lookup.resolve(&name)) {
             Some(Ok(addresses)) => match policy.decide_resolved(&name, port, &addresses) {
-                Ok(vetted) => Judgement::allow(target, "every answer passed".into(), vetted),
+                Ok(vetted) => {
+                    Judgement::allow(policy, target, "every answer passed".into(), vetted)
+                }
                 Err(refusal) => Judgement::refuse(target, &refusal),
             },
             Some(Err(why)) => Judgement {
                 target: target.to_owned(),
                 verdict: "refuse",
+                rule: Some("resolution"),
                 reason: Some(why),
                 class: Some("no-address"),
                 addresses: Vec::new(),
@@ -151,6 +168,7 @@ fn judge(policy: &EgressPolicy, target: &str, lookup: Option<&Lookup>) -> Judgem
             None => Judgement {
                 target: target.to_owned(),
                 verdict: "resolve",
+                rule: None,
                 reason: Some(
                     "the verdict depends on what the name resolves to; add --resolve to look it up"
                         .into(),
@@ -159,6 +177,21 @@ fn judge(policy: &EgressPolicy, target: &str, lookup: Option<&Lookup>) -> Judgem
                 addresses: Vec::new(),
             },
         },
+    }
+}
+
+/// Which rule a refusal comes from, for `--json`.
+fn rule_of(refusal: &Refusal) -> &'static str {
+    match refusal {
+        Refusal::OutOfScope { .. } => "scope",
+        Refusal::Scheme { .. }
+        | Refusal::Userinfo
+        | Refusal::Unreadable { .. }
+        | Refusal::Ambiguous { .. }
+        | Refusal::Host(_) => "url",
+        Refusal::BadPort { .. } | Refusal::PortNotAllowed { .. } => "port",
+        Refusal::NoAddresses { .. } => "resolution",
+        Refusal::Never { .. } | Refusal::Address { .. } | Refusal::Resolved { .. } => "address",
     }
 }
 

@@ -3,10 +3,11 @@
 //! tasks take the same flags through `settings.rs`, where they may also come from the
 //! environment or the config file.
 
-use airlock_policy::{AllowEntry, EgressPolicy, Profile};
+use airlock_policy::{AllowEntry, EgressPolicy, Profile, Scope};
 use clap::Args;
 
-/// `--profile`, `--allow`, `--port`: how wide the egress proxy opens.
+/// `--profile`, `--allow`, `--port`: how wide the egress proxy opens; `--allowed-domain`,
+/// `--blocked-domain`: the sites it is confined to.
 #[derive(Debug, Clone, Args)]
 pub struct EgressFlags {
     /// `public` (default): public unicast only. `local`: also loopback and private space.
@@ -22,17 +23,24 @@ pub struct EgressFlags {
     /// replaces the default.
     #[arg(long = "port", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub ports: Vec<u16>,
+
+    /// Confine to these sites: a name (`shop.example`, not its subdomains) or `*.` before one
+    /// (`*.shop.example`, not the bare name). Repeatable. Address literals are then out of scope.
+    #[arg(long = "allowed-domain", value_name = "PATTERN")]
+    pub allowed_domains: Vec<String>,
+
+    /// Refuse these sites even where allowed (same patterns). Repeatable.
+    #[arg(long = "blocked-domain", value_name = "PATTERN")]
+    pub blocked_domains: Vec<String>,
 }
 
 impl EgressFlags {
     /// The policy these flags describe.
     pub fn policy(&self) -> anyhow::Result<EgressPolicy> {
         let ports = (!self.ports.is_empty()).then(|| self.ports.clone());
-        Ok(EgressPolicy::new(
-            self.profile,
-            ports,
-            self.allow.iter().cloned(),
-        )?)
+        let scope = Scope::parse(&self.allowed_domains, &self.blocked_domains)
+            .map_err(|e| anyhow::anyhow!("--allowed-domain / --blocked-domain: {e}"))?;
+        Ok(EgressPolicy::new(self.profile, ports, self.allow.iter().cloned())?.with_scope(scope))
     }
 }
 

@@ -32,6 +32,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
+use crate::scope_request::task_scope;
 use crate::settings::{SettingFlags, Settings};
 
 /// Arguments of `airlock mcp`.
@@ -54,6 +55,15 @@ struct BrowserTaskInput {
     /// Where to start (http or https).
     #[serde(default)]
     url: Option<String>,
+    /// Confine the task to these sites: names (`shop.example`: that name only) or `*.` before a
+    /// name (`*.shop.example`: every name under it, not the bare name). Omitted: what the
+    /// operator allows. Asking beyond that is refused, never narrowed.
+    #[serde(default)]
+    allowed_domains: Vec<String>,
+    /// Refuse these sites even where allowed (same patterns). The operator's blocked list
+    /// always applies too.
+    #[serde(default)]
+    blocked_domains: Vec<String>,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -230,7 +240,12 @@ impl Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
-            McpError::invalid_params(format!("browser_task takes {{task, url?}}: {e}"), None)
+            McpError::invalid_params(
+                format!(
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?}}: {e}"
+                ),
+                None,
+            )
         })?;
         // The task stops when the client cancels this request, when the HTTP answer that carries
         // it is gone (the client dropped its connection), or when the server shuts down.
@@ -270,10 +285,20 @@ impl Server {
             });
             sink
         });
+        let scope = match task_scope(
+            &input.allowed_domains,
+            &input.blocked_domains,
+            &self.settings.scope,
+        ) {
+            Ok(scope) => scope,
+            Err(refusal) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));
+            }
+        };
         let request = TaskRequest {
             task: input.task,
             url: input.url,
-            scope: Default::default(),
+            scope,
         };
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();
@@ -344,6 +369,7 @@ impl Server {
                 let started = DirectSession::start(
                     direct.driver.as_ref(),
                     self.settings.limits,
+                    self.settings.scope.clone(),
                     &self.shutdown,
                 )
                 .await;

@@ -88,6 +88,8 @@ pub(crate) struct App {
     root_is_cdp: bool,
     /// The last answer of `/readyz`'s Docker check, shared by every probe.
     readiness: Arc<readiness::Readiness>,
+    /// The sites a task may reach at most (`--allowed-domain`, `--blocked-domain`).
+    ceiling: Arc<airlock_policy::Scope>,
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -224,6 +226,7 @@ async fn serve(
         opening: Arc::default(),
         root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
+        ceiling: Arc::new(settings.scope.clone()),
     };
     let metrics_router = metrics_router(app.clone());
     let router = match endpoints {

@@ -92,7 +92,7 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let request = TaskRequest {
         task: args.task.clone(),
         url: args.url.clone(),
-        scope: Default::default(),
+        scope: settings.scope.clone(),
     };
     let result = runner.run(request, cancel).await?;
     driver.shutdown().await;

@@ -166,3 +166,66 @@ fn a_nameserver_without_resolve_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--resolve"));
 }
+
+#[test]
+fn a_scope_is_judged_with_the_address_rule_and_json_says_which_rule_decided() {
+    use std::collections::HashMap;
+    use std::net::Ipv4Addr;
+    let port = airlock_testkit::dns::dns(HashMap::from([
+        ("shop.test", vec![Ipv4Addr::new(93, 184, 216, 34)]),
+        ("inside.test", vec![Ipv4Addr::new(10, 1, 2, 3)]),
+        ("cdn.test", vec![Ipv4Addr::new(93, 184, 216, 35)]),
+    ]));
+    let nameserver = format!("127.0.0.1:{port}");
+    let out = stdout_of(&[
+        "egress",
+        "check",
+        "--json",
+        "--resolve",
+        "--nameserver",
+        &nameserver,
+        "--allowed-domain",
+        "shop.test",
+        "--allowed-domain",
+        "inside.test",
+        "--blocked-domain",
+        "ads.shop.test",
+        "https://SHOP.test./",
+        "inside.test",
+        "cdn.test",
+        "https://shop.test.cdn.test/",
+        "8.8.8.8",
+        "http://169.254.169.254/",
+        "shop.test:22",
+    ]);
+    let verdicts: Vec<serde_json::Value> = out
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let row = |i: usize| {
+        (
+            verdicts[i]["verdict"].as_str().unwrap().to_owned(),
+            verdicts[i]["rule"].as_str().unwrap_or_default().to_owned(),
+            verdicts[i]["class"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let expect = |v: &str, r: &str, c: &str| (v.to_owned(), r.to_owned(), c.to_owned());
+    assert_eq!(row(0), expect("allow", "scope+address", ""), "{out}");
+    // In scope, but its answer is private: the address rule still refuses it.
+    assert_eq!(row(1), expect("refuse", "address", "private"), "{out}");
+    assert_eq!(row(2), expect("refuse", "scope", "out-of-scope"), "{out}");
+    assert_eq!(row(3), expect("refuse", "scope", "out-of-scope"), "{out}");
+    assert_eq!(row(4), expect("refuse", "scope", "out-of-scope"), "{out}");
+    assert_eq!(row(5), expect("refuse", "address", "never-opened"), "{out}");
+    assert_eq!(row(6), expect("refuse", "port", "port"), "{out}");
+    let bad = airlock()
+        .args(["egress", "check", "--allowed-domain", "*.com", "x.com"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("--allowed-domain") && stderr.contains("`*.com`"),
+        "{stderr}"
+    );
+}

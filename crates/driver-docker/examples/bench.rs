@@ -433,7 +433,7 @@ async fn context_run(
     let request = airlock_worker::TaskRequest {
         task: "Find the start, middle and end codes".into(),
         url: Some(url.to_owned()),
-        scope: Default::default(),
+        scope: airlock_worker::Scope::default(),
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

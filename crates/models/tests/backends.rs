@@ -482,7 +482,7 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
     let request = airlock_worker::TaskRequest {
         task: "count".into(),
         url: None,
-        scope: Default::default(),
+        scope: airlock_worker::Scope::default(),
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

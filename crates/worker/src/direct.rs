@@ -3,6 +3,7 @@
 //! or not more calls come, the output cap (long outputs kept and paged with `read_output`), the
 //! image limits, and scrubbed errors.
 
+use airlock_policy::Scope;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError};
 
@@ -66,15 +67,17 @@ impl std::fmt::Debug for DirectSession {
 }
 
 impl DirectSession {
-    /// Start a browser within `limits` (validated first). The time limit starts now.
+    /// Start a browser within `limits` (validated first), reaching only `scope`. The time limit
+    /// starts now.
     pub async fn start(
         driver: &dyn BrowserDriver,
         limits: TaskLimits,
+        scope: Scope,
         cancel: &CancellationToken,
     ) -> Result<Self, DriverError> {
         limits.validate().map_err(DriverError::new)?;
         let deadline = Deadline::now() + limits.timeout;
-        let context = TaskContext::new(cancel.child_token(), limits);
+        let context = TaskContext::new(cancel.child_token(), limits).with_scope(scope);
         let session = tokio::select! {
             started = driver.start(context.clone()) => started?,
             () = tokio::time::sleep_until(deadline) => {

@@ -249,6 +249,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         &parts.headers,
         body,
         runner,
+        &app.ceiling,
         app.gate,
         app.tracker,
         app.shutdown,

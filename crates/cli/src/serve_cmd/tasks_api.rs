@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use airlock_worker::{CancellationToken, RunError, TaskRequest, TaskResult, TaskRunner};
+use airlock_worker::{CancellationToken, RunError, Scope, TaskRequest, TaskResult, TaskRunner};
 use axum::body::{Body, Bytes};
 use http::{HeaderMap, Response, StatusCode};
 use schemars::JsonSchema;
@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use super::guard::{busy, json_response, refuse};
 use crate::capacity::{Gate, Refusal};
+use crate::scope_request::task_scope;
 
 /// The most a task body may be: a task and a URL, with room to spare.
 pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024;
@@ -27,6 +28,15 @@ pub(crate) struct TaskBody {
     /// Where to start (http or https).
     #[serde(default)]
     url: Option<String>,
+    /// Confine the task to these sites: names (`shop.example`: that name only) or `*.` before a
+    /// name (`*.shop.example`: every name under it, not the bare name). Omitted: what the
+    /// operator allows. Asking beyond that is refused (400), never narrowed.
+    #[serde(default)]
+    allowed_domains: Vec<String>,
+    /// Refuse these sites even where allowed (same patterns). The operator's blocked list
+    /// always applies too.
+    #[serde(default)]
+    blocked_domains: Vec<String>,
 }
 
 /// A kept screenshot as `POST /v1/tasks` returns it (inline, where `airlock task` writes a file).
@@ -61,6 +71,7 @@ pub(crate) async fn run(
     headers: &HeaderMap,
     body: Bytes,
     runner: TaskRunner,
+    ceiling: &Scope,
     gate: Arc<Gate>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -90,6 +101,10 @@ pub(crate) async fn run(
     if input.task.trim().is_empty() {
         return refuse(StatusCode::BAD_REQUEST, &RunError::EmptyTask.to_string());
     }
+    let scope = match task_scope(&input.allowed_domains, &input.blocked_domains, ceiling) {
+        Ok(scope) => scope,
+        Err(refusal) => return refuse(StatusCode::BAD_REQUEST, &refusal),
+    };
     let cancel = shutdown.child_token();
     let _cancel_if_dropped = cancel.clone().drop_guard();
     let slot = match gate.admit(&cancel).await {
@@ -106,7 +121,7 @@ pub(crate) async fn run(
     let request = TaskRequest {
         task: input.task,
         url: input.url,
-        scope: Default::default(),
+        scope,
     };
     // On the tracker, so cleanup finishes (and shutdown waits) even if the caller goes away.
     let task = tracker.spawn(async move {

@@ -253,7 +253,7 @@ pub fn wait_task() -> airlock_worker::TaskRequest {
     airlock_worker::TaskRequest {
         task: "wait".into(),
         url: None,
-        scope: Default::default(),
+        scope: airlock_worker::Scope::default(),
     }
 }
 

@@ -19,7 +19,7 @@ async fn direct(limits: TaskLimits) -> (DirectSession, Arc<Observed>, Cancellati
         observed: Arc::clone(&observed),
     };
     let cancel = CancellationToken::new();
-    let session = DirectSession::start(&driver, limits, &cancel)
+    let session = DirectSession::start(&driver, limits, Scope::default(), &cancel)
         .await
         .unwrap();
     (session, observed, cancel)

@@ -213,7 +213,7 @@ fn request() -> TaskRequest {
     TaskRequest {
         task: "Find the answer".into(),
         url: Some("https://example.com/".into()),
-        scope: Default::default(),
+        scope: Scope::default(),
     }
 }
 

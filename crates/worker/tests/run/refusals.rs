@@ -179,7 +179,7 @@ async fn an_empty_task_is_refused() {
             TaskRequest {
                 task: "  ".into(),
                 url: None,
-                scope: Default::default(),
+                scope: Scope::default(),
             },
             CancellationToken::new(),
         )

@@ -1,0 +1,146 @@
+//! The settings' sources as declared: the shared flags (each with its environment variable) and
+//! the keys of `airlock.toml`. `settings.rs` resolves them.
+
+use std::net::SocketAddr;
+
+use clap::Args;
+use serde::Deserialize;
+
+/// Flags shared by `task`, `browse`, `mcp` and `doctor`. Each may also come from the environment
+/// (named after the flag) or from the config file.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SettingFlags {
+    /// The worker's model: `anthropic/<model>`, `openai/<model>`, or `script:<file.json>`.
+    #[arg(long, env = "AIRLOCK_MODEL", value_name = "PROVIDER/MODEL")]
+    pub model: Option<String>,
+    /// Thinking budget for models that think: off, low, medium, high, or a token count.
+    #[arg(long, env = "AIRLOCK_THINKING", value_name = "LEVEL")]
+    pub thinking: Option<String>,
+    /// Base URL of an OpenAI-compatible API (Ollama, vLLM, llama.cpp, OpenRouter).
+    #[arg(long, env = "AIRLOCK_BASE_URL", value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The browser image.
+    #[arg(long, env = "AIRLOCK_IMAGE", value_name = "TAG")]
+    pub image: Option<String>,
+    /// Time limit of a task, in seconds (5–3600; default 300).
+    #[arg(long, env = "AIRLOCK_TIMEOUT", value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Tool calls a worker may make (1–500; default 40).
+    #[arg(long, env = "AIRLOCK_MAX_STEPS", value_name = "N")]
+    pub max_steps: Option<usize>,
+    /// Screenshots a worker may keep (0–20; default 4).
+    #[arg(long, env = "AIRLOCK_MAX_SCREENSHOTS", value_name = "N")]
+    pub max_screenshots: Option<usize>,
+    /// Largest screenshot kept or shown, in bytes (1024–10485760; default 4 MiB).
+    #[arg(long, env = "AIRLOCK_MAX_SCREENSHOT_BYTES", value_name = "BYTES")]
+    pub max_screenshot_bytes: Option<usize>,
+    /// Longest tool output shown to the worker at once, in characters (1000–200000; default
+    /// 10000). Longer outputs are shown as a preview the worker pages with `read_output`.
+    #[arg(long, env = "AIRLOCK_MAX_OUTPUT_CHARS", value_name = "N")]
+    pub max_output_chars: Option<usize>,
+    /// Bytes of long outputs a task keeps for paging, oldest dropped first (0–268435456;
+    /// default 8 MiB; 0 cuts long outputs instead).
+    #[arg(long, env = "AIRLOCK_MAX_KEPT_OUTPUT_BYTES", value_name = "BYTES")]
+    pub max_kept_output_bytes: Option<usize>,
+    /// Tokens a task may spend before its worker must write the report (0–1000000000; default 0,
+    /// no budget).
+    #[arg(long, env = "AIRLOCK_MAX_TASK_TOKENS", value_name = "N")]
+    pub max_task_tokens: Option<u64>,
+    /// Longest side of an image shown to the worker, in pixels (256–8192; default 1568, or 2048
+    /// for openai/ models). Kept screenshots stay full size.
+    #[arg(long, env = "AIRLOCK_MAX_IMAGE_SIDE", value_name = "PIXELS")]
+    pub max_image_side: Option<u32>,
+    /// Tasks run at once by `airlock mcp` (1–16; default 2).
+    #[arg(long, env = "AIRLOCK_MAX_CONCURRENT_TASKS", value_name = "N")]
+    pub max_concurrent_tasks: Option<usize>,
+    /// `public` (default): public unicast only. `local`: also loopback and private space.
+    #[arg(long, env = "AIRLOCK_PROFILE", value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Open one exact destination: `host:port`, `ip:port`, `[ipv6]:port` or `cidr:port`.
+    /// Repeatable (comma-separated in AIRLOCK_ALLOW). Cloud metadata addresses never open.
+    #[arg(
+        long = "allow",
+        env = "AIRLOCK_ALLOW",
+        value_name = "ENTRY",
+        value_delimiter = ','
+    )]
+    pub allow: Vec<String>,
+    /// Ports open to every allowed destination (default 80, 443). Repeatable.
+    #[arg(
+        long = "port",
+        env = "AIRLOCK_PORTS",
+        value_name = "N",
+        value_delimiter = ','
+    )]
+    pub ports: Vec<u16>,
+    /// Confine tasks to these sites: a name (`shop.example`, not its subdomains) or `*.` before
+    /// one (`*.shop.example`, not the bare name). Repeatable (comma-separated in
+    /// AIRLOCK_ALLOWED_DOMAINS). For `mcp` and `serve` it is the ceiling a request may narrow.
+    #[arg(
+        long = "allowed-domain",
+        env = "AIRLOCK_ALLOWED_DOMAINS",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub allowed_domains: Vec<String>,
+    /// Refuse these sites even where allowed (same patterns). Repeatable.
+    #[arg(
+        long = "blocked-domain",
+        env = "AIRLOCK_BLOCKED_DOMAINS",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub blocked_domains: Vec<String>,
+    /// Resolve names with this nameserver (`ip:port`) instead of the system's. Repeatable.
+    #[arg(
+        long = "nameserver",
+        env = "AIRLOCK_NAMESERVERS",
+        value_name = "ADDR",
+        value_delimiter = ','
+    )]
+    pub nameservers: Vec<SocketAddr>,
+    /// Run Chromium without its own sandbox (renderers then share the container's user and
+    /// seccomp filter). Only for hosts without unprivileged user namespaces; it is logged.
+    #[arg(long, env = "AIRLOCK_NO_BROWSER_SANDBOX")]
+    pub no_browser_sandbox: bool,
+    /// Sealed browsers kept ready before tasks ask for them, each used by one task (0–8; default
+    /// 0 for `task` and `browse`, 1 for `mcp` and `serve`).
+    #[arg(long, env = "AIRLOCK_POOL_SIZE", value_name = "N")]
+    pub pool_size: Option<usize>,
+    /// Seconds a warm browser may wait before it is replaced (10–86400; default 600).
+    #[arg(long, env = "AIRLOCK_POOL_MAX_AGE", value_name = "SECONDS")]
+    pub pool_max_age: Option<u64>,
+    /// The container runtime: `runc` (default), or `runsc` to run the browser's container under
+    /// gVisor's user-space kernel (it must be registered with dockerd; `airlock doctor` says how).
+    #[arg(long, env = "AIRLOCK_RUNTIME", value_name = "RUNTIME")]
+    pub runtime: Option<String>,
+}
+
+/// `airlock.toml`: the same settings, all optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileSettings {
+    pub(crate) model: Option<String>,
+    pub(crate) thinking: Option<String>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) image: Option<String>,
+    pub(crate) timeout: Option<u64>,
+    pub(crate) max_steps: Option<usize>,
+    pub(crate) max_screenshots: Option<usize>,
+    pub(crate) max_screenshot_bytes: Option<usize>,
+    pub(crate) max_output_chars: Option<usize>,
+    pub(crate) max_kept_output_bytes: Option<usize>,
+    pub(crate) max_task_tokens: Option<u64>,
+    pub(crate) max_image_side: Option<u32>,
+    pub(crate) max_concurrent_tasks: Option<usize>,
+    pub(crate) profile: Option<String>,
+    pub(crate) allow: Option<Vec<String>>,
+    pub(crate) ports: Option<Vec<u16>>,
+    pub(crate) nameservers: Option<Vec<SocketAddr>>,
+    pub(crate) allowed_domains: Option<Vec<String>>,
+    pub(crate) blocked_domains: Option<Vec<String>>,
+    pub(crate) browser_sandbox: Option<bool>,
+    pub(crate) runtime: Option<String>,
+    pub(crate) pool_size: Option<usize>,
+    pub(crate) pool_max_age: Option<u64>,
+}
