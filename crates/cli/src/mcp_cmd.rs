@@ -452,6 +452,7 @@ fn task_answer(result: &TaskResult) -> CallToolResult {
         "egress_failures": result.egress_failures,
         "egress_failures_not_listed": result.egress_failures_not_listed,
         "screenshots": result.screenshots.len(),
+        "scope": result.scope,
     }));
     answer
 }

@@ -10,6 +10,7 @@ mod support;
 
 mod direct;
 mod limits;
+mod scope;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,6 +2,8 @@
 
 Usage: mcp_http_client.py URL HEADERS_JSON TASK [MODE]
 
+TASK is the task's text, or browser_task's whole arguments as a JSON object.
+
 MODE `task` (default) runs browser_task; `cancel` starts it, cancels the call at its first
 progress notification, and leaves; `direct ARGS_JSON…` calls agent_browser once per ARGS_JSON
 in one session (TASK is ignored), then ends the session; `hold ARGS_JSON…` does the same but
@@ -62,9 +64,11 @@ async def main(url, headers, task, mode, extra):
                             None, sys.stdin.readline
                         )
                     return answer
+                # TASK is the task's text, or its whole arguments as a JSON object.
+                arguments = json.loads(task) if task.startswith("{") else {"task": task}
                 call = asyncio.create_task(
                     session.call_tool(
-                        "browser_task", {"task": task}, progress_callback=on_progress
+                        "browser_task", arguments, progress_callback=on_progress
                     )
                 )
                 if mode == "cancel":
