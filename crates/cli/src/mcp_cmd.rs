@@ -32,7 +32,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
-use crate::scope_request::task_scope;
+use crate::scope_request::{Ceiling, task_scope};
 use crate::settings::{SettingFlags, Settings};
 
 /// Arguments of `airlock mcp`.
@@ -285,11 +285,14 @@ impl Server {
             });
             sink
         });
-        let scope = match task_scope(
-            &input.allowed_domains,
-            &input.blocked_domains,
-            &self.settings.scope,
-        ) {
+        // Over HTTP, the ceiling of the token this call came with; on stdio, the server's.
+        let token_ceiling = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Ceiling>>().cloned());
+        let ceiling =
+            token_ceiling.unwrap_or_else(|| Arc::new(Ceiling::server(self.settings.scope.clone())));
+        let scope = match task_scope(&input.allowed_domains, &input.blocked_domains, &ceiling) {
             Ok(scope) => scope,
             Err(refusal) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));

@@ -20,6 +20,7 @@ mod routes;
 mod sessions;
 mod tasks_api;
 mod tls;
+mod token_scope;
 mod write_deadline;
 
 use std::net::SocketAddr;
@@ -41,6 +42,7 @@ use args::{ServiceArgs, tokens};
 use connections::{Listening, Stopping, bind_metrics};
 use routes::{cdp_router, metrics_router, router};
 
+use crate::scope_request::Ceiling;
 use crate::settings::Settings;
 use guard::Guard;
 
@@ -88,8 +90,6 @@ pub(crate) struct App {
     root_is_cdp: bool,
     /// The last answer of `/readyz`'s Docker check, shared by every probe.
     readiness: Arc<readiness::Readiness>,
-    /// The sites a task may reach at most (`--allowed-domain`, `--blocked-domain`).
-    ceiling: Arc<airlock_policy::Scope>,
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -178,13 +178,16 @@ async fn serve(
         .map_err(crate::bad_input)?;
     let local = listener.local_addr().unwrap_or(listen);
     let metrics_listener = bind_metrics(args.metrics_listen).await?;
+    let tokens = tokens(args).map_err(crate::bad_input)?;
+    let ceilings = token_scope::ceilings(&tokens, &settings.scope).map_err(crate::bad_input)?;
     let guard = Guard::new(
         local,
-        tokens(args).map_err(crate::bad_input)?,
+        tokens.into_iter().map(|(entry, _)| entry.token).collect(),
         &args.allowed_hosts,
         &args.allowed_origins,
     )
-    .map_err(crate::bad_input)?;
+    .map_err(crate::bad_input)?
+    .with_ceilings(ceilings, Arc::new(Ceiling::server(settings.scope.clone())));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(crate::bad_input)?),
         _ => None,
@@ -226,7 +229,6 @@ async fn serve(
         opening: Arc::default(),
         root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
-        ceiling: Arc::new(settings.scope.clone()),
     };
     let metrics_router = metrics_router(app.clone());
     let router = match endpoints {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
+use super::token_scope::{self, TokenEntry};
 use crate::settings::SettingFlags;
 
 /// Arguments of `airlock serve`.
@@ -125,24 +126,26 @@ pub struct ServiceArgs {
     pub(super) settings: SettingFlags,
 }
 
-/// The accepted tokens: `AIRLOCK_TOKENS` (comma-separated) and `--tokens-file` (one a line).
-pub(super) fn tokens(args: &ServiceArgs) -> anyhow::Result<Vec<String>> {
-    let mut tokens: Vec<String> = std::env::var("AIRLOCK_TOKENS")
+/// The accepted tokens: `AIRLOCK_TOKENS` (comma-separated) and `--tokens-file` (one a line, each
+/// with its line number and perhaps a ceiling of its own).
+pub(super) fn tokens(args: &ServiceArgs) -> anyhow::Result<Vec<(TokenEntry, Option<usize>)>> {
+    let mut tokens: Vec<(TokenEntry, Option<usize>)> = std::env::var("AIRLOCK_TOKENS")
         .unwrap_or_default()
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .map(str::to_owned)
+        .map(|t| (TokenEntry::plain(t.to_owned()), None))
         .collect();
     if let Some(path) = &args.tokens_file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--tokens-file {}: cannot read it", path.display()))?;
-        tokens.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|line| !line.is_empty() && !line.starts_with('#'))
-                .map(str::to_owned),
-        );
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            tokens.push((token_scope::parse_line(line, index + 1)?, Some(index + 1)));
+        }
     }
     Ok(tokens)
 }

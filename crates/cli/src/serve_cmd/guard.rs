@@ -4,11 +4,14 @@
 //! (compared in constant time; never logged).
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use axum::body::Body;
 use http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::{HeaderMap, Response, StatusCode, Uri};
-use subtle::ConstantTimeEq;
+use subtle::{ConditionallySelectable, ConstantTimeEq};
+
+use crate::scope_request::Ceiling;
 
 /// The shortest token accepted: a guessable token is no token.
 pub(crate) const MIN_TOKEN_CHARS: usize = 16;
@@ -18,6 +21,10 @@ pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 pub(crate) struct Guard {
     /// Bearer tokens; empty means no authentication (loopback only).
     tokens: Vec<Vec<u8>>,
+    /// Each token's ceiling, in the same order.
+    ceilings: Vec<Arc<Ceiling>>,
+    /// The ceiling of callers without a token (a loopback server with no tokens).
+    open: Arc<Ceiling>,
     /// Lowercased hosts (`name`, `name:port`, `[v6]:port`), each with whether it matches its name
     /// on any port (an operator's entry without a port), or `None` for any host (`*`).
     hosts: Option<Vec<(String, bool)>>,
@@ -32,6 +39,8 @@ impl std::fmt::Debug for Guard {
             .field("tokens", &self.tokens.len())
             .field("hosts", &self.hosts)
             .field("origins", &self.origins)
+            .field("ceilings", &self.ceilings)
+            .field("open", &self.open)
             .finish()
     }
 }
@@ -110,7 +119,10 @@ impl Guard {
                 }
             })
             .collect::<anyhow::Result<_>>()?;
+        let open = Arc::new(Ceiling::server(airlock_policy::Scope::default()));
         Ok(Self {
+            ceilings: vec![Arc::clone(&open); tokens.len()],
+            open,
             tokens: tokens.into_iter().map(String::into_bytes).collect(),
             hosts,
             origins,
@@ -155,10 +167,24 @@ impl Guard {
         None
     }
 
+    /// Give each token its ceiling (in the tokens' order) and callers without a token `open`.
+    #[must_use]
+    pub(crate) fn with_ceilings(mut self, tokens: Vec<Arc<Ceiling>>, open: Arc<Ceiling>) -> Self {
+        debug_assert_eq!(tokens.len(), self.tokens.len());
+        self.ceilings = tokens;
+        self.open = open;
+        self
+    }
+
     /// The refusal for a request without a valid token, if it lacks one.
     pub(crate) fn check_token(&self, headers: &HeaderMap) -> Option<Response<Body>> {
+        self.authorize(headers).err()
+    }
+
+    /// The ceiling of the caller's token, or the refusal for a request without a valid one.
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<Arc<Ceiling>, Response<Body>> {
         if self.tokens.is_empty() {
-            return None;
+            return Ok(Arc::clone(&self.open));
         }
         let given = headers
             .get(AUTHORIZATION)
@@ -167,17 +193,24 @@ impl Guard {
                 let (scheme, token) = value.split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             });
-        let valid = given.is_some_and(|given| {
-            // Compare with every token, so the time taken does not say which one matched.
-            self.tokens
-                .iter()
-                .fold(subtle::Choice::from(0), |found, token| {
-                    found | token.as_slice().ct_eq(given.as_bytes())
-                })
-                .into()
-        });
-        if valid {
-            return None;
+        if let Some(given) = given {
+            // Compare with every token and pick the match without a branch, so the time taken
+            // does not say which one matched.
+            let (found, index) = self.tokens.iter().enumerate().fold(
+                (subtle::Choice::from(0), 0u32),
+                |(found, index), (i, token)| {
+                    let equal = token.as_slice().ct_eq(given.as_bytes());
+                    let i = u32::try_from(i).unwrap_or(u32::MAX);
+                    (found | equal, u32::conditional_select(&index, &i, equal))
+                },
+            );
+            if bool::from(found)
+                && let Some(ceiling) = usize::try_from(index)
+                    .ok()
+                    .and_then(|i| self.ceilings.get(i))
+            {
+                return Ok(Arc::clone(ceiling));
+            }
         }
         let mut response = refuse(
             StatusCode::UNAUTHORIZED,
@@ -187,7 +220,7 @@ impl Guard {
             WWW_AUTHENTICATE,
             http::HeaderValue::from_static("Bearer realm=\"airlock\""),
         );
-        Some(response)
+        Err(response)
     }
 }
 
@@ -365,6 +398,30 @@ mod tests {
         assert!(
             !format!("{guard:?}").contains(TOKEN),
             "Debug shows no token"
+        );
+    }
+
+    #[test]
+    fn each_token_brings_its_own_ceiling() {
+        let ceiling = |allowed: &str, owner| {
+            let scope = airlock_policy::Scope::parse([allowed], [] as [&str; 0]).unwrap();
+            Arc::new(Ceiling { scope, owner })
+        };
+        let guard = loopback().with_ceilings(
+            vec![
+                ceiling("a.example", "this token"),
+                ceiling("b.example", "this token"),
+            ],
+            ceiling("open.example", "the server"),
+        );
+        let with = |value: &str| headers(&[("authorization", value)]);
+        let allowed = |value: &str| guard.authorize(&with(value)).unwrap().scope.to_string();
+        assert_eq!(allowed(&format!("Bearer {TOKEN}")), "only a.example");
+        assert_eq!(allowed("Bearer second-token-0123456"), "only b.example");
+        assert!(
+            guard
+                .authorize(&with("Bearer third-token-0123456"))
+                .is_err()
         );
     }
 

@@ -19,6 +19,7 @@ use super::guard::{busy, json_response, refuse};
 use super::readiness::NotReady;
 use super::{App, cdp, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
+use crate::scope_request::Ceiling;
 use crate::settings::Settings;
 
 /// A client must send a request's body within this.
@@ -108,7 +109,7 @@ fn guarded(routes: Router<App>, app: App) -> Router {
 }
 
 /// Host, Origin and token checks, and the MCP session cap, before any handler.
-async fn checks(State(app): State<App>, request: Request, next: Next) -> Response<Body> {
+async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Response<Body> {
     let headers = request.headers();
     let path = request.uri().path();
     // The probes answer whatever the Host: engines call them by a pod's or container's address,
@@ -124,9 +125,14 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
         .then(|| cdp::with_query_token(headers, request.uri().query()))
         .flatten();
     let token_headers = from_query.as_ref().unwrap_or(headers);
-    if !probe && let Some(refused) = app.guard.check_token(token_headers) {
-        return refused;
-    }
+    let ceiling = if probe {
+        None
+    } else {
+        match app.guard.authorize(token_headers) {
+            Ok(ceiling) => Some(ceiling),
+            Err(refused) => return refused,
+        }
+    };
     let new_session = path.starts_with("/mcp")
         && request.method() == http::Method::POST
         && !headers.contains_key("mcp-session-id");
@@ -142,6 +148,10 @@ async fn checks(State(app): State<App>, request: Request, next: Next) -> Respons
     } else {
         None
     };
+    // Handlers hold the caller's tasks to the ceiling of the token it called with.
+    if let Some(ceiling) = ceiling {
+        request.extensions_mut().insert(ceiling);
+    }
     next.run(request).await
 }
 
@@ -210,6 +220,14 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         );
     };
     let (parts, body) = request.into_parts();
+    // The checks put it there for every request that reaches a handler; a route that skipped
+    // them runs nothing rather than run unconfined.
+    let Some(ceiling) = parts.extensions.get::<Arc<Ceiling>>().cloned() else {
+        return refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this request reached the task handler without the token checks: report it as a bug",
+        );
+    };
     let too_large = || {
         refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -249,7 +267,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         &parts.headers,
         body,
         runner,
-        &app.ceiling,
+        &ceiling,
         app.gate,
         app.tracker,
         app.shutdown,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use airlock_worker::{CancellationToken, RunError, Scope, TaskRequest, TaskResult, TaskRunner};
+use airlock_worker::{CancellationToken, RunError, TaskRequest, TaskResult, TaskRunner};
 use axum::body::{Body, Bytes};
 use http::{HeaderMap, Response, StatusCode};
 use schemars::JsonSchema;
@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use super::guard::{busy, json_response, refuse};
 use crate::capacity::{Gate, Refusal};
-use crate::scope_request::task_scope;
+use crate::scope_request::{Ceiling, task_scope};
 
 /// The most a task body may be: a task and a URL, with room to spare.
 pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024;
@@ -71,7 +71,7 @@ pub(crate) async fn run(
     headers: &HeaderMap,
     body: Bytes,
     runner: TaskRunner,
-    ceiling: &Scope,
+    ceiling: &Ceiling,
     gate: Arc<Gate>,
     tracker: TaskTracker,
     shutdown: CancellationToken,

@@ -9,9 +9,12 @@ use airlock_testkit::site::site;
 
 use super::*;
 
-fn curl_task(served: &Served, body: &Value) -> (u16, Value) {
+const SCOPED_TOKEN: &str = "scoped-token-0123456789abcdef";
+
+fn curl_task(served: &Served, token: &str, body: &Value) -> (u16, Value) {
     let output = Command::new("curl")
-        .args(["-sS", "-w", "\n%{http_code}", "-H", &bearer()])
+        .args(["-sS", "-w", "\n%{http_code}", "-H"])
+        .arg(format!("authorization: Bearer {token}"))
         .args(["-H", "content-type: application/json", "--data"])
         .arg(body.to_string())
         .arg(served.url("/v1/tasks"))
@@ -25,6 +28,8 @@ fn curl_task(served: &Served, body: &Value) -> (u16, Value) {
     )
 }
 
+// One server takes every case: a test per case would start a server each.
+#[allow(clippy::too_many_lines)]
 #[test]
 fn a_scope_asked_over_mcp_and_the_json_api_is_enforced_and_held_to_the_servers_ceiling() {
     if !docker_ready() {
@@ -43,6 +48,13 @@ fn a_scope_asked_over_mcp_and_the_json_api_is_enforced_and_held_to_the_servers_c
         ("cdn.lab", vec![Ipv4Addr::LOCALHOST]),
     ]));
     let dir = tempfile::tempdir().unwrap();
+    // A token of its own, confined to the shop inside the server's ceiling.
+    let tokens_file = dir.path().join("tokens");
+    std::fs::write(
+        &tokens_file,
+        format!("# scoped\n{SCOPED_TOKEN} allowed_domains=shop.lab\n"),
+    )
+    .unwrap();
     let open = json!({"name": "agent_browser", "input": {"args": ["open", format!("http://shop.lab:{port}/")]}});
     let wait = json!({"name": "agent_browser", "input": {"args": ["wait", "1500"]}});
     let told = "Scope: this task may reach only shop.lab, except admin.corp.lab.";
@@ -74,6 +86,8 @@ fn a_scope_asked_over_mcp_and_the_json_api_is_enforced_and_held_to_the_servers_c
             "shop.lab,cdn.lab,*.corp.lab",
             "--blocked-domain",
             "admin.corp.lab",
+            "--tokens-file",
+            tokens_file.to_str().unwrap(),
         ],
     );
     let good = json!({"Authorization": format!("Bearer {TOKEN}")});
@@ -109,16 +123,27 @@ fn a_scope_asked_over_mcp_and_the_json_api_is_enforced_and_held_to_the_servers_c
         assert_eq!(refused["is_error"], true, "{refused}");
         let text = refused["texts"][0].as_str().unwrap();
         assert!(text.contains(says), "{allowed}: {text}");
-        let (status, body) = curl_task(&served, &asked);
+        let (status, body) = curl_task(&served, TOKEN, &asked);
         assert_eq!(status, 400, "{body}");
         assert!(body["error"].as_str().unwrap().contains(says), "{body}");
     }
 
-    // Over the JSON API, the same narrowing.
-    let (status, result) = curl_task(
+    // The scoped token may not ask for what the server would give another token.
+    let (status, body) = curl_task(
         &served,
-        &json!({"task": "Read the shop", "allowed_domains": ["shop.lab"]}),
+        SCOPED_TOKEN,
+        &json!({"task": "Go", "allowed_domains": ["cdn.lab"]}),
     );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("`cdn.lab` is beyond what this token allows (shop.lab)"),
+        "{body}"
+    );
+    // Over the JSON API, a task that asks nothing gets its token's ceiling.
+    let (status, result) = curl_task(&served, SCOPED_TOKEN, &json!({"task": "Read the shop"}));
     assert_eq!(status, 200, "{result}");
     assert_eq!(result["report"], "seen over the JSON API");
     assert_eq!(result["scope"]["allowed_domains"], json!(["shop.lab"]));
