@@ -178,13 +178,13 @@ impl Guard {
 
     /// The refusal for a request without a valid token, if it lacks one.
     pub(crate) fn check_token(&self, headers: &HeaderMap) -> Option<Response<Body>> {
-        self.authorize(headers).err()
+        self.authorize(headers).is_none().then(unauthorized)
     }
 
-    /// The ceiling of the caller's token, or the refusal for a request without a valid one.
-    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<Arc<Ceiling>, Response<Body>> {
+    /// The ceiling of the caller's token, or `None` for a request without a valid one.
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Option<Arc<Ceiling>> {
         if self.tokens.is_empty() {
-            return Ok(Arc::clone(&self.open));
+            return Some(Arc::clone(&self.open));
         }
         let given = headers
             .get(AUTHORIZATION)
@@ -209,19 +209,24 @@ impl Guard {
                     .ok()
                     .and_then(|i| self.ceilings.get(i))
             {
-                return Ok(Arc::clone(ceiling));
+                return Some(Arc::clone(ceiling));
             }
         }
-        let mut response = refuse(
-            StatusCode::UNAUTHORIZED,
-            "a bearer token is required: send `Authorization: Bearer <token>` with one of the server's tokens",
-        );
-        response.headers_mut().insert(
-            WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer realm=\"airlock\""),
-        );
-        Err(response)
+        None
     }
+}
+
+/// The answer to a request without a valid token.
+pub(crate) fn unauthorized() -> Response<Body> {
+    let mut response = refuse(
+        StatusCode::UNAUTHORIZED,
+        "a bearer token is required: send `Authorization: Bearer <token>` with one of the server's tokens",
+    );
+    response.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer realm=\"airlock\""),
+    );
+    response
 }
 
 /// Whether `host` (`name`, `name:port`, `[v6]`, `[v6]:port`, lowercased) is allowed: an entry with
@@ -421,7 +426,7 @@ mod tests {
         assert!(
             guard
                 .authorize(&with("Bearer third-token-0123456"))
-                .is_err()
+                .is_none()
         );
     }
 

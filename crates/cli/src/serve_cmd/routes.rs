@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Mutex;
 
-use super::guard::{busy, json_response, refuse};
+use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
 use super::{App, cdp, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
@@ -129,8 +129,8 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
         None
     } else {
         match app.guard.authorize(token_headers) {
-            Ok(ceiling) => Some(ceiling),
-            Err(refused) => return refused,
+            Some(ceiling) => Some(ceiling),
+            None => return unauthorized(),
         }
     };
     let new_session = path.starts_with("/mcp")
