@@ -739,3 +739,57 @@ fn bad_lease_limits_are_refused_with_the_fix() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_cdp_lease_reaches_only_its_tokens_scope() {
+    if !docker_ready() {
+        return;
+    }
+    // The CDN is opened by --allow, so only the scope keeps the page's requests off it.
+    let (cdn, cdn_seen) =
+        site(|_| HashMap::from([("/x.png", ("200 OK", String::new(), String::new()))]));
+    let (shop, _) = site(|_| {
+        let body = format!(
+            "<p id=\"ok\">shop</p><img src=\"http://cdn.lab:{cdn}/x.png\"><script>window.trapsDone = \
+             fetch('http://cdn.lab:{cdn}/x.png', {{mode: 'no-cors'}}).then(() => 'answered', () => 'failed');</script>"
+        );
+        HashMap::from([("/", ("200 OK", String::new(), body))])
+    });
+    let names = HashMap::from([
+        ("shop.lab", vec![Ipv4Addr::LOCALHOST]),
+        ("cdn.lab", vec![Ipv4Addr::LOCALHOST]),
+    ]);
+    let args: Vec<String> = [
+        "cdp",
+        "--listen",
+        "127.0.0.1:0",
+        "--cdp-pool-size",
+        "0",
+        "--allowed-domain",
+        "shop.lab",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([
+        "--allow".into(),
+        format!("127.0.0.1:{shop}"),
+        "--allow".into(),
+        format!("127.0.0.1:{cdn}"),
+        "--nameserver".into(),
+        format!("127.0.0.1:{}", dns(names)),
+    ])
+    .collect();
+    let served = Served::start(&args, TOKEN);
+    let output = node("cdp_open.js")
+        .arg(served.url(&format!("/cdp?token={TOKEN}")))
+        .arg(format!("http://shop.lab:{shop}/"))
+        .output()
+        .unwrap();
+    let opened = printed(&output);
+    assert_eq!(opened["ok"], "shop", "{opened}");
+    assert!(
+        cdn_seen.lock().unwrap().is_empty(),
+        "the out-of-scope CDN was reached over CDP: {:?}",
+        cdn_seen.lock().unwrap()
+    );
+}

@@ -41,6 +41,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use airlock_policy::Scope;
 use airlock_worker::{BoxFuture, BrowserDriver, BrowserSession, DriverError, TaskContext};
 use bollard::Docker;
 use tokio_util::sync::CancellationToken;
@@ -216,18 +217,23 @@ impl DockerDriver {
     }
 
     /// A sealed browser for one CDP client, for at most `lease` (its container exits by itself a
-    /// little after that even if nobody removes it). From the warm CDP pool when one is ready.
-    pub async fn start_cdp(&self, lease: Duration) -> Result<CdpBrowser, DriverError> {
+    /// little after that even if nobody removes it), reaching only `scope`. From the warm CDP
+    /// pool when one is ready.
+    pub async fn start_cdp(
+        &self,
+        lease: Duration,
+        scope: Scope,
+    ) -> Result<CdpBrowser, DriverError> {
         refuse_root(current_user().0, self.user.0)?;
         if let Some(pool) = self.cdp_pool.get()
             && lease <= self.config.pool.cdp_lease
             && let Some(prepared) = pool.take().await
         {
-            return Ok(prepared.into_cdp(true));
+            return Ok(prepared.into_cdp(true, scope));
         }
         let lifetime = lease + self.config.lifetime_grace;
         let prepared = self.maker.prepare(lifetime, None, Kind::Cdp).await?;
-        Ok(prepared.into_cdp(false))
+        Ok(prepared.into_cdp(false, scope))
     }
 
     /// Start keeping `config.pool.size` browsers warm (nothing if 0, or if already started). Call

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use airlock_policy::Scope;
 use airlock_proxy::{EgressProxy, ProxyConfig};
 use airlock_worker::{BrowserSession, DriverError, TaskContext, Tool};
 use bollard::Docker;
@@ -86,7 +87,7 @@ impl Prepared {
 
     /// Lease a CDP session to its client. What the proxy saw before (Chromium's start-up) is
     /// not the client's.
-    pub(crate) fn into_cdp(self, warm: bool) -> CdpBrowser {
+    pub(crate) fn into_cdp(self, warm: bool, scope: Scope) -> CdpBrowser {
         let Self {
             made,
             name,
@@ -95,6 +96,10 @@ impl Prepared {
             first_answer,
             ..
         } = self;
+        // Before the client's first message: from here the browser reaches only its scope.
+        if let Some(proxy) = &made.proxy {
+            proxy.set_scope(scope);
+        }
         // A CDP client's first page is its own business; the refill need not wait for it.
         first_answer.cancel();
         pending::take(&pending);

@@ -42,8 +42,10 @@ pub struct CdpArgs {
 /// What `serve` and `cdp` share: who may call, how many run, how they end.
 #[derive(Debug, Args)]
 pub struct ServiceArgs {
-    /// A file of bearer tokens, one per line (# comments and blank lines ignored). Tokens may also
-    /// come from AIRLOCK_TOKENS, comma-separated; several allow rotation.
+    /// A file of bearer tokens, one per line (# comments and blank lines ignored); a token may be
+    /// followed by its own ceiling, `allowed_domains=P,P…` and/or `blocked_domains=P,P…`, inside
+    /// the server's. Tokens may also come from AIRLOCK_TOKENS, comma-separated; several allow
+    /// rotation.
     #[arg(long, env = "AIRLOCK_TOKENS_FILE", value_name = "FILE")]
     pub(super) tokens_file: Option<PathBuf>,
     /// A name clients use for this server in the Host header (`name` or `name:port`;

@@ -7,19 +7,21 @@
 //! message passes the [`CdpGuard`] before Chromium sees it; when the connection ends for any
 //! reason the browser's container is removed and its proxy stopped.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_driver_docker::CdpBrowser;
 use airlock_policy::{CdpGuard, Verdict};
 use axum::body::Body;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::response::IntoResponse;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::App;
 use super::guard::{busy, json_response, refuse};
 use crate::capacity::Slot;
+use crate::scope_request::Ceiling;
 
 /// The largest message a client may send (a command with a big script or document).
 const MAX_CLIENT_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
@@ -76,6 +78,7 @@ pub(crate) fn query_token(query: Option<&str>) -> Option<&str> {
 /// `GET /cdp` with a WebSocket upgrade: lease a browser, then serve the connection.
 pub(crate) async fn connect(
     State(app): State<App>,
+    Extension(ceiling): Extension<Arc<Ceiling>>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response<Body> {
     let Ok(upgrade) = upgrade else {
@@ -91,7 +94,12 @@ pub(crate) async fn connect(
     let limits = app.cdp;
     let started = Instant::now();
     // The browser starts before the upgrade, so a failure is an HTTP answer with its reason.
-    let browser = match app.driver.start_cdp(limits.lease).await {
+    // A CDP client drives the browser itself: its token's ceiling is its scope.
+    let browser = match app
+        .driver
+        .start_cdp(limits.lease, ceiling.scope.clone())
+        .await
+    {
         Ok(browser) => browser,
         Err(error) => {
             tracing::warn!(%error, "a CDP browser could not start");
