@@ -1,5 +1,7 @@
 //! The domain matcher and the scope: normalisation, wildcards, lookalikes, ceilings, and the scope
 //! inside the egress policy.
+
+// Tests stop at the first surprise.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use airlock_policy::{Decision, DomainPattern, EgressPolicy, Profile, Refusal, Scope, ScopeError};
