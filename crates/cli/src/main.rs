@@ -12,6 +12,7 @@ mod output;
 mod privsep;
 mod proxy_cmd;
 mod scope_request;
+mod secret_flags;
 mod serve_cmd;
 mod setting_flags;
 mod settings;

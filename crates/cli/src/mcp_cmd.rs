@@ -32,7 +32,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
-use crate::scope_request::{Ceiling, task_scope};
+use crate::scope_request::{Ceiling, task_scope, task_secrets};
 use crate::settings::{SettingFlags, Settings};
 
 /// Arguments of `airlock mcp`.
@@ -64,6 +64,10 @@ struct BrowserTaskInput {
     /// always applies too.
     #[serde(default)]
     blocked_domains: Vec<String>,
+    /// Names of secrets the operator configured that the worker may type (by placeholder) on
+    /// their sites; the worker never sees a value, and neither does this result.
+    #[serde(default)]
+    secrets: Vec<String>,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -233,6 +237,29 @@ impl ServerHandler for Server {
 }
 
 impl Server {
+    /// The scope and secrets a `browser_task` asked for, held to its caller's ceiling: over HTTP
+    /// the ceiling of the token the call came with, on stdio the server's.
+    fn scope_and_secrets(
+        &self,
+        input: &BrowserTaskInput,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(airlock_worker::Scope, airlock_worker::Secrets), String> {
+        let ceiling = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Ceiling>>().cloned())
+            .unwrap_or_else(|| Arc::new(Ceiling::server(self.settings.scope.clone())));
+        let scope = task_scope(&input.allowed_domains, &input.blocked_domains, &ceiling)?;
+        let secrets = task_secrets(
+            &input.secrets,
+            Vec::new(),
+            &ceiling,
+            &self.settings.secrets,
+            &scope,
+        )?;
+        Ok((scope, secrets))
+    }
+
     async fn browser_task(
         &self,
         runner: TaskRunner,
@@ -242,7 +269,7 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(
                 format!(
-                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?}}: {e}"
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?}}: {e}"
                 ),
                 None,
             )
@@ -285,23 +312,15 @@ impl Server {
             });
             sink
         });
-        // Over HTTP, the ceiling of the token this call came with; on stdio, the server's.
-        let token_ceiling = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<Ceiling>>().cloned());
-        let ceiling =
-            token_ceiling.unwrap_or_else(|| Arc::new(Ceiling::server(self.settings.scope.clone())));
-        let scope = match task_scope(&input.allowed_domains, &input.blocked_domains, &ceiling) {
-            Ok(scope) => scope,
-            Err(refusal) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));
-            }
+        let (scope, secrets) = match self.scope_and_secrets(&input, &context) {
+            Ok(both) => both,
+            Err(refusal) => return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)])),
         };
         let request = TaskRequest {
             task: input.task,
             url: input.url,
             scope,
+            secrets,
         };
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();

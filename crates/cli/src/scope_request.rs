@@ -1,7 +1,9 @@
-//! The scope a caller asks for (`allowed_domains`, `blocked_domains` in `browser_task` and
-//! `POST /v1/tasks`), held to the ceiling of whoever is asking: the server's, or a token's.
+//! The scope and the secrets a caller asks for (`allowed_domains`, `blocked_domains`, `secrets`
+//! in `browser_task` and `POST /v1/tasks`), held to the ceiling of whoever is asking: the
+//! server's, or a token's.
 
 use airlock_policy::Scope;
+use airlock_worker::{Secret, SecretError, Secrets};
 
 /// The sites a caller's tasks may reach at most, and whose limit that is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +12,8 @@ pub(crate) struct Ceiling {
     pub(crate) scope: Scope,
     /// Who set it, as errors name it: `the server` or `this token`.
     pub(crate) owner: &'static str,
+    /// The configured secrets it may ask for by name (`None`: every one the server has).
+    pub(crate) secret_names: Option<Vec<String>>,
 }
 
 impl Ceiling {
@@ -18,8 +22,18 @@ impl Ceiling {
         Self {
             scope,
             owner: "the server",
+            secret_names: None,
         }
     }
+}
+
+/// What a caller may ask for: its ceiling, and the secrets the server holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    /// The caller's token's ceiling (or the server's).
+    pub(crate) ceiling: &'a Ceiling,
+    /// The secrets configured with `--secret`.
+    pub(crate) configured: &'a Secrets,
 }
 
 /// The task's scope: what was asked, inside `ceiling`. The error names the field, the entry and
@@ -33,4 +47,49 @@ pub(crate) fn task_scope(
     asked
         .within(&ceiling.scope, ceiling.owner)
         .map_err(|error| error.to_string())
+}
+
+/// The task's secrets: the configured ones it names (each allowed by `ceiling`) and any given
+/// inline, checked against the task's `scope`. Errors name the secret, never a value.
+pub(crate) fn task_secrets(
+    names: &[String],
+    inline: Vec<Secret>,
+    ceiling: &Ceiling,
+    configured: &Secrets,
+    scope: &Scope,
+) -> Result<Secrets, String> {
+    let may_use = |name: &str| {
+        configured.get(name).is_some()
+            && ceiling
+                .secret_names
+                .as_ref()
+                .is_none_or(|allowed| allowed.iter().any(|a| a == name))
+    };
+    let mut chosen = Vec::with_capacity(names.len() + inline.len());
+    for name in names {
+        match configured.get(name) {
+            Some(secret) if may_use(name) => chosen.push(secret.clone()),
+            _ => {
+                let known: Vec<&str> = configured
+                    .iter()
+                    .map(Secret::name)
+                    .filter(|n| may_use(n))
+                    .collect();
+                let known = if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                };
+                return Err(SecretError::Unknown {
+                    name: name.chars().take(80).collect(),
+                    known,
+                }
+                .to_string());
+            }
+        }
+    }
+    chosen.extend(inline);
+    let secrets = Secrets::new(chosen).map_err(|e| e.to_string())?;
+    secrets.check_scope(scope).map_err(|e| e.to_string())?;
+    Ok(secrets)
 }

@@ -90,6 +90,8 @@ pub(crate) struct App {
     root_is_cdp: bool,
     /// The last answer of `/readyz`'s Docker check, shared by every probe.
     readiness: Arc<readiness::Readiness>,
+    /// The secrets callers may name (`--secret`).
+    secrets: airlock_worker::Secrets,
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -179,7 +181,8 @@ async fn serve(
     let local = listener.local_addr().unwrap_or(listen);
     let metrics_listener = bind_metrics(args.metrics_listen).await?;
     let tokens = tokens(args).map_err(crate::bad_input)?;
-    let ceilings = token_scope::ceilings(&tokens, &settings.scope).map_err(crate::bad_input)?;
+    let ceilings = token_scope::ceilings(&tokens, &settings.scope, &settings.secrets)
+        .map_err(crate::bad_input)?;
     let guard = Guard::new(
         local,
         tokens.into_iter().map(|(entry, _)| entry.token).collect(),
@@ -229,6 +232,7 @@ async fn serve(
         opening: Arc::default(),
         root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
+        secrets: settings.secrets.clone(),
     };
     let metrics_router = metrics_router(app.clone());
     let router = match endpoints {

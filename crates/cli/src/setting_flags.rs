@@ -91,6 +91,11 @@ pub struct SettingFlags {
         value_delimiter = ','
     )]
     pub blocked_domains: Vec<String>,
+    /// A named secret the worker may have typed on its sites without seeing it:
+    /// `NAME@DOMAIN[,DOMAIN…]=env:VAR` or `=file:PATH`. Repeatable. The sites must lie inside
+    /// the allowed domains. For `mcp` and `serve`, the secrets callers may ask for by name.
+    #[arg(long = "secret", value_name = "NAME@DOMAINS=SOURCE")]
+    pub secrets: Vec<String>,
     /// Resolve names with this nameserver (`ip:port`) instead of the system's. Repeatable.
     #[arg(
         long = "nameserver",

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use airlock_driver_docker::{DriverConfig, PoolConfig, default_image};
 use airlock_policy::{AllowEntry, EgressPolicy, Profile, Scope};
-use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, TaskLimits};
+use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, Secrets, TaskLimits};
 use anyhow::{Context, bail};
 use clap::ArgMatches;
 
@@ -66,6 +66,9 @@ pub struct Settings {
     /// The sites tasks may reach: a task's own for `task` and `browse`, the ceiling a request may
     /// narrow for `mcp` and `serve`.
     pub scope: Scope,
+    /// The named secrets (values loaded, never shown): a task's own for `task`, what callers may
+    /// ask for by name for `mcp` and `serve`.
+    pub secrets: Secrets,
     /// Every value with its source.
     pub shown: Vec<Shown>,
 }
@@ -221,7 +224,7 @@ impl Settings {
         }
         let limits = r.limits(flags, &file, model.as_deref())?;
         let pool = r.pool(flags, &file, limits.timeout)?;
-        let scope = r.scope(flags, &file)?;
+        let (scope, secrets) = r.scope_and_secrets(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
             image,
@@ -242,6 +245,7 @@ impl Settings {
             driver,
             limits,
             scope,
+            secrets,
             shown: r.shown,
         })
     }
@@ -407,6 +411,20 @@ impl Resolver<'_> {
             )
         })?;
         Ok(limits)
+    }
+
+    /// The scope, and the secrets (which it must cover).
+    fn scope_and_secrets(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+    ) -> anyhow::Result<(Scope, Secrets)> {
+        let scope = self.scope(flags, file)?;
+        let secrets = crate::secret_flags::load(&flags.secrets)?;
+        secrets
+            .check_scope(&scope)
+            .map_err(|e| anyhow::anyhow!("--secret: {e}"))?;
+        Ok((scope, secrets))
     }
 
     fn scope(&mut self, flags: &SettingFlags, file: &FileSettings) -> anyhow::Result<Scope> {

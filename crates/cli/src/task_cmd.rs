@@ -93,6 +93,7 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         task: args.task.clone(),
         url: args.url.clone(),
         scope: settings.scope.clone(),
+        secrets: settings.secrets.clone(),
     };
     let result = runner.run(request, cancel).await?;
     driver.shutdown().await;

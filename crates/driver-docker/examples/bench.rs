@@ -434,6 +434,7 @@ async fn context_run(
         task: "Find the start, middle and end codes".into(),
         url: Some(url.to_owned()),
         scope: airlock_worker::Scope::default(),
+        secrets: airlock_worker::Secrets::default(),
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

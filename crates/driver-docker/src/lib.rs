@@ -30,6 +30,7 @@ mod pending;
 mod pool;
 mod refill_wait;
 mod runner;
+mod secret_input;
 mod session;
 mod spec;
 mod sync;

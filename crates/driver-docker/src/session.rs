@@ -2,7 +2,7 @@
 //! pool also Chromium on `about:blank`), then bind it to one task. `Made` undoes exactly what was
 //! made.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -319,6 +319,7 @@ impl Maker {
             command_timeout: self.config.command_timeout,
             max_output_bytes: self.config.max_command_output_bytes,
             screenshots_taken: AtomicU64::new(0),
+            secret_on_screen: AtomicBool::new(false),
         };
         BrowserSession {
             tools: vec![Arc::new(tool) as Arc<dyn Tool>],

@@ -1,10 +1,10 @@
 //! The worker's one tool: `agent_browser { args, stdin?, keep? }`, run in the task container.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use airlock_policy::check_command;
+use airlock_policy::{check_command, refused_while_secrets_held};
 use airlock_proxy::Outcome;
 use airlock_worker::{
     BoxFuture, EgressFailure, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure,
@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::exec::{ExecError, TIMED_OUT_EXIT};
 use crate::runner::Commands;
+use crate::secret_input;
 use tokio_util::sync::CancellationToken;
 
 /// The tool's input, as the model writes it.
@@ -100,6 +101,8 @@ pub(crate) struct AgentBrowserTool {
     pub(crate) command_timeout: Duration,
     pub(crate) max_output_bytes: usize,
     pub(crate) screenshots_taken: AtomicU64,
+    /// A secret went into a field that shows its text: screenshots would show it.
+    pub(crate) secret_on_screen: AtomicBool,
 }
 
 impl Tool for AgentBrowserTool {
@@ -133,6 +136,9 @@ impl AgentBrowserTool {
             Ok(allowed) => allowed,
             Err(refusal) => return Ok(ToolOutput::error(format!("Refused: {refusal}"))),
         };
+        if let Some(answer) = self.with_secrets(&input.args, allowed.command).await {
+            return Ok(answer);
+        }
         let wants_stdin = allowed.command == "eval" && input.args.iter().any(|a| a == "--stdin");
         if input.stdin.is_some() && !wants_stdin {
             return Ok(ToolOutput::error(
@@ -218,6 +224,116 @@ impl AgentBrowserTool {
             output.images.push(image);
         }
         Ok(output)
+    }
+
+    /// What the task's secrets make of a command: a refusal, the typing of one, or nothing (it
+    /// runs as usual).
+    async fn with_secrets(&self, args: &[String], command: &str) -> Option<ToolOutput> {
+        if !self.context.secrets.is_empty()
+            && let Some(why) = refused_while_secrets_held(args)
+        {
+            return Some(ToolOutput::error(format!("Refused: {why}.")));
+        }
+        match secret_input::judge(args, &self.context.secrets) {
+            Err(refusal) => return Some(ToolOutput::error(refusal)),
+            Ok(Some(typing)) => return Some(self.type_secret(&typing).await),
+            Ok(None) => {}
+        }
+        (command == "screenshot" && self.secret_on_screen.load(Ordering::SeqCst)).then(|| {
+            ToolOutput::error(
+                "Refused: a secret was typed into a field that shows its text, so a screenshot would show it; this task takes no more screenshots. Read the page with snapshot or get text.",
+            )
+        })
+    }
+
+    /// Type a secret (see `secret_input`): on its site only, checked again in the page as it
+    /// is typed, its value fed on standard input.
+    async fn type_secret(&self, typing: &secret_input::SecretTyping<'_>) -> ToolOutput {
+        let secret = typing.secret;
+        let url = match self.agent_browser(&["get", "url"], None).await {
+            Ok(url) => url,
+            Err(error) => {
+                return ToolOutput::error(format!(
+                    "Could not read the page's address, so nothing was typed: {error}"
+                ));
+            }
+        };
+        let Some(host) = secret_input::page_host(&url) else {
+            return ToolOutput::error(format!(
+                "Refused: the page is not on a named http(s) site, so secret `{}` is not typed here.",
+                secret.name()
+            ));
+        };
+        let in_scope = self
+            .context
+            .scope
+            .judge(&airlock_address::Host::Domain(host.clone()))
+            .is_ok();
+        if !secret.belongs_to(&host) || !in_scope {
+            let sites: Vec<String> = secret.domains().iter().map(ToString::to_string).collect();
+            return ToolOutput::error(format!(
+                "Refused: secret `{}` is typed only on {} inside the task's scope; this page is on {host}. Nothing was typed.",
+                secret.name(),
+                sites.join(", ")
+            ));
+        }
+        let focus = self.agent_browser(&["focus", typing.selector], None).await;
+        if let Err(error) = &focus {
+            return ToolOutput::error(format!("Could not focus {}: {error}", typing.selector));
+        }
+        let script = secret_input::typing_script(&host, secret);
+        let answer = match self
+            .agent_browser(&["eval", "--stdin"], Some(script.as_bytes()))
+            .await
+        {
+            Ok(answer) => answer,
+            Err(error) => {
+                return ToolOutput::error(format!(
+                    "Typing the secret failed: {error}. Nothing is known to be typed; look at the page."
+                ));
+            }
+        };
+        match secret_input::typed(&answer) {
+            Some(secret_input::Typed::Into(kind)) if kind == "password" => ToolOutput::text(
+                format!("Typed secret `{}` into the password field.", secret.name()),
+            ),
+            Some(secret_input::Typed::Into(kind)) => {
+                self.secret_on_screen.store(true, Ordering::SeqCst);
+                ToolOutput::text(format!(
+                    "Typed secret `{}` into the field (type {kind}: its text shows on screen, so screenshots are refused from now on).",
+                    secret.name()
+                ))
+            }
+            Some(secret_input::Typed::Moved(to)) => ToolOutput::error(format!(
+                "Refused: the page moved to {to} before the secret was typed. Nothing was typed."
+            )),
+            Some(secret_input::Typed::NoField(what)) => ToolOutput::error(format!(
+                "Refused: {} is not a text field of this page (the focus is on: {what}). Nothing was typed; pick the field from a snapshot.",
+                typing.selector
+            )),
+            None => ToolOutput::error(
+                "Typing the secret did not answer as expected. Nothing is known to be typed; look at the page.",
+            ),
+        }
+    }
+
+    /// Run one agent-browser command for the driver's own use: its stdout, or its output as the
+    /// error when it fails.
+    async fn agent_browser(&self, args: &[&str], stdin: Option<&[u8]>) -> Result<String, String> {
+        let mut command = vec!["agent-browser".to_owned()];
+        command.extend(args.iter().map(|a| (*a).to_owned()));
+        let result = self
+            .commands
+            .run(&command, stdin, self.command_timeout, 64 * 1024)
+            .await
+            .map_err(|error| error.to_string())?;
+        let stdout = String::from_utf8_lossy(&result.stdout).trim().to_owned();
+        if result.exit_code == 0 {
+            Ok(stdout)
+        } else {
+            let stderr = String::from_utf8_lossy(&result.stderr);
+            Err(format!("{stdout} {}", stderr.trim()).trim().to_owned())
+        }
     }
 
     /// tmpfs files cannot be fetched with Docker's archive API, so read them through exec.
@@ -337,7 +453,40 @@ mod tests {
             command_timeout: Duration::from_secs(5),
             max_output_bytes: 1024,
             screenshots_taken: AtomicU64::new(0),
+            secret_on_screen: AtomicBool::new(false),
         }
+    }
+
+    #[tokio::test]
+    async fn while_secrets_are_held_reads_of_fields_and_misplaced_placeholders_never_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tool = tool(&dir);
+        let secret = airlock_worker::Secret::new("pw", "s3cret-value".into(), ["login.example"]);
+        tool.context.secrets = airlock_worker::Secrets::new(vec![secret.unwrap()]).unwrap();
+        for (args, says) in [
+            (json!(["eval", "document.title"]), "holds secrets"),
+            (json!(["get", "value", "#pw"]), "holds secrets"),
+            (
+                json!(["open", "https://login.example/?p={{secret:pw}}"]),
+                "a secret is typed with",
+            ),
+            (
+                json!(["fill", "#pw", "{{secret:nope}}"]),
+                "there is no secret `nope`",
+            ),
+        ] {
+            // The commands point at a socket nobody serves: reaching Docker would fail, not refuse.
+            let output = tool.execute(json!({"args": args})).await.unwrap();
+            assert!(output.is_error, "{args}");
+            assert!(output.text.contains(says), "{args}: {}", output.text);
+        }
+        tool.secret_on_screen.store(true, Ordering::SeqCst);
+        let output = tool.execute(json!({"args": ["screenshot"]})).await.unwrap();
+        assert!(
+            output.text.contains("no more screenshots"),
+            "{}",
+            output.text
+        );
     }
 
     #[tokio::test]

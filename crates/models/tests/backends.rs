@@ -483,6 +483,7 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
         task: "count".into(),
         url: None,
         scope: airlock_worker::Scope::default(),
+        secrets: airlock_worker::Secrets::default(),
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

@@ -40,6 +40,7 @@ mod command;
 mod command_table;
 mod egress;
 mod scope;
+mod secret_commands;
 mod url;
 
 use std::net::IpAddr;
@@ -56,6 +57,8 @@ pub use command::{
 };
 pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Profile};
 pub use scope::{DomainPattern, MAX_PATTERNS, Scope, ScopeError};
+pub use secret_commands::refused_while_secrets_held;
+pub use url::{UrlTarget, parse_http_url};
 
 /// Why a destination is refused. The `Display` text is what users, logs and the worker read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

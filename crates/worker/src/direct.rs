@@ -3,10 +3,10 @@
 //! or not more calls come, the output cap (long outputs kept and paged with `read_output`), the
 //! image limits, and scrubbed errors.
 
-use airlock_policy::Scope;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError};
 
+use airlock_policy::Scope;
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::time::Instant as Deadline;
@@ -16,6 +16,7 @@ use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
 use crate::limits::TaskLimits;
 use crate::messages::Content;
 use crate::ports::{BrowserDriver, BrowserSession, DriverError, TaskContext, ToolDefinition};
+use crate::secrets::Secrets;
 use crate::shown::shown;
 use crate::task::ContextUse;
 
@@ -168,7 +169,7 @@ impl DirectSession {
         drop(guard);
         let outcome = crate::fit_image::fit_outcome(outcome, limits.max_image_side).await;
         let mut kept = self.kept();
-        let (content, is_error) = shown(tool, outcome, limits, &mut kept.0);
+        let (content, is_error) = shown(tool, outcome, limits, &mut kept.0, &Secrets::default());
         kept.1.record(&content);
         DirectOutput { content, is_error }
     }

@@ -30,7 +30,7 @@
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
 //! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
-//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default() };
+//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default() };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
 //! assert_eq!(result.report, "Nothing to browse.");
@@ -48,6 +48,7 @@ mod ports;
 mod run;
 mod scripted;
 mod scrub;
+mod secrets;
 mod shown;
 mod task;
 
@@ -71,6 +72,10 @@ pub use scripted::{
     Expectation, ReplayError, Script, ScriptError, ScriptedCall, ScriptedModel, ScriptedTurn,
 };
 pub use scrub::scrub;
+pub use secrets::{
+    MAX_SECRET_BYTES, MAX_SECRETS, MIN_SECRET_BYTES, Secret, SecretError, SecretValue, Secrets,
+    mentions_placeholder, placeholder, placeholder_name,
+};
 pub use task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
     Timings,

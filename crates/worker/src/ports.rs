@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::egress_record::{EgressBytes, EgressFailure, EgressRecord, EgressRefusal};
 use crate::limits::TaskLimits;
 use crate::messages::{AssistantTurn, Image, Message};
+use crate::secrets::Secrets;
 
 /// A boxed future, so the ports stay object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -152,6 +153,9 @@ pub struct TaskContext {
     /// The named sites the task may reach: a driver must enforce it where the browser's traffic
     /// leaves (the Docker driver sets it on the task's egress proxy) or refuse to start.
     pub scope: Scope,
+    /// The task's secrets: the driver types them on their sites; every record this context
+    /// keeps is scrubbed of them.
+    pub secrets: Secrets,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -164,6 +168,7 @@ impl TaskContext {
             cancel,
             limits,
             scope: Scope::default(),
+            secrets: Secrets::default(),
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
@@ -174,6 +179,13 @@ impl TaskContext {
     #[must_use]
     pub fn with_scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// The same context holding `secrets`.
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
+        self.secrets = secrets;
         self
     }
 
@@ -205,12 +217,17 @@ impl TaskContext {
     }
 
     /// Record a refusal the egress proxy reported (bounded: see [`EgressRecord`]).
-    pub fn record_refusal(&self, refusal: EgressRefusal) {
+    pub fn record_refusal(&self, mut refusal: EgressRefusal) {
+        // A page can put what was typed into a URL it then asks for.
+        refusal.target = self.secrets.scrub(&refusal.target).into_owned();
+        refusal.reason = self.secrets.scrub(&refusal.reason).into_owned();
         lock(&self.egress).refused(refusal);
     }
 
     /// Record a destination the egress proxy could not reach (bounded likewise).
-    pub fn record_failure(&self, failure: EgressFailure) {
+    pub fn record_failure(&self, mut failure: EgressFailure) {
+        failure.target = self.secrets.scrub(&failure.target).into_owned();
+        failure.reason = self.secrets.scrub(&failure.reason).into_owned();
         lock(&self.egress).failed(failure);
     }
 

@@ -21,7 +21,7 @@ use crate::scrub::scrub;
 use crate::shown::shown;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
-    Timings, scope_instructions,
+    Timings, scope_instructions, secret_instructions,
 };
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
@@ -100,8 +100,10 @@ impl TaskRunner {
         let started = Instant::now();
         let deadline = Deadline::now() + self.limits.timeout;
         // The driver's context ends with the task, whichever way it ends.
-        let context =
-            TaskContext::new(cancel.child_token(), self.limits).with_scope(request.scope.clone());
+        request.secrets.check_scope(&request.scope)?;
+        let context = TaskContext::new(cancel.child_token(), self.limits)
+            .with_scope(request.scope.clone())
+            .with_secrets(request.secrets.clone());
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -147,9 +149,15 @@ impl TaskRunner {
             session.guide.trim(),
             session.prompt.trim()
         );
-        if let Some(scope) = scope_instructions(&request.scope) {
+        for part in [
+            scope_instructions(&request.scope),
+            secret_instructions(&request.secrets),
+        ]
+        .into_iter()
+        .flatten()
+        {
             system.push_str("\n\n");
-            system.push_str(&scope);
+            system.push_str(&part);
         }
         let (ended, report) = run.converse(&request, system, &session.tools).await;
 
@@ -346,7 +354,13 @@ impl Run<'_> {
             Bounded::TimedOut => return Bounded::TimedOut,
             Bounded::Cancelled => return Bounded::Cancelled,
         };
-        let (content, is_error) = shown(&call.name, output, &self.runner.limits, &mut self.kept);
+        let (content, is_error) = shown(
+            &call.name,
+            output,
+            &self.runner.limits,
+            &mut self.kept,
+            &self.context.secrets,
+        );
         self.context_use.record(&content);
         Bounded::Done(ToolResult {
             call_id: call.id.clone(),
@@ -369,7 +383,10 @@ impl Run<'_> {
         self.timings.total_ms = millis(started.elapsed());
         let egress = self.context.egress_record();
         TaskResult {
-            report: cut(report, self.runner.limits.max_output_chars),
+            report: cut(
+                &self.context.secrets.scrub(report),
+                self.runner.limits.max_output_chars,
+            ),
             screenshots: self.context.kept_screenshots(),
             steps_used: self.steps,
             ended,

@@ -8,6 +8,7 @@ use crate::limits::TaskLimits;
 use crate::messages::Content;
 use crate::ports::{ToolFailure, ToolOutput};
 use crate::scrub::{neutral_failure, scrub};
+use crate::secrets::Secrets;
 
 /// Unexpected tool failures get a number, so a user can find the worker's message in the log.
 static FAILURE_REFERENCE: AtomicU64 = AtomicU64::new(1);
@@ -21,6 +22,7 @@ pub(crate) fn shown(
     outcome: Result<ToolOutput, ToolFailure>,
     limits: &TaskLimits,
     kept: &mut KeptOutputs,
+    secrets: &Secrets,
 ) -> (Vec<Content>, bool) {
     let output = match outcome {
         Ok(output) => output,
@@ -34,6 +36,11 @@ pub(crate) fn shown(
         scrub(&output.text)
     } else {
         output.text
+    };
+    // Before it is shown or kept: a page may show (or echo back) what was typed.
+    let text = match secrets.scrub(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(clean) => clean,
     };
     let mut content = vec![Content::text(kept.show(text, limits.max_output_chars))];
     for image in output.images {

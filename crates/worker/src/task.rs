@@ -10,6 +10,7 @@ use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
 use crate::kept_output::KeptOutputs;
 use crate::limits::LimitError;
 use crate::messages::{Content, Image, Usage};
+use crate::secrets::{SecretError, Secrets};
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +22,9 @@ pub struct TaskRequest {
     /// The named sites the browser may reach (unlimited by default). The driver enforces it in
     /// the egress proxy; the worker is told it.
     pub scope: Scope,
+    /// Named secrets the worker may have typed (by placeholder) on their sites; it never sees
+    /// a value. The scope must cover every secret's sites.
+    pub secrets: Secrets,
 }
 
 /// How a task ended.
@@ -163,6 +167,29 @@ impl From<&Scope> for ScopeReport {
     }
 }
 
+/// What the worker is told of its secrets, if it holds any.
+pub(crate) fn secret_instructions(secrets: &Secrets) -> Option<String> {
+    if secrets.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = secrets
+        .iter()
+        .map(|secret| {
+            let sites: Vec<String> = secret.domains().iter().map(ToString::to_string).collect();
+            format!("- `{}` (for {})", secret.name(), sites.join(", "))
+        })
+        .collect();
+    Some(format!(
+        "Secrets: for this task you may sign in with these named secrets, and only on their \
+         sites. You never see a value: to type one, write its placeholder as the whole text of a \
+         fill or type command, for example [\"fill\", \"#password\", \"{}\"]. It is typed only \
+         if the page is on that secret's site. Commands that would read a field back (eval, get \
+         value, get attr, get html, network requests) are refused while secrets are held.\n{}",
+        crate::secrets::placeholder(secrets.iter().next().map_or("NAME", |s| s.name())),
+        list.join("\n")
+    ))
+}
+
 /// What the worker is told of its scope, if it has one.
 pub(crate) fn scope_instructions(scope: &Scope) -> Option<String> {
     if scope.is_unlimited() {
@@ -192,6 +219,9 @@ pub enum RunError {
     /// The task text is empty.
     #[error("the task is empty: say what the browser worker should do")]
     EmptyTask,
+    /// The task's secrets do not fit its scope.
+    #[error(transparent)]
+    Secrets(#[from] SecretError),
 }
 
 /// One step of progress, for whoever shows it.

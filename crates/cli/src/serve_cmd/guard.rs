@@ -410,7 +410,11 @@ mod tests {
     fn each_token_brings_its_own_ceiling() {
         let ceiling = |allowed: &str, owner| {
             let scope = airlock_policy::Scope::parse([allowed], [] as [&str; 0]).unwrap();
-            Arc::new(Ceiling { scope, owner })
+            Arc::new(Ceiling {
+                scope,
+                owner,
+                secret_names: None,
+            })
         };
         let guard = loopback().with_ceilings(
             vec![

@@ -19,7 +19,7 @@ use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
 use super::{App, cdp, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
-use crate::scope_request::Ceiling;
+use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
 
 /// A client must send a request's body within this.
@@ -267,7 +267,10 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         &parts.headers,
         body,
         runner,
-        &ceiling,
+        Caller {
+            ceiling: &ceiling,
+            configured: &app.secrets,
+        },
         app.gate,
         app.tracker,
         app.shutdown,

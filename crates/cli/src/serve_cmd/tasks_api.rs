@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use airlock_worker::{CancellationToken, RunError, TaskRequest, TaskResult, TaskRunner};
+use airlock_worker::{CancellationToken, RunError, Secret, TaskRequest, TaskResult, TaskRunner};
 use axum::body::{Body, Bytes};
 use http::{HeaderMap, Response, StatusCode};
 use schemars::JsonSchema;
@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use super::guard::{busy, json_response, refuse};
 use crate::capacity::{Gate, Refusal};
-use crate::scope_request::{Ceiling, task_scope};
+use crate::scope_request::{Caller, task_scope, task_secrets};
 
 /// The most a task body may be: a task and a URL, with room to spare.
 pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024;
@@ -37,6 +37,41 @@ pub(crate) struct TaskBody {
     /// always applies too.
     #[serde(default)]
     blocked_domains: Vec<String>,
+    /// Secrets the worker may type (by placeholder) on their sites without seeing them: the name
+    /// of one the operator configured, or `{name, value, domains}` given here. Values are never
+    /// logged, echoed or returned.
+    #[serde(default)]
+    #[schemars(length(max = 32))]
+    secrets: Vec<SecretAsk>,
+}
+
+/// One entry of `secrets`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum SecretAsk {
+    /// A secret the operator configured, by name.
+    Named(String),
+    /// A secret given with the request.
+    Inline {
+        /// What the worker writes: `{{secret:NAME}}`.
+        name: String,
+        /// The value (4–4096 bytes, no control characters).
+        value: String,
+        /// The sites it may be typed on (names or `*.` wildcards, inside the task's scope).
+        domains: Vec<String>,
+    },
+}
+
+// A value must never reach a log through Debug.
+impl std::fmt::Debug for SecretAsk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Named(name) => write!(f, "Named({name:?})"),
+            Self::Inline { name, domains, .. } => {
+                write!(f, "Inline {{ name: {name:?}, domains: {domains:?}, .. }}")
+            }
+        }
+    }
 }
 
 /// A kept screenshot as `POST /v1/tasks` returns it (inline, where `airlock task` writes a file).
@@ -71,7 +106,7 @@ pub(crate) async fn run(
     headers: &HeaderMap,
     body: Bytes,
     runner: TaskRunner,
-    ceiling: &Ceiling,
+    caller: Caller<'_>,
     gate: Arc<Gate>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -101,8 +136,31 @@ pub(crate) async fn run(
     if input.task.trim().is_empty() {
         return refuse(StatusCode::BAD_REQUEST, &RunError::EmptyTask.to_string());
     }
-    let scope = match task_scope(&input.allowed_domains, &input.blocked_domains, ceiling) {
+    let scope = match task_scope(
+        &input.allowed_domains,
+        &input.blocked_domains,
+        caller.ceiling,
+    ) {
         Ok(scope) => scope,
+        Err(refusal) => return refuse(StatusCode::BAD_REQUEST, &refusal),
+    };
+    let mut names = Vec::new();
+    let mut inline = Vec::new();
+    for ask in input.secrets {
+        match ask {
+            SecretAsk::Named(name) => names.push(name),
+            SecretAsk::Inline {
+                name,
+                value,
+                domains,
+            } => match Secret::new(&name, value, &domains) {
+                Ok(secret) => inline.push(secret),
+                Err(error) => return refuse(StatusCode::BAD_REQUEST, &error.to_string()),
+            },
+        }
+    }
+    let secrets = match task_secrets(&names, inline, caller.ceiling, caller.configured, &scope) {
+        Ok(secrets) => secrets,
         Err(refusal) => return refuse(StatusCode::BAD_REQUEST, &refusal),
     };
     let cancel = shutdown.child_token();
@@ -122,6 +180,7 @@ pub(crate) async fn run(
         task: input.task,
         url: input.url,
         scope,
+        secrets,
     };
     // On the tracker, so cleanup finishes (and shutdown waits) even if the caller goes away.
     let task = tracker.spawn(async move {

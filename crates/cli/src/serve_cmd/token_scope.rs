@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use airlock_policy::Scope;
+use airlock_worker::Secrets;
 
 use crate::scope_request::Ceiling;
 
@@ -13,12 +14,18 @@ use crate::scope_request::Ceiling;
 pub(crate) struct TokenEntry {
     pub(crate) token: String,
     pub(crate) scope: Option<Scope>,
+    /// The configured secrets it may name (`None`: all of them).
+    pub(crate) secrets: Option<Vec<String>>,
 }
 
 impl TokenEntry {
     /// A token with no ceiling of its own (from `AIRLOCK_TOKENS`).
     pub(crate) fn plain(token: String) -> Self {
-        Self { token, scope: None }
+        Self {
+            token,
+            scope: None,
+            secrets: None,
+        }
     }
 }
 
@@ -29,13 +36,15 @@ pub(crate) fn parse_line(line: &str, number: usize) -> anyhow::Result<TokenEntry
     let token = words.next().unwrap_or_default().to_owned();
     let mut allowed: Option<Vec<String>> = None;
     let mut blocked: Option<Vec<String>> = None;
+    let mut secrets: Option<Vec<String>> = None;
     for word in words {
         let (key, value) = word.split_once('=').unwrap_or((word, ""));
         let slot = match key {
             "allowed_domains" => &mut allowed,
             "blocked_domains" => &mut blocked,
+            "secrets" => &mut secrets,
             _ => anyhow::bail!(
-                "--tokens-file line {number}: `{key}` is not a token setting: after the token write allowed_domains=P,P… and/or blocked_domains=P,P…"
+                "--tokens-file line {number}: `{key}` is not a token setting: after the token write allowed_domains=P,P…, blocked_domains=P,P… and/or secrets=NAME,NAME…"
             ),
         };
         if slot.is_some() {
@@ -56,7 +65,11 @@ pub(crate) fn parse_line(line: &str, number: usize) -> anyhow::Result<TokenEntry
             .map_err(|e| anyhow::anyhow!("--tokens-file line {number}: {e}"))?;
         Some(scope)
     };
-    Ok(TokenEntry { token, scope })
+    Ok(TokenEntry {
+        token,
+        scope,
+        secrets,
+    })
 }
 
 /// Each token's ceiling, in the tokens' order: its own (inside the server's: a token asking for
@@ -64,24 +77,37 @@ pub(crate) fn parse_line(line: &str, number: usize) -> anyhow::Result<TokenEntry
 pub(crate) fn ceilings(
     entries: &[(TokenEntry, Option<usize>)],
     server: &Scope,
+    configured: &Secrets,
 ) -> anyhow::Result<Vec<Arc<Ceiling>>> {
     let shared = Arc::new(Ceiling::server(server.clone()));
     entries
         .iter()
-        .map(|(entry, line)| match &entry.scope {
-            None => Ok(Arc::clone(&shared)),
-            Some(own) => {
-                let scope = own.within(server, "the server").map_err(|e| {
-                    anyhow::anyhow!(
-                        "--tokens-file line {}: {e}",
-                        line.map_or_else(|| "?".to_owned(), |l| l.to_string())
-                    )
-                })?;
-                Ok(Arc::new(Ceiling {
-                    scope,
-                    owner: "this token",
-                }))
+        .map(|(entry, line)| {
+            let line = line.map_or_else(|| "?".to_owned(), |l| l.to_string());
+            if let Some(unknown) = entry
+                .secrets
+                .iter()
+                .flatten()
+                .find(|name| configured.get(name).is_none())
+            {
+                anyhow::bail!(
+                    "--tokens-file line {line}: secret `{unknown}` is not configured: give it with --secret"
+                );
             }
+            if entry.scope.is_none() && entry.secrets.is_none() {
+                return Ok(Arc::clone(&shared));
+            }
+            let scope = match &entry.scope {
+                None => server.clone(),
+                Some(own) => own
+                    .within(server, "the server")
+                    .map_err(|e| anyhow::anyhow!("--tokens-file line {line}: {e}"))?,
+            };
+            Ok(Arc::new(Ceiling {
+                scope,
+                owner: "this token",
+                secret_names: entry.secrets.clone(),
+            }))
         })
         .collect()
 }
@@ -125,7 +151,12 @@ mod tests {
         let server = Scope::parse(["*.corp.example"], ["admin.corp.example"]).unwrap();
         let inside = parse_line("t allowed_domains=wiki.corp.example", 1).unwrap();
         let plain = TokenEntry::plain("u".into());
-        let ceilings = ceilings(&[(inside, Some(1)), (plain, None)], &server).unwrap();
+        let ceilings = ceilings(
+            &[(inside, Some(1)), (plain, None)],
+            &server,
+            &Secrets::default(),
+        )
+        .unwrap();
         assert_eq!(ceilings[0].owner, "this token");
         assert_eq!(
             ceilings[0].scope.to_string(),
@@ -133,7 +164,7 @@ mod tests {
         );
         assert_eq!(ceilings[1].owner, "the server");
         let beyond = parse_line("t allowed_domains=evil.example", 3).unwrap();
-        let error = super::ceilings(&[(beyond, Some(3))], &server)
+        let error = super::ceilings(&[(beyond, Some(3))], &server, &Secrets::default())
             .unwrap_err()
             .to_string();
         assert!(

@@ -254,6 +254,7 @@ pub fn wait_task() -> airlock_worker::TaskRequest {
         task: "wait".into(),
         url: None,
         scope: airlock_worker::Scope::default(),
+        secrets: airlock_worker::Secrets::default(),
     }
 }
 

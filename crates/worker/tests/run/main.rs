@@ -214,6 +214,7 @@ fn request() -> TaskRequest {
         task: "Find the answer".into(),
         url: Some("https://example.com/".into()),
         scope: Scope::default(),
+        secrets: Secrets::default(),
     }
 }
 

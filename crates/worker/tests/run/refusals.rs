@@ -180,6 +180,7 @@ async fn an_empty_task_is_refused() {
                 task: "  ".into(),
                 url: None,
                 scope: Scope::default(),
+                secrets: Secrets::default(),
             },
             CancellationToken::new(),
         )

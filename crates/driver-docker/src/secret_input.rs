@@ -1,0 +1,179 @@
+//! Typing a named secret the worker never sees.
+//!
+//! The worker writes `{{secret:NAME}}` as the whole text of `fill SELECTOR …` or `type SELECTOR
+//! …`. The driver then, in the task's container:
+//! 1. reads the page's URL from the browser and refuses unless its host is one of the secret's
+//!    sites and inside the task's scope;
+//! 2. focuses the field through agent-browser (so `@e3` references work);
+//! 3. sets the value with a script fed on standard input (never on a command line, where the
+//!    host's `ps` would show it) that first checks, in the page itself, that the document is
+//!    still on that host and that the focused element is a text field of its own document; the
+//!    check and the typing are one step in the page, so a navigation in between cannot receive
+//!    the value.
+//!
+//! The field's type comes back, so the tool can tell when the text now shows on screen.
+
+use airlock_address::Host;
+use airlock_policy::parse_http_url;
+use airlock_worker::{Secret, Secrets, mentions_placeholder, placeholder_name};
+
+/// A command that types a secret: the selector and the secret.
+pub(crate) struct SecretTyping<'a> {
+    pub(crate) selector: &'a str,
+    pub(crate) secret: &'a Secret,
+}
+
+/// Judge a command for placeholders. `Ok(None)`: there are none. `Err`: the refusal the worker
+/// reads.
+pub(crate) fn judge<'a>(
+    args: &'a [String],
+    secrets: &'a Secrets,
+) -> Result<Option<SecretTyping<'a>>, String> {
+    if !args.iter().any(|arg| mentions_placeholder(arg)) {
+        return Ok(None);
+    }
+    let usage = "a secret is typed with [\"fill\", SELECTOR, \"{{secret:NAME}}\"] (or \"type\"), \
+                 the placeholder as the whole text";
+    let [command, selector, text] = args else {
+        return Err(format!("Refused: {usage}."));
+    };
+    if !matches!(command.as_str(), "fill" | "type") || mentions_placeholder(selector) {
+        return Err(format!("Refused: {usage}."));
+    }
+    let Some(name) = placeholder_name(text) else {
+        return Err(format!("Refused: {usage}."));
+    };
+    let Some(secret) = secrets.get(name) else {
+        let known = if secrets.is_empty() {
+            "this task holds none".to_owned()
+        } else {
+            format!("this task holds {}", secrets.names())
+        };
+        return Err(format!(
+            "Refused: there is no secret `{}` ({known}).",
+            name.chars().take(64).collect::<String>()
+        ));
+    };
+    Ok(Some(SecretTyping { selector, secret }))
+}
+
+/// The host of the page the browser says it is on, if it is an http(s) page with a name.
+pub(crate) fn page_host(url_output: &str) -> Option<String> {
+    let url = url_output.lines().next()?.trim().trim_matches('"');
+    match parse_http_url(url).ok()?.host {
+        Host::Domain(name) => Some(name),
+        Host::Ip(_) => None,
+    }
+}
+
+/// The script that types the value: it checks the page's host and the focused field first, in
+/// the page, and answers `typed:<field type>`, `moved:<host>` or `no-field:<what is focused>`.
+pub(crate) fn typing_script(host: &str, secret: &Secret) -> String {
+    // JSON string literals are JavaScript string literals.
+    let host = serde_json::to_string(host).unwrap_or_default();
+    let value = serde_json::to_string(secret.value().expose()).unwrap_or_default();
+    format!(
+        "(() => {{
+  if (location.hostname !== {host}) return 'moved:' + location.hostname;
+  const field = document.activeElement;
+  const tag = field ? field.tagName : 'nothing';
+  const textual = tag === 'TEXTAREA' || (tag === 'INPUT' && !['checkbox', 'radio', 'file', 'submit', 'button', 'image', 'reset', 'hidden', 'range', 'color'].includes(field.type));
+  if (!textual || field.disabled || field.readOnly) return 'no-field:' + tag.toLowerCase();
+  const proto = tag === 'TEXTAREA' ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
+  Object.getOwnPropertyDescriptor(proto, 'value').set.call(field, {value});
+  field.dispatchEvent(new Event('input', {{ bubbles: true }}));
+  field.dispatchEvent(new Event('change', {{ bubbles: true }}));
+  return 'typed:' + (tag === 'TEXTAREA' ? 'textarea' : field.type);
+}})()"
+    )
+}
+
+/// What the typing script answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Typed {
+    /// Typed into a field of this type (`password` hides it on screen).
+    Into(String),
+    /// The page had moved to another host: nothing typed.
+    Moved(String),
+    /// The focused element is not a text field of the page's own document: nothing typed.
+    NoField(String),
+}
+
+/// Read the script's answer out of agent-browser's output (which may quote it).
+pub(crate) fn typed(output: &str) -> Option<Typed> {
+    let answer = output.lines().next()?.trim().trim_matches('"');
+    let short = |s: &str| s.chars().take(100).collect::<String>();
+    if let Some(kind) = answer.strip_prefix("typed:") {
+        Some(Typed::Into(short(kind)))
+    } else if let Some(host) = answer.strip_prefix("moved:") {
+        Some(Typed::Moved(short(host)))
+    } else {
+        answer
+            .strip_prefix("no-field:")
+            .map(|what| Typed::NoField(short(what)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets() -> Secrets {
+        Secrets::new(vec![
+            Secret::new("pw", "s3cret-value".into(), ["login.example"]).unwrap(),
+        ])
+        .unwrap()
+    }
+
+    fn args(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_placeholder_is_typed_only_as_the_whole_text_of_fill_or_type() {
+        let secrets = secrets();
+        let fill = args(&["fill", "#password", "{{secret:pw}}"]);
+        let typing = judge(&fill, &secrets).unwrap().unwrap();
+        assert_eq!(typing.selector, "#password");
+        assert_eq!(typing.secret.name(), "pw");
+        assert!(judge(&args(&["type", "@e3", "{{secret:pw}}"]), &secrets).is_ok());
+        assert!(judge(&args(&["click", "@e3"]), &secrets).unwrap().is_none());
+        for refused in [
+            &["open", "https://x.example/?p={{secret:pw}}"][..],
+            &["fill", "#password", "x{{secret:pw}}"],
+            &["fill", "{{secret:pw}}", "text"],
+            &["keyboard", "type", "{{secret:pw}}"],
+            &["eval", "'{{secret:pw}}'"],
+            &["fill", "#password", "{{secret:other}}"],
+        ] {
+            let why = judge(&args(refused), &secrets).err().unwrap();
+            assert!(why.starts_with("Refused:"), "{refused:?}: {why}");
+            assert!(!why.contains("s3cret-value"));
+        }
+    }
+
+    #[test]
+    fn the_page_host_and_the_scripts_answer_are_read_as_agent_browser_prints_them() {
+        assert_eq!(
+            page_host("https://Login.Example./path?q=1\n").as_deref(),
+            Some("login.example")
+        );
+        assert_eq!(page_host("about:blank"), None);
+        assert_eq!(page_host("http://127.0.0.1:8080/"), None);
+        assert_eq!(
+            typed("\"typed:password\""),
+            Some(Typed::Into("password".into()))
+        );
+        assert_eq!(
+            typed("moved:evil.example"),
+            Some(Typed::Moved("evil.example".into()))
+        );
+        assert_eq!(
+            typed("no-field:iframe"),
+            Some(Typed::NoField("iframe".into()))
+        );
+        assert_eq!(typed("something else"), None);
+        let script = typing_script("login.example", secrets().get("pw").unwrap());
+        assert!(script.contains("location.hostname !== \"login.example\""));
+    }
+}

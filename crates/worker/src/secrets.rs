@@ -1,0 +1,462 @@
+//! Named secrets a task may type but the worker never sees: each bound to the sites it belongs
+//! to, shown to the worker by name only, and scrubbed (with its common encodings) from everything
+//! the worker or the caller reads.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use airlock_policy::{DomainPattern, Scope};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+
+/// The most secrets one task may hold.
+pub const MAX_SECRETS: usize = 32;
+/// The longest secret value, in bytes.
+pub const MAX_SECRET_BYTES: usize = 4096;
+/// The shortest secret value, in bytes: a shorter one would be scrubbed out of ordinary text.
+pub const MIN_SECRET_BYTES: usize = 4;
+
+/// What the worker writes where a secret goes: `{{secret:NAME}}`, as one whole argument.
+pub fn placeholder(name: &str) -> String {
+    format!("{{{{secret:{name}}}}}")
+}
+
+/// The name in `text` if it is exactly one placeholder.
+pub fn placeholder_name(text: &str) -> Option<&str> {
+    text.strip_prefix("{{secret:")?.strip_suffix("}}")
+}
+
+/// Whether `text` holds a placeholder anywhere (so it must be exactly one, where one may go).
+pub fn mentions_placeholder(text: &str) -> bool {
+    text.contains("{{secret:")
+}
+
+/// A secret's value. It has no `Display` and its `Debug` shows nothing: it reaches text only
+/// through [`SecretValue::expose`], at the one place that types it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// The value, for the one place that types it into a page.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[secret value]")
+    }
+}
+
+/// One named secret and the sites it may be typed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    name: String,
+    value: SecretValue,
+    domains: Vec<DomainPattern>,
+}
+
+/// Why a secret, or a task's set of them, is refused. No variant carries a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    /// A name that is not 1–64 letters, digits, `_` or `-`.
+    #[error(
+        "secret name `{name}` is not valid: use 1 to 64 letters, digits, `_` or `-` (it is what the worker writes in `{{{{secret:NAME}}}}`)"
+    )]
+    Name {
+        /// The name given.
+        name: String,
+    },
+    /// A value too short or too long.
+    #[error(
+        "secret `{name}` is {bytes} bytes: a secret value must be {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes"
+    )]
+    Length {
+        /// Its name.
+        name: String,
+        /// Its length.
+        bytes: usize,
+    },
+    /// A value with a line break or other control character, which no form field takes as typed.
+    #[error("secret `{name}` holds a control character (a line break?): remove it")]
+    Control {
+        /// Its name.
+        name: String,
+    },
+    /// No domain to type it on.
+    #[error(
+        "secret `{name}` names no domain: bind it to the sites it belongs to (`@login.example.com`)"
+    )]
+    NoDomains {
+        /// Its name.
+        name: String,
+    },
+    /// A domain pattern that does not read.
+    #[error("secret `{name}`: {why}")]
+    Domain {
+        /// Its name.
+        name: String,
+        /// The pattern's own error.
+        why: String,
+    },
+    /// Two secrets with one name.
+    #[error("secret `{name}` is given twice: give each name once")]
+    Duplicate {
+        /// The name.
+        name: String,
+    },
+    /// More than [`MAX_SECRETS`].
+    #[error("{count} secrets were given, more than the {MAX_SECRETS} a task may hold")]
+    TooMany {
+        /// How many.
+        count: usize,
+    },
+    /// A secret's site outside the task's scope: the scope must cover every secret.
+    #[error(
+        "secret `{name}` is bound to `{domain}`, which the task's scope ({scope}) does not cover: add it to allowed_domains"
+    )]
+    OutsideScope {
+        /// The secret.
+        name: String,
+        /// Its pattern outside the scope.
+        domain: String,
+        /// The scope.
+        scope: String,
+    },
+    /// A name the caller asked for that the operator did not configure (or this token may not use).
+    #[error("secret `{name}` is not one this caller may use (known: {known}): ask the operator")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names it may use.
+        known: String,
+    },
+}
+
+impl Secret {
+    /// A secret from its parts, checked.
+    pub fn new(
+        name: &str,
+        value: String,
+        domains: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<Self, SecretError> {
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid_name {
+            return Err(SecretError::Name {
+                name: name.chars().take(80).collect(),
+            });
+        }
+        if !(MIN_SECRET_BYTES..=MAX_SECRET_BYTES).contains(&value.len()) {
+            return Err(SecretError::Length {
+                name: name.to_owned(),
+                bytes: value.len(),
+            });
+        }
+        if value.chars().any(char::is_control) {
+            return Err(SecretError::Control {
+                name: name.to_owned(),
+            });
+        }
+        let domains = domains
+            .into_iter()
+            .map(|d| {
+                d.as_ref()
+                    .trim()
+                    .parse::<DomainPattern>()
+                    .map_err(|e| SecretError::Domain {
+                        name: name.to_owned(),
+                        why: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if domains.is_empty() {
+            return Err(SecretError::NoDomains {
+                name: name.to_owned(),
+            });
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            value: SecretValue(value),
+            domains,
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its value, for the one place that types it.
+    pub fn value(&self) -> &SecretValue {
+        &self.value
+    }
+
+    /// The sites it may be typed on.
+    pub fn domains(&self) -> &[DomainPattern] {
+        &self.domains
+    }
+
+    /// Whether it may be typed on a page at `host` (a normalised name).
+    pub fn belongs_to(&self, host: &str) -> bool {
+        self.domains.iter().any(|d| d.matches(host))
+    }
+}
+
+/// A task's secrets, with the scrubber made from them. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    inner: Arc<SecretsInner>,
+}
+
+#[derive(Debug, Default)]
+struct SecretsInner {
+    secrets: Vec<Secret>,
+    /// Every spelling of every value to replace, longest first, with its replacement.
+    needles: Vec<(String, String)>,
+}
+
+impl PartialEq for Secrets {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.secrets == other.inner.secrets
+    }
+}
+
+impl Eq for Secrets {}
+
+impl Secrets {
+    /// A task's set, checked (distinct names, at most [`MAX_SECRETS`]).
+    pub fn new(secrets: Vec<Secret>) -> Result<Self, SecretError> {
+        if secrets.len() > MAX_SECRETS {
+            return Err(SecretError::TooMany {
+                count: secrets.len(),
+            });
+        }
+        for (i, secret) in secrets.iter().enumerate() {
+            if secrets[..i].iter().any(|s| s.name == secret.name) {
+                return Err(SecretError::Duplicate {
+                    name: secret.name.clone(),
+                });
+            }
+        }
+        let mut needles: Vec<(String, String)> = secrets
+            .iter()
+            .flat_map(|secret| {
+                let replacement = format!("[secret:{}]", secret.name);
+                spellings(secret.value.expose())
+                    .into_iter()
+                    .map(move |spelling| (spelling, replacement.clone()))
+            })
+            .collect();
+        needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        needles.dedup_by(|a, b| a.0 == b.0);
+        Ok(Self {
+            inner: Arc::new(SecretsInner { secrets, needles }),
+        })
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.inner.secrets.is_empty()
+    }
+
+    /// The secret called `name`.
+    pub fn get(&self, name: &str) -> Option<&Secret> {
+        self.inner.secrets.iter().find(|s| s.name == name)
+    }
+
+    /// Every secret.
+    pub fn iter(&self) -> impl Iterator<Item = &Secret> {
+        self.inner.secrets.iter()
+    }
+
+    /// The names, comma-separated (for errors and the worker).
+    pub fn names(&self) -> String {
+        self.inner
+            .secrets
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Every secret's sites must lie inside `scope`'s allowed list (a scope with none covers
+    /// nothing: a task holding secrets must be confined).
+    pub fn check_scope(&self, scope: &Scope) -> Result<(), SecretError> {
+        for secret in &self.inner.secrets {
+            for domain in &secret.domains {
+                let covered = scope.allowed().iter().any(|a| a.covers(domain))
+                    && !scope.blocked().iter().any(|b| b.covers(domain));
+                if !covered {
+                    return Err(SecretError::OutsideScope {
+                        name: secret.name.clone(),
+                        domain: domain.to_string(),
+                        scope: scope.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `text` with every spelling of every value replaced by `[secret:NAME]`.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut text = Cow::Borrowed(text);
+        for (needle, replacement) in &self.inner.needles {
+            if text.contains(needle.as_str()) {
+                text = Cow::Owned(text.replace(needle.as_str(), replacement));
+            }
+        }
+        text
+    }
+}
+
+/// The spellings of a value a page, a URL or a log may carry: as is, percent-encoded (both hex
+/// cases, and with `+` for spaces as forms send it), JSON- and HTML-escaped, and base64 (standard
+/// and URL-safe, at each of the three alignments it can take inside a longer encoded text).
+fn spellings(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_owned()];
+    let percent = percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+        .to_string();
+    out.push(percent.replace("%20", "+"));
+    out.push(lower_hex_escapes(&percent));
+    out.push(percent);
+    let json = serde_json::to_string(value).unwrap_or_default();
+    if let Some(inner) = json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
+        out.push(inner.to_owned());
+    }
+    let html = value
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;");
+    out.push(html.replace('\'', "&#39;"));
+    out.push(html.replace('\'', "&#x27;"));
+    for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+        for offset in 0..3usize {
+            let mut bytes = vec![0u8; offset];
+            bytes.extend_from_slice(value.as_bytes());
+            let encoded = engine.encode(&bytes);
+            // Characters that depend on the value's bytes alone: skip those that mix in the
+            // bytes before it, and the last one, which mixes in the bytes after it.
+            let start = (offset * 8).div_ceil(6);
+            let end = (bytes.len() * 8) / 6;
+            if let Some(stable) = encoded.get(start..end)
+                && stable.len() >= MIN_SECRET_BYTES
+            {
+                out.push(stable.to_owned());
+            }
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// `%2F` → `%2f`, for encoders that write lower-case hex.
+fn lower_hex_escapes(percent: &str) -> String {
+    let mut out = String::with_capacity(percent.len());
+    let mut chars = percent.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '%' {
+            for _ in 0..2 {
+                if let Some(hex) = chars.next() {
+                    out.push(hex.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::engine::general_purpose::STANDARD;
+
+    use super::*;
+
+    fn secrets(value: &str) -> Secrets {
+        Secrets::new(vec![
+            Secret::new("pw", value.to_owned(), ["login.example"]).unwrap(),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn every_common_spelling_is_scrubbed() {
+        let value = "p@ss w\"rd<&>'é1";
+        let s = secrets(value);
+        let percent =
+            percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let json = serde_json::to_string(value).unwrap();
+        for carrier in [
+            format!("typed {value} here"),
+            format!("GET /login?p={percent} HTTP/1.1"),
+            format!("body: p={}", percent.replace("%20", "+")),
+            format!("body: p={}", lower_hex_escapes(&percent)),
+            format!("{{\"password\":{json}}}"),
+            "<input value=\"p@ss w&quot;rd&lt;&amp;&gt;&#39;é1\">".to_owned(),
+            format!(
+                "Authorization: Basic {}",
+                STANDARD.encode(format!("user:{value}"))
+            ),
+            format!("token={}", STANDARD.encode(format!("ab{value}cd"))),
+            format!("t={}", URL_SAFE_NO_PAD.encode(format!("x{value}"))),
+        ] {
+            let clean = s.scrub(&carrier);
+            assert!(clean.contains("[secret:pw]"), "{carrier} → {clean}");
+            assert!(!clean.contains(value), "{clean}");
+        }
+        assert_eq!(s.scrub("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn bad_secrets_name_the_field_and_never_the_value() {
+        let long = "x".repeat(MAX_SECRET_BYTES + 1);
+        for (name, value, domains, says) in [
+            ("bad name", "value-1234", vec!["a.example"], "not valid"),
+            ("pw", "abc", vec!["a.example"], "4 to 4096 bytes"),
+            ("pw", long.as_str(), vec!["a.example"], "4 to 4096 bytes"),
+            ("pw", "line\nbreak", vec!["a.example"], "control character"),
+            ("pw", "value-1234", vec![], "names no domain"),
+            ("pw", "value-1234", vec!["*.com"], "top-level"),
+        ] {
+            let error = Secret::new(name, value.to_owned(), domains)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{error}");
+            assert!(!error.contains(value), "{error}");
+        }
+        let one = Secret::new("pw", "value-1234".into(), ["a.example"]).unwrap();
+        assert!(!format!("{one:?}").contains("value-1234"));
+        let twice = Secrets::new(vec![one.clone(), one]).unwrap_err();
+        assert!(matches!(twice, SecretError::Duplicate { .. }));
+    }
+
+    #[test]
+    fn a_task_holding_secrets_must_be_scoped_over_them() {
+        let s = Secrets::new(vec![
+            Secret::new("pw", "value-1234".into(), ["login.shop.example"]).unwrap(),
+        ])
+        .unwrap();
+        let covering = Scope::parse(["*.shop.example"], [] as [&str; 0]).unwrap();
+        assert!(s.check_scope(&covering).is_ok());
+        for scope in [
+            Scope::default(),
+            Scope::parse(["www.shop.example"], [] as [&str; 0]).unwrap(),
+            Scope::parse(["*.shop.example"], ["login.shop.example"]).unwrap(),
+        ] {
+            let error = s.check_scope(&scope).unwrap_err().to_string();
+            assert!(error.contains("`login.shop.example`"), "{error}");
+        }
+        assert!(s.get("pw").unwrap().belongs_to("login.shop.example"));
+        assert!(!s.get("pw").unwrap().belongs_to("evil.example"));
+        assert_eq!(placeholder_name(&placeholder("pw")), Some("pw"));
+    }
+}
