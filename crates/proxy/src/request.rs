@@ -168,7 +168,9 @@ impl Shared {
                 reason: reason.clone(),
             },
         };
-        tracing::debug!(via = via.label(), target, status = status.as_u16(), %reason, "egress stopped");
+        // Not the target or the reason: a page chooses them, and may put what was typed in them.
+        // Whoever started the proxy gets both in the event and decides what to keep.
+        tracing::debug!(via = via.label(), status = status.as_u16(), "egress stopped");
         self.emit(via, target, outcome);
         let header_name = if stop.refusal_class().is_some() {
             REFUSED_HEADER

@@ -4,6 +4,7 @@
 //! - [`docker`]: the gate for tests that need Docker, the image and a non-root user, and
 //!   bookkeeping of task containers.
 //! - [`site`]: a lab site on loopback serving fixed pages and recording what was asked.
+//! - [`login`]: a lab site with a login form and a cookie session, keeping what was posted.
 //! - [`dns`]: a lab DNS responder on loopback for names that must not need the public DNS.
 //! - [`http`]: reading a response head, and bounding a wait.
 //! - [`stats`]: the one way every benchmark summarizes, rotates and warms up (also used by xtask).
@@ -36,5 +37,6 @@
 pub mod dns;
 pub mod docker;
 pub mod http;
+pub mod login;
 pub mod site;
 pub mod stats;

@@ -1,0 +1,111 @@
+//! A lab site with a login form and a cookie session, on 127.0.0.1: `/login` shows the form,
+//! `POST /session` checks the user and password and sets a session cookie, `/account` shows a
+//! member's page only with that cookie. The login page also carries whatever hostile script the
+//! test gives it. Every form body the site received is kept, so a test can check the exact bytes.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+/// The session cookie's value the site hands out.
+pub const SESSION: &str = "sid=lab-session-7f3a9c";
+
+/// What the login site received: each form body posted to `/session`, decoded.
+pub type Posted = Arc<Mutex<Vec<HashMap<String, String>>>>;
+
+/// Serve the login site for `user` and `password`, with `login_script` inside the login page's
+/// `<script>`. Returns the port and what was posted.
+pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Posted) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let posted: Posted = Arc::default();
+    let record = Arc::clone(&posted);
+    let (user, password) = (user.to_owned(), password.to_owned());
+    let login_page = format!(
+        "<html><head><title>Sign in</title></head><body><h1>Sign in</h1>\
+         <form method=\"post\" action=\"/session\">\
+         <input id=\"user\" name=\"user\"><input id=\"password\" name=\"password\" type=\"password\">\
+         <button id=\"go\" type=\"submit\">Sign in</button></form><p id=\"echo\"></p>\
+         <script>{login_script}</script></body></html>"
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            let mut cookie = String::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                if let Some((name, value)) = line.split_once(':') {
+                    match name.trim().to_ascii_lowercase().as_str() {
+                        "content-length" => length = value.trim().parse().unwrap_or(0),
+                        "cookie" => cookie = value.trim().to_owned(),
+                        _ => {}
+                    }
+                }
+                line.clear();
+            }
+            let mut body = vec![0u8; length.min(64 * 1024)];
+            let _ = reader.read_exact(&mut body);
+            let path = request_line.split(' ').nth(1).unwrap_or("/");
+            let (status, headers, page) = match path {
+                "/login" => ("200 OK", String::new(), login_page.clone()),
+                "/session" => {
+                    let form = decode_form(&body);
+                    let good =
+                        form.get("user") == Some(&user) && form.get("password") == Some(&password);
+                    record.lock().unwrap().push(form);
+                    if good {
+                        (
+                            "302 Found",
+                            format!("set-cookie: {SESSION}; Path=/\r\nlocation: /account\r\n"),
+                            String::new(),
+                        )
+                    } else {
+                        (
+                            "403 Forbidden",
+                            String::new(),
+                            "<p>Wrong password</p>".into(),
+                        )
+                    }
+                }
+                "/account" if cookie.split("; ").any(|c| c == SESSION) => (
+                    "200 OK",
+                    String::new(),
+                    format!(
+                        "<html><head><title>Account</title></head><body>\
+                         <p id=\"welcome\">Welcome back, {user}. Your balance is 1,234 credits.</p></body></html>"
+                    ),
+                ),
+                "/account" => ("302 Found", "location: /login\r\n".into(), String::new()),
+                _ => ("404 Not Found", String::new(), String::new()),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\n{headers}connection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    (port, posted)
+}
+
+/// An `application/x-www-form-urlencoded` body, decoded.
+fn decode_form(body: &[u8]) -> HashMap<String, String> {
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (decode(name), decode(value)))
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(&text.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
+}
