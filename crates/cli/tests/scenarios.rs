@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use airlock_testkit::dns::dns;
+use base64::Engine;
 use airlock_testkit::docker::{containers_of, docker_ready, egress_dir_of};
 use airlock_testkit::site::{Page, Seen, site};
 use serde_json::{Value, json};
@@ -571,7 +572,6 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
     if !docker_ready() {
         return;
     }
-    use base64::Engine;
     let password = "correct horse & \"battery\" <staple>'é";
     // The hostile (in-scope) login page shows what is typed and tries to send it elsewhere.
     let (evil, evil_seen) = site(|_| HashMap::from([("/", page("evil"))]));

@@ -170,7 +170,11 @@ impl Shared {
         };
         // Not the target or the reason: a page chooses them, and may put what was typed in them.
         // Whoever started the proxy gets both in the event and decides what to keep.
-        tracing::debug!(via = via.label(), status = status.as_u16(), "egress stopped");
+        tracing::debug!(
+            via = via.label(),
+            status = status.as_u16(),
+            "egress stopped"
+        );
         self.emit(via, target, outcome);
         let header_name = if stop.refusal_class().is_some() {
             REFUSED_HEADER

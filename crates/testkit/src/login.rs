@@ -44,7 +44,7 @@ pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Poste
                 if let Some((name, value)) = line.split_once(':') {
                     match name.trim().to_ascii_lowercase().as_str() {
                         "content-length" => length = value.trim().parse().unwrap_or(0),
-                        "cookie" => cookie = value.trim().to_owned(),
+                        "cookie" => value.trim().clone_into(&mut cookie),
                         _ => {}
                     }
                 }

@@ -50,6 +50,7 @@ mod scripted;
 mod scrub;
 mod secrets;
 mod shown;
+mod state;
 mod task;
 
 pub use airlock_policy::{DomainPattern, Scope, ScopeError};
@@ -75,6 +76,10 @@ pub use scrub::scrub;
 pub use secrets::{
     MAX_SECRET_BYTES, MAX_SECRETS, MIN_SECRET_BYTES, Secret, SecretError, SecretValue, Secrets,
     mentions_placeholder, placeholder, placeholder_name,
+};
+pub use state::{
+    MAX_STATE_BYTES, MAX_STATE_COOKIES, MAX_STATE_ORIGINS, OriginState, SessionState, StateCookie,
+    StateError, StorageEntry,
 };
 pub use task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,

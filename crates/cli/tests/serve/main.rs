@@ -11,6 +11,7 @@ mod support;
 mod direct;
 mod limits;
 mod scope;
+mod secrets;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
