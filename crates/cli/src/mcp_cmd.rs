@@ -321,6 +321,8 @@ impl Server {
             url: input.url,
             scope,
             secrets,
+            state: None,
+            return_state: false,
         };
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();

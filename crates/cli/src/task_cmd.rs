@@ -94,6 +94,8 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         url: args.url.clone(),
         scope: settings.scope.clone(),
         secrets: settings.secrets.clone(),
+        state: None,
+        return_state: false,
     };
     let result = runner.run(request, cancel).await?;
     driver.shutdown().await;

@@ -14,9 +14,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use airlock_testkit::dns::dns;
-use base64::Engine;
 use airlock_testkit::docker::{containers_of, docker_ready, egress_dir_of};
 use airlock_testkit::site::{Page, Seen, site};
+use base64::Engine;
 use serde_json::{Value, json};
 use support::spawn_task_at_first_step;
 
@@ -629,7 +629,12 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(result["ended"], "completed", "{result}\n{stderr}");
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{stderr}\nposted: {} forms",
+        posted.lock().unwrap().len()
+    );
     // The site got the exact password; the page's attempts to send it elsewhere reached nothing.
     let forms = posted.lock().unwrap().clone();
     assert_eq!(forms.len(), 1, "{forms:?}");

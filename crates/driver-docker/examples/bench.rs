@@ -435,6 +435,8 @@ async fn context_run(
         url: Some(url.to_owned()),
         scope: airlock_worker::Scope::default(),
         secrets: airlock_worker::Secrets::default(),
+        state: None,
+        return_state: false,
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

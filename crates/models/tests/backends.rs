@@ -484,6 +484,8 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
         url: None,
         scope: airlock_worker::Scope::default(),
         secrets: airlock_worker::Secrets::default(),
+        state: None,
+        return_state: false,
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

@@ -23,7 +23,7 @@ pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Poste
     let record = Arc::clone(&posted);
     let (user, password) = (user.to_owned(), password.to_owned());
     let login_page = format!(
-        "<html><head><title>Sign in</title></head><body><h1>Sign in</h1>\
+        "<html><head><meta charset=\"utf-8\"><title>Sign in</title></head><body><h1>Sign in</h1>\
          <form method=\"post\" action=\"/session\">\
          <input id=\"user\" name=\"user\"><input id=\"password\" name=\"password\" type=\"password\">\
          <button id=\"go\" type=\"submit\">Sign in</button></form><p id=\"echo\"></p>\
@@ -87,7 +87,7 @@ pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Poste
             };
             let _ = write!(
                 stream,
-                "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\n{headers}connection: close\r\n\r\n{page}",
+                "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n{headers}connection: close\r\n\r\n{page}",
                 page.len()
             );
         }

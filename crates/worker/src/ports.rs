@@ -14,6 +14,7 @@ use crate::egress_record::{EgressBytes, EgressFailure, EgressRecord, EgressRefus
 use crate::limits::TaskLimits;
 use crate::messages::{AssistantTurn, Image, Message};
 use crate::secrets::Secrets;
+use crate::state::SessionState;
 
 /// A boxed future, so the ports stay object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -156,6 +157,11 @@ pub struct TaskContext {
     /// The task's secrets: the driver types them on their sites; every record this context
     /// keeps is scrubbed of them.
     pub secrets: Secrets,
+    /// A state to load into the browser before the task's first command.
+    pub state_in: Option<Arc<SessionState>>,
+    /// Whether the driver saves the browser's final state (before it removes the browser).
+    pub return_state: bool,
+    final_state: Arc<Mutex<Option<SessionState>>>,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -169,6 +175,9 @@ impl TaskContext {
             limits,
             scope: Scope::default(),
             secrets: Secrets::default(),
+            state_in: None,
+            return_state: false,
+            final_state: Arc::default(),
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
@@ -187,6 +196,24 @@ impl TaskContext {
     pub fn with_secrets(mut self, secrets: Secrets) -> Self {
         self.secrets = secrets;
         self
+    }
+
+    /// The same context starting from `state` and saving the final one if `return_state`.
+    #[must_use]
+    pub fn with_state(mut self, state: Option<SessionState>, return_state: bool) -> Self {
+        self.state_in = state.map(Arc::new);
+        self.return_state = return_state;
+        self
+    }
+
+    /// Record the browser's final state (the driver does, before it removes the browser).
+    pub fn record_final_state(&self, state: SessionState) {
+        *lock(&self.final_state) = Some(state);
+    }
+
+    /// The final state, if one was recorded.
+    pub fn final_state(&self) -> Option<SessionState> {
+        lock(&self.final_state).clone()
     }
 
     /// Record what the egress proxy carried (the driver does, when it stops the proxy).

@@ -19,6 +19,7 @@ use crate::ports::{
 };
 use crate::scrub::scrub;
 use crate::shown::shown;
+use crate::state::SessionState;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
     Timings, scope_instructions, secret_instructions,
@@ -101,9 +102,19 @@ impl TaskRunner {
         let deadline = Deadline::now() + self.limits.timeout;
         // The driver's context ends with the task, whichever way it ends.
         request.secrets.check_scope(&request.scope)?;
+        if let Some(state) = &request.state {
+            state.check(&request.scope)?;
+        }
+        // A loaded session's values are scrubbed like secrets (the worker never needs them).
+        let hidden = request
+            .state
+            .as_ref()
+            .map(SessionState::values)
+            .unwrap_or_default();
         let context = TaskContext::new(cancel.child_token(), self.limits)
             .with_scope(request.scope.clone())
-            .with_secrets(request.secrets.clone());
+            .with_secrets(request.secrets.clone().hiding(&hidden))
+            .with_state(request.state.clone(), request.return_state);
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -400,6 +411,10 @@ impl Run<'_> {
             usage: self.usage,
             context: self.context_use.with_store(&self.kept),
             scope: ScopeReport::from(&self.context.scope),
+            state: self
+                .context
+                .final_state()
+                .map(|state| state.restricted_to(&self.context.scope)),
         }
     }
 }

@@ -260,6 +260,28 @@ impl Secrets {
         })
     }
 
+    /// The same set, also scrubbing `values` (a loaded session's cookies and storage: never
+    /// typed, never shown). Values shorter than [`MIN_SECRET_BYTES`] are left alone.
+    #[must_use]
+    pub fn hiding(self, values: &[String]) -> Self {
+        let mut needles = self.inner.needles.clone();
+        for value in values.iter().filter(|v| v.len() >= MIN_SECRET_BYTES) {
+            needles.extend(
+                spellings(value)
+                    .into_iter()
+                    .map(|spelling| (spelling, "[stored value]".to_owned())),
+            );
+        }
+        needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        needles.dedup_by(|a, b| a.0 == b.0);
+        Self {
+            inner: Arc::new(SecretsInner {
+                secrets: self.inner.secrets.clone(),
+                needles,
+            }),
+        }
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.inner.secrets.is_empty()

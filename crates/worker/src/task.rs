@@ -11,9 +11,10 @@ use crate::kept_output::KeptOutputs;
 use crate::limits::LimitError;
 use crate::messages::{Content, Image, Usage};
 use crate::secrets::{SecretError, Secrets};
+use crate::state::{SessionState, StateError};
 
 /// What to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaskRequest {
     /// The task, in the user's words.
     pub task: String,
@@ -25,6 +26,10 @@ pub struct TaskRequest {
     /// Named secrets the worker may have typed (by placeholder) on their sites; it never sees
     /// a value. The scope must cover every secret's sites.
     pub secrets: Secrets,
+    /// A session state to start from (loaded before the first command), inside the scope.
+    pub state: Option<SessionState>,
+    /// Hand the final state back in the result (restricted to the scope), never to the worker.
+    pub return_state: bool,
 }
 
 /// How a task ended.
@@ -144,6 +149,9 @@ pub struct TaskResult {
     pub context: ContextUse,
     /// The sites the task was confined to (empty lists: no limit of that kind).
     pub scope: ScopeReport,
+    /// The browser's final state (cookies, `localStorage`) inside the scope, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<SessionState>,
 }
 
 /// A task's scope as the caller reads it back.
@@ -222,6 +230,9 @@ pub enum RunError {
     /// The task's secrets do not fit its scope.
     #[error(transparent)]
     Secrets(#[from] SecretError),
+    /// The task's starting state does not fit its scope.
+    #[error(transparent)]
+    State(#[from] StateError),
 }
 
 /// One step of progress, for whoever shows it.

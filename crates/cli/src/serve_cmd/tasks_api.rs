@@ -181,6 +181,8 @@ pub(crate) async fn run(
         url: input.url,
         scope,
         secrets,
+        state: None,
+        return_state: false,
     };
     // On the tracker, so cleanup finishes (and shutdown waits) even if the caller goes away.
     let task = tracker.spawn(async move {

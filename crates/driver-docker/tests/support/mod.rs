@@ -255,6 +255,8 @@ pub fn wait_task() -> airlock_worker::TaskRequest {
         url: None,
         scope: airlock_worker::Scope::default(),
         secrets: airlock_worker::Secrets::default(),
+        state: None,
+        return_state: false,
     }
 }
 

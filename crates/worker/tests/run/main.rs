@@ -215,6 +215,8 @@ fn request() -> TaskRequest {
         url: Some("https://example.com/".into()),
         scope: Scope::default(),
         secrets: Secrets::default(),
+        state: None,
+        return_state: false,
     }
 }
 
@@ -764,6 +766,7 @@ fn result_json_shape() {
             allowed_domains: vec!["shop.example".into(), "*.cdn.example".into()],
             blocked_domains: vec![],
         },
+        state: None,
     };
     insta::assert_json_snapshot!(result);
 }

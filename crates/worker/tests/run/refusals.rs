@@ -181,6 +181,8 @@ async fn an_empty_task_is_refused() {
                 url: None,
                 scope: Scope::default(),
                 secrets: Secrets::default(),
+                state: None,
+                return_state: false,
             },
             CancellationToken::new(),
         )
