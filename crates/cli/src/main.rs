@@ -17,6 +17,7 @@ mod serve_cmd;
 mod setting_flags;
 mod settings;
 mod signals;
+mod state_file;
 mod task_cmd;
 
 use std::process::ExitCode;

@@ -29,6 +29,13 @@ pub struct TaskArgs {
     /// Print the whole result as JSON instead of the report.
     #[arg(long)]
     json: bool,
+    /// Start from this session state (Playwright storageState JSON: cookies and localStorage);
+    /// every cookie and origin must lie inside the allowed domains.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Write the browser's final session state here (0600), restricted to the allowed domains.
+    #[arg(long, value_name = "FILE")]
+    save_state: Option<PathBuf>,
     #[command(flatten)]
     settings: SettingFlags,
 }
@@ -68,6 +75,15 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
+    let state = match &args.state {
+        Some(path) => {
+            Some(crate::state_file::read(path, &settings.scope).map_err(crate::bad_input)?)
+        }
+        None => None,
+    };
+    if let Some(path) = &args.save_state {
+        crate::state_file::check_writable(path).map_err(crate::bad_input)?;
+    }
     let model = model(&settings).map_err(crate::bad_input)?;
     let driver = ready_driver(&settings).await?;
     let runner = TaskRunner::new(
@@ -94,11 +110,16 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         url: args.url.clone(),
         scope: settings.scope.clone(),
         secrets: settings.secrets.clone(),
-        state: None,
-        return_state: false,
+        state,
+        return_state: args.save_state.is_some(),
     };
-    let result = runner.run(request, cancel).await?;
+    let mut result = runner.run(request, cancel).await?;
     driver.shutdown().await;
+    // The state goes to its file, never to stdout.
+    if let (Some(path), Some(state)) = (&args.save_state, result.state.take()) {
+        crate::state_file::write(path, &state)?;
+        eprintln!("saved the session state in {}", path.display());
+    }
 
     let saved = match &args.out {
         Some(out) => crate::output::save_images(out, "screenshot", &result.screenshots)?,

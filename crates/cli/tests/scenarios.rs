@@ -76,6 +76,10 @@ fn task(dir: &Path, script: &Value, args: &[&str]) -> (Value, Output) {
     (result, output)
 }
 
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 fn call(args: &Value) -> Value {
     json!({"name": "agent_browser", "input": {"args": args}})
 }
@@ -669,5 +673,113 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
             );
         }
     }
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_11_a_second_task_starts_signed_in_from_the_first_ones_state() {
+    if !docker_ready() {
+        return;
+    }
+    let password = "state-pa55word";
+    let (port, posted) = airlock_testkit::login::login_site("member", password, "");
+    let resolver = dns(HashMap::from([("shop.lab", vec![Ipv4Addr::LOCALHOST])]));
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("pw");
+    std::fs::write(&secret_file, password).unwrap();
+    let state_file = dir.path().join("state.json");
+    let shop = format!("http://shop.lab:{port}");
+    let common = [
+        "--allow".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "--nameserver".to_owned(),
+        format!("127.0.0.1:{resolver}"),
+        "--allowed-domain".to_owned(),
+        "shop.lab".to_owned(),
+    ];
+    let with = |extra: &[String]| -> Vec<String> { common.iter().chain(extra).cloned().collect() };
+    let sign_in = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("{shop}/login")]))]},
+        {"tool_calls": [call(&json!(["fill", "#user", "member"]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:pw}}"]))]},
+        {"tool_calls": [call(&json!(["click", "#go"]))]},
+        {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
+        {"text": "Signed in."}
+    ]});
+    let first = with(&[
+        "--secret".to_owned(),
+        format!("pw@shop.lab=file:{}", secret_file.display()),
+        "--save-state".to_owned(),
+        state_file.display().to_string(),
+    ]);
+    let (result, output) = task(dir.path(), &sign_in, &strs(&first));
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        result.get("state").is_none(),
+        "the state went to stdout: {result}"
+    );
+    let saved = std::fs::read_to_string(&state_file).unwrap();
+    assert!(
+        saved.contains(airlock_testkit::login::SESSION.split('=').nth(1).unwrap()),
+        "{saved}"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&state_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    // The second task goes straight to the account page: the cookie came with the state.
+    let read = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("{shop}/account")]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#welcome"]))]},
+        {"expect": {"shown_contains": ["Welcome back, member"], "shown_not_contains": ["lab-session-7f3a9c"]},
+         "tool_calls": [call(&json!(["get", "text", "body"]))]},
+        {"text": "Already signed in."}
+    ]});
+    let second = with(&["--state".to_owned(), state_file.display().to_string()]);
+    let (result, output) = task(dir.path(), &read, &strs(&second));
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        posted.lock().unwrap().len(),
+        1,
+        "the second task signed in again"
+    );
+
+    // A state whose cookie lies outside the scope is refused, naming the cookie.
+    let outside = dir.path().join("outside.json");
+    std::fs::write(
+        &outside,
+        json!({"cookies": [{"name": "track", "value": "v-123456", "domain": "tracker.lab", "path": "/"}], "origins": []}).to_string(),
+    )
+    .unwrap();
+    let refused = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "task",
+            "Go",
+            "--model",
+            "script:/nonexistent.json",
+            "--state",
+        ])
+        .arg(&outside)
+        .args(strs(&common))
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("cookie `track` for tracker.lab") && !stderr.contains("v-123456"),
+        "{stderr}"
+    );
     no_task_containers_left();
 }

@@ -174,6 +174,14 @@ pub enum DockerError {
         /// The end of Chromium's stderr.
         stderr: String,
     },
+    /// The starting session state could not be loaded into the browser.
+    #[error(
+        "loading the session state into the browser failed: {why}; give Playwright storageState JSON (cookies and origins) for the task's sites"
+    )]
+    StateLoad {
+        /// What agent-browser said.
+        why: String,
+    },
 }
 
 impl From<DockerError> for airlock_worker::DriverError {

@@ -32,6 +32,7 @@ mod refill_wait;
 mod runner;
 mod secret_input;
 mod session;
+mod session_state;
 mod spec;
 mod sync;
 #[cfg(test)]
@@ -198,6 +199,7 @@ impl DockerDriver {
         if let Some(pool) = pool
             && let Some(prepared) = pool.take().await
         {
+            let prepared = self.with_state(prepared, &context).await?;
             return Ok(self.maker.bind(prepared, context, true));
         }
         // The pool was empty: its refill yields to this cold start until its first answer, as it
@@ -214,7 +216,26 @@ impl DockerDriver {
             .prepare(lifetime, None, Kind::AgentBrowser)
             .await?;
         prepared.first_answer = first_answer.disarm();
+        let prepared = self.with_state(prepared, &context).await?;
         Ok(self.maker.bind(prepared, context, false))
+    }
+
+    /// The session with the task's starting state loaded, if it has one (removed if that fails).
+    async fn with_state(
+        &self,
+        prepared: session::Prepared,
+        context: &TaskContext,
+    ) -> Result<session::Prepared, DriverError> {
+        let Some(state) = &context.state_in else {
+            return Ok(prepared);
+        };
+        match session_state::load(prepared.commands(), state, self.config.command_timeout).await {
+            Ok(()) => Ok(prepared),
+            Err(error) => {
+                prepared.dispose().await;
+                Err(error.into())
+            }
+        }
     }
 
     /// A sealed browser for one CDP client, for at most `lease` (its container exits by itself a

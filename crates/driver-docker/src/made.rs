@@ -2,6 +2,7 @@
 //! drop when a start failed or was cancelled half-way.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use airlock_proxy::EgressProxy;
 use airlock_worker::{BoxFuture, Dispose, TaskContext};
@@ -9,6 +10,7 @@ use bollard::Docker;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use tokio_util::sync::CancellationToken;
 
+use crate::runner::Commands;
 use crate::sync::lock;
 
 /// What a session made: removed on dispose, or by drop if the start never finished.
@@ -21,12 +23,19 @@ pub(crate) struct Made {
     pub(crate) context: Option<TaskContext>,
     /// The session's first-answer signal (once a task has it): an ended task has had its say.
     pub(crate) first_answer: Option<CancellationToken>,
+    /// When the task wants its final state: how to read it before the container goes.
+    pub(crate) state_saver: Option<(Commands, Duration)>,
 }
 
 impl Made {
     pub(crate) async fn undo(&mut self) {
         if let Some(first_answer) = &self.first_answer {
             first_answer.cancel();
+        }
+        if let (Some((commands, timeout)), Some(context)) = (self.state_saver.take(), &self.context)
+            && let Some(state) = crate::session_state::save(&commands, timeout).await
+        {
+            context.record_final_state(state);
         }
         if let (Some(proxy), Some(context)) = (&self.proxy, &self.context) {
             let stats = proxy.stats();

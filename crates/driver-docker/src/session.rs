@@ -64,6 +64,11 @@ impl Prepared {
         self.made.undo().await;
     }
 
+    /// How its commands run.
+    pub(crate) fn commands(&self) -> &runner::Commands {
+        &self.commands
+    }
+
     /// Whether its browser still answers: the container runs and, for CDP, Chromium answers a
     /// command.
     pub(crate) async fn answers(&mut self, maker: &Maker) -> bool {
@@ -155,6 +160,7 @@ impl Maker {
             failed_removals: Arc::clone(&self.failed_removals),
             context: None,
             first_answer: None,
+            state_saver: None,
         };
         // Recorded before Docker is asked, so a caller that goes away meanwhile (a CDP client
         // that leaves) still has it removed by `made`'s drop; and the creation runs on a task of
@@ -308,6 +314,9 @@ impl Maker {
         // Before the task's first command: from here its browser reaches only its scope.
         if let Some(proxy) = &made.proxy {
             proxy.set_scope(context.scope.clone());
+        }
+        if context.return_state {
+            made.state_saver = Some((commands.clone(), self.config.command_timeout));
         }
         made.context = Some(context.clone());
         made.first_answer = Some(first_answer.clone());
