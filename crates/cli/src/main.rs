@@ -3,6 +3,7 @@
 mod answer_gone;
 mod browse_cmd;
 mod capacity;
+mod contexts;
 mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
@@ -19,6 +20,7 @@ mod settings;
 mod signals;
 mod state_file;
 mod task_cmd;
+mod task_request;
 
 use std::process::ExitCode;
 

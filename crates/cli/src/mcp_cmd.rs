@@ -13,7 +13,7 @@ use std::sync::{Arc, PoisonError};
 use airlock_driver_docker::{AgentBrowserInput, DockerDriver, TOOL_NAME};
 use airlock_worker::{
     BrowserDriver, CancellationToken, Content, DirectSession, Ended, Progress, READ_OUTPUT,
-    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskRequest, TaskResult, TaskRunner,
+    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskResult, TaskRunner,
 };
 use anyhow::Context;
 use clap::{ArgMatches, Args};
@@ -32,8 +32,9 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
-use crate::scope_request::{Ceiling, task_scope, task_secrets};
+use crate::scope_request::{Caller, Ceiling};
 use crate::settings::{SettingFlags, Settings};
+use crate::task_request::{Asked, Ready, prepare};
 
 /// Arguments of `airlock mcp`.
 #[derive(Debug, Args)]
@@ -68,6 +69,10 @@ struct BrowserTaskInput {
     /// their sites; the worker never sees a value, and neither does this result.
     #[serde(default)]
     secrets: Vec<String>,
+    /// A named context Airlock keeps for this caller: the task starts from its saved cookies and
+    /// storage and saves them back (one task at a time per context; a second is refused).
+    #[serde(default)]
+    context: Option<String>,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -237,27 +242,30 @@ impl ServerHandler for Server {
 }
 
 impl Server {
-    /// The scope and secrets a `browser_task` asked for, held to its caller's ceiling: over HTTP
-    /// the ceiling of the token the call came with, on stdio the server's.
-    fn scope_and_secrets(
+    /// The request a `browser_task` asked for, held to its caller's ceiling: over HTTP the
+    /// ceiling of the token the call came with, on stdio the server's.
+    fn ready(
         &self,
-        input: &BrowserTaskInput,
+        input: BrowserTaskInput,
         context: &RequestContext<RoleServer>,
-    ) -> Result<(airlock_worker::Scope, airlock_worker::Secrets), String> {
+    ) -> Result<Ready, String> {
         let ceiling = context
             .extensions
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Arc<Ceiling>>().cloned())
             .unwrap_or_else(|| Arc::new(Ceiling::server(self.settings.scope.clone())));
-        let scope = task_scope(&input.allowed_domains, &input.blocked_domains, &ceiling)?;
-        let secrets = task_secrets(
-            &input.secrets,
-            Vec::new(),
-            &ceiling,
-            &self.settings.secrets,
-            &scope,
-        )?;
-        Ok((scope, secrets))
+        let asked = Asked {
+            allowed_domains: &input.allowed_domains,
+            blocked_domains: &input.blocked_domains,
+            secret_names: input.secrets,
+            context: input.context.as_deref(),
+            ..Asked::default()
+        };
+        let caller = Caller {
+            ceiling: &ceiling,
+            configured: &self.settings.secrets,
+        };
+        prepare(input.task, input.url, asked, caller)
     }
 
     async fn browser_task(
@@ -269,7 +277,7 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(
                 format!(
-                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?}}: {e}"
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?}}: {e}"
                 ),
                 None,
             )
@@ -312,17 +320,9 @@ impl Server {
             });
             sink
         });
-        let (scope, secrets) = match self.scope_and_secrets(&input, &context) {
-            Ok(both) => both,
+        let Ready { request, lease, .. } = match self.ready(input, &context) {
+            Ok(ready) => ready,
             Err(refusal) => return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)])),
-        };
-        let request = TaskRequest {
-            task: input.task,
-            url: input.url,
-            scope,
-            secrets,
-            state: None,
-            return_state: false,
         };
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();
@@ -342,9 +342,13 @@ impl Server {
         // still finishes its cleanup, and shutdown waits for it.
         let gate = self.gate.clone();
         let task = self.tracker.spawn(async move {
-            let result = runner.run_with_progress(request, cancel, progress).await;
+            let mut result = runner.run_with_progress(request, cancel, progress).await;
             if let (Some(gate), Ok(result)) = (&gate, &result) {
                 gate.finished(result);
+            }
+            // The calling agent never gets the state: it is saved to its context, if any.
+            if let Ok(result) = &mut result {
+                crate::task_request::finish(lease, false, result);
             }
             drop(permit);
             result

@@ -14,6 +14,8 @@ pub(crate) struct Ceiling {
     pub(crate) owner: &'static str,
     /// The configured secrets it may ask for by name (`None`: every one the server has).
     pub(crate) secret_names: Option<Vec<String>>,
+    /// Whose named contexts it uses (`local`, or a digest of its token).
+    pub(crate) context_owner: String,
 }
 
 impl Ceiling {
@@ -23,6 +25,7 @@ impl Ceiling {
             scope,
             owner: "the server",
             secret_names: None,
+            context_owner: crate::contexts::LOCAL_OWNER.to_owned(),
         }
     }
 }

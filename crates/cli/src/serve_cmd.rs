@@ -18,6 +18,7 @@ mod guard;
 mod readiness;
 mod routes;
 mod sessions;
+mod task_body;
 mod tasks_api;
 mod tls;
 mod token_scope;

@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::{ArgMatches, Args};
 use serde_json::json;
 
+use crate::contexts::ContextLease;
 use crate::settings::{SettingFlags, Settings};
 
 /// Arguments of `airlock task`.
@@ -36,6 +37,10 @@ pub struct TaskArgs {
     /// Write the browser's final session state here (0600), restricted to the allowed domains.
     #[arg(long, value_name = "FILE")]
     save_state: Option<PathBuf>,
+    /// Start from the named context Airlock keeps and save the final state back into it (one
+    /// task at a time per context; see AIRLOCK_CONTEXTS_DIR).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["state", "save_state"])]
+    context: Option<String>,
     #[command(flatten)]
     settings: SettingFlags,
 }
@@ -69,21 +74,35 @@ pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDrive
     Ok(Arc::new(driver))
 }
 
+/// The state a task starts from (`--state`, or `--context`'s), with the context's lease.
+fn starting_state(
+    args: &TaskArgs,
+    scope: &airlock_worker::Scope,
+) -> anyhow::Result<(Option<airlock_worker::SessionState>, Option<ContextLease>)> {
+    if let Some(path) = &args.save_state {
+        crate::state_file::check_writable(path)?;
+    }
+    if let Some(path) = &args.state {
+        return Ok((Some(crate::state_file::read(path, scope)?), None));
+    }
+    let Some(name) = &args.context else {
+        return Ok((None, None));
+    };
+    let root = crate::contexts::root().context("--context")?;
+    let lease =
+        ContextLease::take(&root, crate::contexts::LOCAL_OWNER, name).context("--context")?;
+    let state = lease.load(scope).context("--context")?;
+    Ok((state, Some(lease)))
+}
+
 /// Run the task; the exit code says how it ended (0 completed or step limit, 1 otherwise).
 pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
-    let state = match &args.state {
-        Some(path) => {
-            Some(crate::state_file::read(path, &settings.scope).map_err(crate::bad_input)?)
-        }
-        None => None,
-    };
-    if let Some(path) = &args.save_state {
-        crate::state_file::check_writable(path).map_err(crate::bad_input)?;
-    }
+    // The lease is held until the task ends: a second task on its context is refused meanwhile.
+    let (state, lease) = starting_state(args, &settings.scope).map_err(crate::bad_input)?;
     let model = model(&settings).map_err(crate::bad_input)?;
     let driver = ready_driver(&settings).await?;
     let runner = TaskRunner::new(
@@ -111,14 +130,20 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         scope: settings.scope.clone(),
         secrets: settings.secrets.clone(),
         state,
-        return_state: args.save_state.is_some(),
+        return_state: args.save_state.is_some() || lease.is_some(),
     };
     let mut result = runner.run(request, cancel).await?;
     driver.shutdown().await;
-    // The state goes to its file, never to stdout.
-    if let (Some(path), Some(state)) = (&args.save_state, result.state.take()) {
-        crate::state_file::write(path, &state)?;
-        eprintln!("saved the session state in {}", path.display());
+    // The state goes to its file or its context, never to stdout.
+    if let Some(state) = result.state.take() {
+        if let Some(path) = &args.save_state {
+            crate::state_file::write(path, &state)?;
+            eprintln!("saved the session state in {}", path.display());
+        }
+        if let (Some(lease), Some(name)) = (&lease, &args.context) {
+            lease.save(&state)?;
+            eprintln!("saved the session state in context `{name}`");
+        }
     }
 
     let saved = match &args.out {

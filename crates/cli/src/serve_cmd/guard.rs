@@ -414,6 +414,7 @@ mod tests {
                 scope,
                 owner,
                 secret_names: None,
+                context_owner: "local".to_owned(),
             })
         };
         let guard = loopback().with_ceilings(

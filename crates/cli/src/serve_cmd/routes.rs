@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
-use super::{App, cdp, tasks_api};
+use super::{App, cdp, task_body, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
@@ -232,8 +232,8 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
-                "the body is over {} bytes: a task is a short text and a URL",
-                tasks_api::MAX_TASK_BODY_BYTES
+                "the body is over {} bytes: a task is a short text, a URL, its settings and at most a 1 MiB session state",
+                task_body::MAX_TASK_BODY_BYTES
             ),
         )
     };
@@ -242,12 +242,12 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > tasks_api::MAX_TASK_BODY_BYTES as u64) {
+    if declared.is_some_and(|length| length > task_body::MAX_TASK_BODY_BYTES as u64) {
         return too_large();
     }
     let body = match tokio::time::timeout(
         BODY_TIMEOUT,
-        axum::body::to_bytes(body, tasks_api::MAX_TASK_BODY_BYTES),
+        axum::body::to_bytes(body, task_body::MAX_TASK_BODY_BYTES),
     )
     .await
     {

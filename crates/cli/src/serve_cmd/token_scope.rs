@@ -79,7 +79,6 @@ pub(crate) fn ceilings(
     server: &Scope,
     configured: &Secrets,
 ) -> anyhow::Result<Vec<Arc<Ceiling>>> {
-    let shared = Arc::new(Ceiling::server(server.clone()));
     entries
         .iter()
         .map(|(entry, line)| {
@@ -94,19 +93,20 @@ pub(crate) fn ceilings(
                     "--tokens-file line {line}: secret `{unknown}` is not configured: give it with --secret"
                 );
             }
-            if entry.scope.is_none() && entry.secrets.is_none() {
-                return Ok(Arc::clone(&shared));
-            }
-            let scope = match &entry.scope {
-                None => server.clone(),
-                Some(own) => own
-                    .within(server, "the server")
-                    .map_err(|e| anyhow::anyhow!("--tokens-file line {line}: {e}"))?,
+            let (scope, owner) = match &entry.scope {
+                None => (server.clone(), "the server"),
+                Some(own) => (
+                    own.within(server, "the server")
+                        .map_err(|e| anyhow::anyhow!("--tokens-file line {line}: {e}"))?,
+                    "this token",
+                ),
             };
+            // Every token has its own: its named contexts are its alone.
             Ok(Arc::new(Ceiling {
                 scope,
-                owner: "this token",
+                owner,
                 secret_names: entry.secrets.clone(),
+                context_owner: crate::contexts::token_owner(entry.token.as_bytes()),
             }))
         })
         .collect()
@@ -163,6 +163,7 @@ mod tests {
             "only wiki.corp.example, except admin.corp.example"
         );
         assert_eq!(ceilings[1].owner, "the server");
+        assert_ne!(ceilings[0].context_owner, ceilings[1].context_owner);
         let beyond = parse_line("t allowed_domains=evil.example", 3).unwrap();
         let error = super::ceilings(&[(beyond, Some(3))], &server, &Secrets::default())
             .unwrap_err()

@@ -1,0 +1,146 @@
+//! The body of `POST /v1/tasks`: read (JSON, bounded, never echoing a value back) and made into
+//! a task request held to its caller's ceiling.
+
+use airlock_worker::{MAX_STATE_BYTES, Secret, SessionState};
+use http::{HeaderMap, StatusCode};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::scope_request::Caller;
+use crate::task_request::{Asked, Ready, prepare};
+
+/// The most a task body may be: a task, a URL and its settings, and a session state.
+pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024 + MAX_STATE_BYTES;
+
+/// The body of `POST /v1/tasks`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskBody {
+    /// What to do in the browser, in plain words.
+    pub(crate) task: String,
+    /// Where to start (http or https).
+    #[serde(default)]
+    url: Option<String>,
+    /// Confine the task to these sites: names (`shop.example`: that name only) or `*.` before a
+    /// name (`*.shop.example`: every name under it, not the bare name). Omitted: what the
+    /// operator allows. Asking beyond that is refused (400), never narrowed.
+    #[serde(default)]
+    allowed_domains: Vec<String>,
+    /// Refuse these sites even where allowed (same patterns). The operator's blocked list
+    /// always applies too.
+    #[serde(default)]
+    blocked_domains: Vec<String>,
+    /// Secrets the worker may type (by placeholder) on their sites without seeing them: the name
+    /// of one the operator configured, or `{name, value, domains}` given here. Values are never
+    /// logged, echoed or returned.
+    #[serde(default)]
+    #[schemars(length(max = 32))]
+    secrets: Vec<SecretAsk>,
+    /// Start from this session state (Playwright's storageState: cookies and localStorage);
+    /// every cookie and origin must lie inside the task's scope.
+    #[serde(default)]
+    state: Option<SessionState>,
+    /// Return the browser's final state in the result's `state`, restricted to the scope.
+    #[serde(default)]
+    return_state: bool,
+    /// Start from the named context Airlock keeps for this token and save the final state back
+    /// into it (one task at a time per context: a second is refused).
+    #[serde(default)]
+    context: Option<String>,
+}
+
+/// One entry of `secrets`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum SecretAsk {
+    /// A secret the operator configured, by name.
+    Named(String),
+    /// A secret given with the request.
+    Inline {
+        /// What the worker writes: `{{secret:NAME}}`.
+        name: String,
+        /// The value (4–4096 bytes, no control characters).
+        value: String,
+        /// The sites it may be typed on (names or `*.` wildcards, inside the task's scope).
+        domains: Vec<String>,
+    },
+}
+
+// A value must never reach a log through Debug.
+impl std::fmt::Debug for SecretAsk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Named(name) => write!(f, "Named({name:?})"),
+            Self::Inline { name, domains, .. } => {
+                write!(f, "Inline {{ name: {name:?}, domains: {domains:?}, .. }}")
+            }
+        }
+    }
+}
+
+/// The body, or the answer that refuses it.
+/// Errors are the status and the words to answer with.
+pub(crate) fn read(headers: &HeaderMap, body: &[u8]) -> Result<TaskBody, (StatusCode, String)> {
+    let json_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON: send `Content-Type: application/json` and {\"task\": \"…\", \"url\": \"…\"}".to_owned(),
+        ));
+    }
+    serde_json::from_slice(body).map_err(|error| {
+        // serde's words may quote a value (a secret's, a cookie's): they are repeated only when
+        // they name a field, never for a wrong value.
+        let said = error.to_string();
+        let what = if said.starts_with("unknown field") || said.starts_with("missing field") {
+            said
+        } else if error.classify() == serde_json::error::Category::Data {
+            format!(
+                "a value is of the wrong type, at line {} column {}",
+                error.line(),
+                error.column()
+            )
+        } else {
+            format!("not JSON, at line {} column {}", error.line(), error.column())
+        };
+        (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the body is not a task ({what}): send {{\"task\": \"what to do\", \"url\": \"https://…\"}}; the schema is at /v1/schema"
+            ),
+        )
+    })
+}
+
+impl TaskBody {
+    /// The request to run, or why not (a 400's words).
+    pub(crate) fn into_ready(self, caller: Caller<'_>) -> Result<Ready, String> {
+        let mut secret_names = Vec::new();
+        let mut inline_secrets = Vec::new();
+        for ask in self.secrets {
+            match ask {
+                SecretAsk::Named(name) => secret_names.push(name),
+                SecretAsk::Inline {
+                    name,
+                    value,
+                    domains,
+                } => inline_secrets
+                    .push(Secret::new(&name, value, &domains).map_err(|e| e.to_string())?),
+            }
+        }
+        let asked = Asked {
+            allowed_domains: &self.allowed_domains,
+            blocked_domains: &self.blocked_domains,
+            secret_names,
+            inline_secrets,
+            state: self.state,
+            context: self.context.as_deref(),
+            return_state: self.return_state,
+        };
+        prepare(self.task, self.url, asked, caller)
+    }
+}

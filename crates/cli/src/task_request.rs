@@ -1,0 +1,94 @@
+//! A task request from a caller of `browser_task` or `POST /v1/tasks`, made whole: its scope and
+//! secrets held to the caller's ceiling, its starting state (given, or its named context's) held
+//! to its scope; and, once it ran, its final state saved to its context and handed back only if
+//! the caller asked for it.
+
+use airlock_worker::{Secret, SessionState, TaskRequest, TaskResult};
+
+use crate::contexts::ContextLease;
+use crate::scope_request::{Caller, task_scope, task_secrets};
+
+/// What a caller asked for besides the task and the URL.
+#[derive(Debug, Default)]
+pub(crate) struct Asked<'a> {
+    pub(crate) allowed_domains: &'a [String],
+    pub(crate) blocked_domains: &'a [String],
+    pub(crate) secret_names: Vec<String>,
+    pub(crate) inline_secrets: Vec<Secret>,
+    pub(crate) state: Option<SessionState>,
+    pub(crate) context: Option<&'a str>,
+    pub(crate) return_state: bool,
+}
+
+/// A request ready to run, with what must outlive it.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    pub(crate) request: TaskRequest,
+    /// The named context, held until the task's state is saved back.
+    pub(crate) lease: Option<ContextLease>,
+    /// Whether the caller gets the final state.
+    pub(crate) give_state: bool,
+}
+
+/// Make the request, or say (naming the field and the fix) why not.
+pub(crate) fn prepare(
+    task: String,
+    url: Option<String>,
+    asked: Asked<'_>,
+    caller: Caller<'_>,
+) -> Result<Ready, String> {
+    let scope = task_scope(asked.allowed_domains, asked.blocked_domains, caller.ceiling)?;
+    let secrets = task_secrets(
+        &asked.secret_names,
+        asked.inline_secrets,
+        caller.ceiling,
+        caller.configured,
+        &scope,
+    )?;
+    let (state, lease) = match (asked.state, asked.context) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "give a state or a context, not both: a context is a state Airlock keeps".into(),
+            );
+        }
+        (Some(state), None) => {
+            state.check(&scope).map_err(|e| e.to_string())?;
+            (Some(state), None)
+        }
+        (None, Some(name)) => {
+            let root = crate::contexts::root().map_err(|e| format!("context: {e:#}"))?;
+            let lease = ContextLease::take(&root, &caller.ceiling.context_owner, name)
+                .map_err(|e| format!("context: {e:#}"))?;
+            let state = lease.load(&scope).map_err(|e| format!("context: {e:#}"))?;
+            (state, Some(lease))
+        }
+        (None, None) => (None, None),
+    };
+    Ok(Ready {
+        request: TaskRequest {
+            task,
+            url,
+            scope,
+            secrets,
+            state,
+            return_state: asked.return_state || lease.is_some(),
+        },
+        lease,
+        give_state: asked.return_state,
+    })
+}
+
+/// After the run: the final state into the context (if any), and out of the result unless the
+/// caller asked for it.
+pub(crate) fn finish(lease: Option<ContextLease>, give_state: bool, result: &mut TaskResult) {
+    if let (Some(lease), Some(state)) = (&lease, &result.state)
+        && let Err(error) = lease.save(state)
+    {
+        tracing::warn!(error = %format!("{error:#}"), "a task's context could not be saved");
+    }
+    if !give_state {
+        result.state = None;
+    }
+    // Only now may another task take the context.
+    drop(lease);
+}
