@@ -12,6 +12,7 @@ mod direct;
 mod limits;
 mod scope;
 mod secrets;
+mod state;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

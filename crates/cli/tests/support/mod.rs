@@ -54,8 +54,14 @@ impl Served {
     /// Start `airlock ARGS` with these tokens (AIRLOCK_TOKENS), no config file and info logs;
     /// return once it listens.
     pub fn start(args: &[String], tokens: &str) -> Self {
+        Self::start_with_env(args, tokens, &[])
+    }
+
+    /// [`Served::start`] with more environment variables.
+    pub fn start_with_env(args: &[String], tokens: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
             .args(args)
+            .envs(env.iter().copied())
             .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
             .env("AIRLOCK_TOKENS", tokens)
             // Info: tests wait for the server's own word that something happened.
