@@ -1,10 +1,11 @@
-//! Session-state files for `airlock task --state` and `--save-state`: read bounded and held to
-//! the scope; written owner-only, whole or not at all, never through a symlink.
+//! The files `airlock task` takes and writes: session states (`--state`, `--save-state`: read
+//! bounded and held to the scope; written owner-only, whole or not at all, never through a
+//! symlink) and files to upload (`--file`: read bounded, named by their file name).
 
 use std::io::{Read, Write};
 use std::path::Path;
 
-use airlock_worker::{MAX_STATE_BYTES, Scope, SessionState};
+use airlock_worker::{MAX_STATE_BYTES, MAX_UPLOAD_BYTES, Scope, SessionState, Uploads};
 use anyhow::Context;
 
 /// Read a state file for a task confined to `scope`.
@@ -57,4 +58,26 @@ fn parent(path: &Path) -> &Path {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     }
+}
+
+/// The `--file`s, each read bounded and named by its file name.
+pub fn uploads(paths: &[std::path::PathBuf]) -> anyhow::Result<Uploads> {
+    let files = paths
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .with_context(|| format!("--file {}: it names no file", path.display()))?
+                .to_owned();
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("--file {}: cannot read it", path.display()))?;
+            let mut bytes = Vec::new();
+            file.take(u64::try_from(MAX_UPLOAD_BYTES + 1).unwrap_or(u64::MAX))
+                .read_to_end(&mut bytes)
+                .with_context(|| format!("--file {}: cannot read it", path.display()))?;
+            Ok((name, bytes))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Uploads::new(files).map_err(|e| anyhow::anyhow!("--file: {e}"))
 }

@@ -41,6 +41,10 @@ pub struct TaskArgs {
     /// task at a time per context; see AIRLOCK_CONTEXTS_DIR).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["state", "save_state"])]
     context: Option<String>,
+    /// A file the worker may upload (by its name, into a file input on a page inside the allowed
+    /// domains). Repeatable; at most 8 files, 10 MiB each.
+    #[arg(long = "file", value_name = "PATH")]
+    files: Vec<PathBuf>,
     #[command(flatten)]
     settings: SettingFlags,
 }
@@ -103,6 +107,7 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     }
     // The lease is held until the task ends: a second task on its context is refused meanwhile.
     let (state, lease) = starting_state(args, &settings.scope).map_err(crate::bad_input)?;
+    let uploads = crate::state_file::uploads(&args.files).map_err(crate::bad_input)?;
     let model = model(&settings).map_err(crate::bad_input)?;
     let driver = ready_driver(&settings).await?;
     let runner = TaskRunner::new(
@@ -131,6 +136,7 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         secrets: settings.secrets.clone(),
         state,
         return_state: args.save_state.is_some() || lease.is_some(),
+        uploads,
     };
     let mut result = runner.run(request, cancel).await?;
     driver.shutdown().await;

@@ -18,6 +18,7 @@ pub(crate) struct Asked<'a> {
     pub(crate) state: Option<SessionState>,
     pub(crate) context: Option<&'a str>,
     pub(crate) return_state: bool,
+    pub(crate) uploads: airlock_worker::Uploads,
 }
 
 /// A request ready to run, with what must outlive it.
@@ -72,6 +73,7 @@ pub(crate) fn prepare(
             secrets,
             state,
             return_state: asked.return_state || lease.is_some(),
+            uploads: asked.uploads,
         },
         lease,
         give_state: asked.return_state,

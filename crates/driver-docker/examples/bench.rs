@@ -437,6 +437,7 @@ async fn context_run(
         secrets: airlock_worker::Secrets::default(),
         state: None,
         return_state: false,
+        uploads: airlock_worker::Uploads::default(),
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

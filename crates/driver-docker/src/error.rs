@@ -182,6 +182,14 @@ pub enum DockerError {
         /// What agent-browser said.
         why: String,
     },
+    /// A caller's file could not be placed in the container.
+    #[error("placing the file `{name}` in the browser's container failed: {why}")]
+    PlaceFile {
+        /// The file's name.
+        name: String,
+        /// What the container said.
+        why: String,
+    },
 }
 
 impl From<DockerError> for airlock_worker::DriverError {

@@ -38,6 +38,7 @@ mod sync;
 #[cfg(test)]
 mod testing;
 mod tool;
+mod upload_input;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -220,16 +221,23 @@ impl DockerDriver {
         Ok(self.maker.bind(prepared, context, false))
     }
 
-    /// The session with the task's starting state loaded, if it has one (removed if that fails).
+    /// The session with the task's starting state loaded and its files placed (removed if that
+    /// fails).
     async fn with_state(
         &self,
         prepared: session::Prepared,
         context: &TaskContext,
     ) -> Result<session::Prepared, DriverError> {
-        let Some(state) = &context.state_in else {
-            return Ok(prepared);
+        let timeout = self.config.command_timeout;
+        // A clone, so the future holds no borrow of the session (whose CDP pipe is not `Sync`).
+        let commands = prepared.commands().clone();
+        let placed = async {
+            if let Some(state) = &context.state_in {
+                session_state::load(&commands, state, timeout).await?;
+            }
+            upload_input::place(&commands, &context.uploads, timeout).await
         };
-        match session_state::load(prepared.commands(), state, self.config.command_timeout).await {
+        match placed.await {
             Ok(()) => Ok(prepared),
             Err(error) => {
                 prepared.dispose().await;

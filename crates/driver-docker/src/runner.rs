@@ -287,6 +287,45 @@ impl Commands {
     }
 }
 
+/// A session's commands with the time each may take, for the driver's own steps.
+pub(crate) struct DriverCommands<'a> {
+    pub(crate) commands: &'a Commands,
+    pub(crate) timeout: Duration,
+}
+
+impl DriverCommands<'_> {
+    /// Run one agent-browser command: its stdout, or its output as the error when it fails.
+    pub(crate) async fn agent_browser(
+        &self,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+    ) -> Result<String, String> {
+        let mut command = vec!["agent-browser".to_owned()];
+        command.extend(args.iter().map(|a| (*a).to_owned()));
+        self.run(&command, stdin).await
+    }
+
+    /// Run one command: its stdout, or its output as the error when it fails (never its stdin).
+    pub(crate) async fn run(
+        &self,
+        command: &[String],
+        stdin: Option<&[u8]>,
+    ) -> Result<String, String> {
+        let result = self
+            .commands
+            .run(command, stdin, self.timeout, 64 * 1024)
+            .await
+            .map_err(|error| error.to_string())?;
+        let stdout = String::from_utf8_lossy(&result.stdout).trim().to_owned();
+        if result.exit_code == 0 {
+            Ok(stdout)
+        } else {
+            let stderr = String::from_utf8_lossy(&result.stderr);
+            Err(format!("{stdout} {}", stderr.trim()).trim().to_owned())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,13 @@
 
 use airlock_address::Host;
 use airlock_policy::parse_http_url;
-use airlock_worker::{Secret, Secrets, mentions_placeholder, placeholder_name};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use airlock_worker::{
+    Secret, Secrets, TaskContext, ToolOutput, mentions_placeholder, placeholder_name,
+};
+
+use crate::runner::DriverCommands;
 
 /// A command that types a secret: the selector and the secret.
 pub(crate) struct SecretTyping<'a> {
@@ -111,6 +117,84 @@ pub(crate) fn typed(output: &str) -> Option<Typed> {
         answer
             .strip_prefix("no-field:")
             .map(|what| Typed::NoField(short(what)))
+    }
+}
+
+/// Type a secret (see `secret_input`): on its site only, checked again in the page as it
+/// is typed, its value fed on standard input.
+pub(crate) async fn type_secret(
+    commands: &DriverCommands<'_>,
+    context: &TaskContext,
+    typing: &SecretTyping<'_>,
+    on_screen: &AtomicBool,
+) -> ToolOutput {
+    let secret = typing.secret;
+    let url = match commands.agent_browser(&["get", "url"], None).await {
+        Ok(url) => url,
+        Err(error) => {
+            return ToolOutput::error(format!(
+                "Could not read the page's address, so nothing was typed: {error}"
+            ));
+        }
+    };
+    let Some(host) = page_host(&url) else {
+        return ToolOutput::error(format!(
+            "Refused: the page is not on a named http(s) site, so secret `{}` is not typed here.",
+            secret.name()
+        ));
+    };
+    let in_scope = context
+        .scope
+        .judge(&airlock_address::Host::Domain(host.clone()))
+        .is_ok();
+    if !secret.belongs_to(&host) || !in_scope {
+        let sites: Vec<String> = secret.domains().iter().map(ToString::to_string).collect();
+        return ToolOutput::error(format!(
+            "Refused: secret `{}` is typed only on {} inside the task's scope; this page is on {host}. Nothing was typed.",
+            secret.name(),
+            sites.join(", ")
+        ));
+    }
+    let focus = commands
+        .agent_browser(&["focus", typing.selector], None)
+        .await;
+    if let Err(error) = &focus {
+        return ToolOutput::error(format!("Could not focus {}: {error}", typing.selector));
+    }
+    let script = typing_script(&host, secret);
+    let answer = match commands
+        .agent_browser(&["eval", "--stdin"], Some(script.as_bytes()))
+        .await
+    {
+        Ok(answer) => answer,
+        Err(error) => {
+            return ToolOutput::error(format!(
+                "Typing the secret failed: {error}. Nothing is known to be typed; look at the page."
+            ));
+        }
+    };
+    match typed(&answer) {
+        Some(Typed::Into(kind)) if kind == "password" => ToolOutput::text(format!(
+            "Typed secret `{}` into the password field.",
+            secret.name()
+        )),
+        Some(Typed::Into(kind)) => {
+            on_screen.store(true, Ordering::SeqCst);
+            ToolOutput::text(format!(
+                "Typed secret `{}` into the field (type {kind}: its text shows on screen, so screenshots are refused from now on).",
+                secret.name()
+            ))
+        }
+        Some(Typed::Moved(to)) => ToolOutput::error(format!(
+            "Refused: the page moved to {to} before the secret was typed. Nothing was typed."
+        )),
+        Some(Typed::NoField(what)) => ToolOutput::error(format!(
+            "Refused: {} is not a text field of this page (the focus is on: {what}). Nothing was typed; pick the field from a snapshot.",
+            typing.selector
+        )),
+        None => ToolOutput::error(
+            "Typing the secret did not answer as expected. Nothing is known to be typed; look at the page.",
+        ),
     }
 }
 

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::exec::{ExecError, TIMED_OUT_EXIT};
-use crate::runner::Commands;
-use crate::secret_input;
+use crate::runner::{Commands, DriverCommands};
+use crate::{secret_input, upload_input};
 use tokio_util::sync::CancellationToken;
 
 /// The tool's input, as the model writes it.
@@ -132,6 +132,16 @@ impl Tool for AgentBrowserTool {
 
 impl AgentBrowserTool {
     async fn run(&self, input: AgentBrowserInput) -> Result<ToolOutput, ToolFailure> {
+        // A task with files uploads them by name; without, the command policy refuses `upload`.
+        if let Some(judged) = upload_input::judge(&input.args, &self.context.uploads) {
+            return Ok(match judged {
+                Ok((selector, files)) => {
+                    upload_input::upload(&self.driver_commands(), &self.context, selector, &files)
+                        .await
+                }
+                Err(refusal) => ToolOutput::error(refusal),
+            });
+        }
         let allowed = match check_command(&input.args) {
             Ok(allowed) => allowed,
             Err(refusal) => return Ok(ToolOutput::error(format!("Refused: {refusal}"))),
@@ -236,7 +246,17 @@ impl AgentBrowserTool {
         }
         match secret_input::judge(args, &self.context.secrets) {
             Err(refusal) => return Some(ToolOutput::error(refusal)),
-            Ok(Some(typing)) => return Some(self.type_secret(&typing).await),
+            Ok(Some(typing)) => {
+                return Some(
+                    secret_input::type_secret(
+                        &self.driver_commands(),
+                        &self.context,
+                        &typing,
+                        &self.secret_on_screen,
+                    )
+                    .await,
+                );
+            }
             Ok(None) => {}
         }
         (command == "screenshot" && self.secret_on_screen.load(Ordering::SeqCst)).then(|| {
@@ -246,93 +266,11 @@ impl AgentBrowserTool {
         })
     }
 
-    /// Type a secret (see `secret_input`): on its site only, checked again in the page as it
-    /// is typed, its value fed on standard input.
-    async fn type_secret(&self, typing: &secret_input::SecretTyping<'_>) -> ToolOutput {
-        let secret = typing.secret;
-        let url = match self.agent_browser(&["get", "url"], None).await {
-            Ok(url) => url,
-            Err(error) => {
-                return ToolOutput::error(format!(
-                    "Could not read the page's address, so nothing was typed: {error}"
-                ));
-            }
-        };
-        let Some(host) = secret_input::page_host(&url) else {
-            return ToolOutput::error(format!(
-                "Refused: the page is not on a named http(s) site, so secret `{}` is not typed here.",
-                secret.name()
-            ));
-        };
-        let in_scope = self
-            .context
-            .scope
-            .judge(&airlock_address::Host::Domain(host.clone()))
-            .is_ok();
-        if !secret.belongs_to(&host) || !in_scope {
-            let sites: Vec<String> = secret.domains().iter().map(ToString::to_string).collect();
-            return ToolOutput::error(format!(
-                "Refused: secret `{}` is typed only on {} inside the task's scope; this page is on {host}. Nothing was typed.",
-                secret.name(),
-                sites.join(", ")
-            ));
-        }
-        let focus = self.agent_browser(&["focus", typing.selector], None).await;
-        if let Err(error) = &focus {
-            return ToolOutput::error(format!("Could not focus {}: {error}", typing.selector));
-        }
-        let script = secret_input::typing_script(&host, secret);
-        let answer = match self
-            .agent_browser(&["eval", "--stdin"], Some(script.as_bytes()))
-            .await
-        {
-            Ok(answer) => answer,
-            Err(error) => {
-                return ToolOutput::error(format!(
-                    "Typing the secret failed: {error}. Nothing is known to be typed; look at the page."
-                ));
-            }
-        };
-        match secret_input::typed(&answer) {
-            Some(secret_input::Typed::Into(kind)) if kind == "password" => ToolOutput::text(
-                format!("Typed secret `{}` into the password field.", secret.name()),
-            ),
-            Some(secret_input::Typed::Into(kind)) => {
-                self.secret_on_screen.store(true, Ordering::SeqCst);
-                ToolOutput::text(format!(
-                    "Typed secret `{}` into the field (type {kind}: its text shows on screen, so screenshots are refused from now on).",
-                    secret.name()
-                ))
-            }
-            Some(secret_input::Typed::Moved(to)) => ToolOutput::error(format!(
-                "Refused: the page moved to {to} before the secret was typed. Nothing was typed."
-            )),
-            Some(secret_input::Typed::NoField(what)) => ToolOutput::error(format!(
-                "Refused: {} is not a text field of this page (the focus is on: {what}). Nothing was typed; pick the field from a snapshot.",
-                typing.selector
-            )),
-            None => ToolOutput::error(
-                "Typing the secret did not answer as expected. Nothing is known to be typed; look at the page.",
-            ),
-        }
-    }
-
-    /// Run one agent-browser command for the driver's own use: its stdout, or its output as the
-    /// error when it fails.
-    async fn agent_browser(&self, args: &[&str], stdin: Option<&[u8]>) -> Result<String, String> {
-        let mut command = vec!["agent-browser".to_owned()];
-        command.extend(args.iter().map(|a| (*a).to_owned()));
-        let result = self
-            .commands
-            .run(&command, stdin, self.command_timeout, 64 * 1024)
-            .await
-            .map_err(|error| error.to_string())?;
-        let stdout = String::from_utf8_lossy(&result.stdout).trim().to_owned();
-        if result.exit_code == 0 {
-            Ok(stdout)
-        } else {
-            let stderr = String::from_utf8_lossy(&result.stderr);
-            Err(format!("{stdout} {}", stderr.trim()).trim().to_owned())
+    /// The session's commands, for the driver's own steps (typing a secret, placing a file).
+    fn driver_commands(&self) -> DriverCommands<'_> {
+        DriverCommands {
+            commands: &self.commands,
+            timeout: self.command_timeout,
         }
     }
 

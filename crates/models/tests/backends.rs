@@ -486,6 +486,7 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
         secrets: airlock_worker::Secrets::default(),
         state: None,
         return_state: false,
+        uploads: airlock_worker::Uploads::default(),
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

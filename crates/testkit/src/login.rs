@@ -1,7 +1,8 @@
-//! A lab site with a login form and a cookie session, on 127.0.0.1: `/login` shows the form,
+//! Lab sites with forms, on 127.0.0.1. A login form and a cookie session: `/login` shows the form,
 //! `POST /session` checks the user and password and sets a session cookie, `/account` shows a
 //! member's page only with that cookie. The login page also carries whatever hostile script the
 //! test gives it. Every form body the site received is kept, so a test can check the exact bytes.
+//! And a file form ([`upload_site`]) that keeps each uploaded body.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -108,4 +109,58 @@ fn decode(text: &str) -> String {
     percent_encoding::percent_decode_str(&text.replace('+', " "))
         .decode_utf8_lossy()
         .into_owned()
+}
+
+/// What an upload site received: each body posted to `/upload`, as bytes.
+pub type Received = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// A site with a file form on 127.0.0.1: `/upload` shows it (`#file`, `#send`), `POST /upload`
+/// keeps the raw multipart body and answers "received N bytes".
+pub fn upload_site() -> (u16, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received: Received = Arc::default();
+    let record = Arc::clone(&received);
+    let form = "<html><head><meta charset=\"utf-8\"><title>Upload</title></head><body>\
+                <form method=\"post\" action=\"/upload\" enctype=\"multipart/form-data\">\
+                <input id=\"file\" name=\"file\" type=\"file\"><button id=\"send\" type=\"submit\">Send</button>\
+                </form></body></html>";
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                if let Some((name, value)) = line.split_once(':')
+                    && name.trim().eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0u8; length.min(32 * 1024 * 1024)];
+            let _ = reader.read_exact(&mut body);
+            let page = if request_line.starts_with("POST /upload ") {
+                let answer = format!(
+                    "<html><head><title>Received</title></head><body><p id=\"got\">received {} bytes</p></body></html>",
+                    body.len()
+                );
+                record.lock().unwrap().push(body);
+                answer
+            } else {
+                form.to_owned()
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    (port, received)
 }

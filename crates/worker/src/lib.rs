@@ -30,7 +30,7 @@
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
 //! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
-//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false };
+//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default() };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
 //! assert_eq!(result.report, "Nothing to browse.");
@@ -52,6 +52,7 @@ mod secrets;
 mod shown;
 mod state;
 mod task;
+mod uploads;
 
 pub use airlock_policy::{DomainPattern, Scope, ScopeError};
 pub use direct::{DirectOutput, DirectSession};
@@ -86,3 +87,6 @@ pub use task::{
     Timings,
 };
 pub use tokio_util::sync::CancellationToken;
+pub use uploads::{
+    MAX_UPLOAD_BYTES, MAX_UPLOAD_FILES, MAX_UPLOAD_TOTAL_BYTES, Upload, UploadError, Uploads,
+};

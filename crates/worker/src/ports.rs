@@ -15,6 +15,7 @@ use crate::limits::TaskLimits;
 use crate::messages::{AssistantTurn, Image, Message};
 use crate::secrets::Secrets;
 use crate::state::SessionState;
+use crate::uploads::Uploads;
 
 /// A boxed future, so the ports stay object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -162,6 +163,8 @@ pub struct TaskContext {
     /// Whether the driver saves the browser's final state (before it removes the browser).
     pub return_state: bool,
     final_state: Arc<Mutex<Option<SessionState>>>,
+    /// Files the driver places in the browser's reach and the worker may upload by name.
+    pub uploads: Uploads,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -178,6 +181,7 @@ impl TaskContext {
             state_in: None,
             return_state: false,
             final_state: Arc::default(),
+            uploads: Uploads::default(),
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
@@ -203,6 +207,13 @@ impl TaskContext {
     pub fn with_state(mut self, state: Option<SessionState>, return_state: bool) -> Self {
         self.state_in = state.map(Arc::new);
         self.return_state = return_state;
+        self
+    }
+
+    /// The same context carrying `uploads`.
+    #[must_use]
+    pub fn with_uploads(mut self, uploads: Uploads) -> Self {
+        self.uploads = uploads;
         self
     }
 

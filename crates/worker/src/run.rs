@@ -22,7 +22,7 @@ use crate::shown::shown;
 use crate::state::SessionState;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
-    Timings, scope_instructions, secret_instructions,
+    Timings, scope_instructions, secret_instructions, upload_instructions,
 };
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
@@ -114,7 +114,8 @@ impl TaskRunner {
         let context = TaskContext::new(cancel.child_token(), self.limits)
             .with_scope(request.scope.clone())
             .with_secrets(request.secrets.clone().hiding(&hidden))
-            .with_state(request.state.clone(), request.return_state);
+            .with_state(request.state.clone(), request.return_state)
+            .with_uploads(request.uploads.clone());
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -163,6 +164,7 @@ impl TaskRunner {
         for part in [
             scope_instructions(&request.scope),
             secret_instructions(&request.secrets),
+            upload_instructions(&request.uploads),
         ]
         .into_iter()
         .flatten()

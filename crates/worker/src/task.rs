@@ -12,6 +12,7 @@ use crate::limits::LimitError;
 use crate::messages::{Content, Image, Usage};
 use crate::secrets::{SecretError, Secrets};
 use crate::state::{SessionState, StateError};
+use crate::uploads::Uploads;
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,8 @@ pub struct TaskRequest {
     pub state: Option<SessionState>,
     /// Hand the final state back in the result (restricted to the scope), never to the worker.
     pub return_state: bool,
+    /// Files the worker may upload, by name, into a file input on a page inside the scope.
+    pub uploads: Uploads,
 }
 
 /// How a task ended.
@@ -196,6 +199,18 @@ pub(crate) fn secret_instructions(secrets: &Secrets) -> Option<String> {
         crate::secrets::placeholder(secrets.iter().next().map_or("NAME", |s| s.name())),
         list.join("\n")
     ))
+}
+
+/// What the worker is told of the files it may upload, if any.
+pub(crate) fn upload_instructions(uploads: &Uploads) -> Option<String> {
+    (!uploads.is_empty()).then(|| {
+        format!(
+            "Files: you may upload these files, by name, into a file input on a page inside the \
+             task's scope: [\"upload\", SELECTOR, NAME]. They are: {}. No other file can be \
+             uploaded.",
+            uploads.listed()
+        )
+    })
 }
 
 /// What the worker is told of its scope, if it has one.

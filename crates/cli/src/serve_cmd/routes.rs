@@ -232,7 +232,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
-                "the body is over {} bytes: a task is a short text, a URL, its settings and at most a 1 MiB session state",
+                "the body is over {} bytes: a task is a short text, a URL, its settings, at most a 1 MiB session state and 20 MiB of files",
                 task_body::MAX_TASK_BODY_BYTES
             ),
         )

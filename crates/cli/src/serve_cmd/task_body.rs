@@ -1,7 +1,8 @@
 //! The body of `POST /v1/tasks`: read (JSON, bounded, never echoing a value back) and made into
 //! a task request held to its caller's ceiling.
 
-use airlock_worker::{MAX_STATE_BYTES, Secret, SessionState};
+use airlock_worker::{MAX_STATE_BYTES, MAX_UPLOAD_TOTAL_BYTES, Secret, SessionState};
+use base64::Engine;
 use http::{HeaderMap, StatusCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -9,8 +10,10 @@ use serde::Deserialize;
 use crate::scope_request::Caller;
 use crate::task_request::{Asked, Ready, prepare};
 
-/// The most a task body may be: a task, a URL and its settings, and a session state.
-pub(crate) const MAX_TASK_BODY_BYTES: usize = 64 * 1024 + MAX_STATE_BYTES;
+/// The most a task body may be: a task, a URL and its settings, a session state and its files
+/// in base64.
+pub(crate) const MAX_TASK_BODY_BYTES: usize =
+    64 * 1024 + MAX_STATE_BYTES + MAX_UPLOAD_TOTAL_BYTES / 3 * 4 + 1024;
 
 /// The body of `POST /v1/tasks`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -47,6 +50,21 @@ pub(crate) struct TaskBody {
     /// into it (one task at a time per context: a second is refused).
     #[serde(default)]
     context: Option<String>,
+    /// Files the worker may upload, by name, into a file input on a page inside the scope (at
+    /// most 8, 10 MiB each).
+    #[serde(default)]
+    #[schemars(length(max = 8))]
+    files: Vec<FileGiven>,
+}
+
+/// One entry of `files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FileGiven {
+    /// Its name (letters, digits, `.`, `_`, `-`), as the worker writes it.
+    name: String,
+    /// Its bytes, in base64.
+    content_base64: String,
 }
 
 /// One entry of `secrets`.
@@ -132,6 +150,19 @@ impl TaskBody {
                     .push(Secret::new(&name, value, &domains).map_err(|e| e.to_string())?),
             }
         }
+        let mut files = Vec::with_capacity(self.files.len());
+        for file in self.files {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(file.content_base64.as_bytes())
+                .map_err(|_| {
+                    format!(
+                        "file `{}`: content_base64 is not base64",
+                        file.name.chars().take(100).collect::<String>()
+                    )
+                })?;
+            files.push((file.name, bytes));
+        }
+        let uploads = airlock_worker::Uploads::new(files).map_err(|e| e.to_string())?;
         let asked = Asked {
             allowed_domains: &self.allowed_domains,
             blocked_domains: &self.blocked_domains,
@@ -140,6 +171,7 @@ impl TaskBody {
             state: self.state,
             context: self.context.as_deref(),
             return_state: self.return_state,
+            uploads,
         };
         prepare(self.task, self.url, asked, caller)
     }

@@ -257,6 +257,7 @@ pub fn wait_task() -> airlock_worker::TaskRequest {
         secrets: airlock_worker::Secrets::default(),
         state: None,
         return_state: false,
+        uploads: airlock_worker::Uploads::default(),
     }
 }
 

@@ -217,6 +217,7 @@ fn request() -> TaskRequest {
         secrets: Secrets::default(),
         state: None,
         return_state: false,
+        uploads: Uploads::default(),
     }
 }
 

