@@ -146,14 +146,9 @@ fn scenario_11_a_second_task_starts_signed_in_from_the_first_ones_state() {
         "shop.lab".to_owned(),
     ];
     let with = |extra: &[String]| -> Vec<String> { common.iter().chain(extra).cloned().collect() };
-    let sign_in = json!({"turns": [
-        {"tool_calls": [call(&json!(["open", format!("{shop}/login")]))]},
-        {"tool_calls": [call(&json!(["fill", "#user", "member"]))]},
-        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:pw}}"]))]},
-        {"tool_calls": [call(&json!(["click", "#go"]))]},
-        {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
-        {"text": "Signed in."}
-    ]});
+    let mut turns = airlock_testkit::login::sign_in_turns(&format!("{shop}/login"), "pw");
+    turns.push(json!({"text": "Signed in."}));
+    let sign_in = json!({ "turns": turns });
     let first = with(&[
         "--secret".to_owned(),
         format!("pw@shop.lab=file:{}", secret_file.display()),

@@ -311,18 +311,34 @@ impl DriverCommands<'_> {
         command: &[String],
         stdin: Option<&[u8]>,
     ) -> Result<String, String> {
+        let stdout = self.run_bytes(command, stdin, 64 * 1024).await?;
+        Ok(String::from_utf8_lossy(&stdout).trim().to_owned())
+    }
+
+    /// [`Self::run`] with up to `max_output` bytes of stdout, as bytes.
+    pub(crate) async fn run_bytes(
+        &self,
+        command: &[String],
+        stdin: Option<&[u8]>,
+        max_output: usize,
+    ) -> Result<Vec<u8>, String> {
         let result = self
             .commands
-            .run(command, stdin, self.timeout, 64 * 1024)
+            .run(command, stdin, self.timeout, max_output)
             .await
             .map_err(|error| error.to_string())?;
-        let stdout = String::from_utf8_lossy(&result.stdout).trim().to_owned();
         if result.exit_code == 0 {
-            Ok(stdout)
-        } else {
-            let stderr = String::from_utf8_lossy(&result.stderr);
-            Err(format!("{stdout} {}", stderr.trim()).trim().to_owned())
+            return Ok(result.stdout);
         }
+        let stdout = String::from_utf8_lossy(&result.stdout);
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        let said = format!("{} {}", stdout.trim(), stderr.trim());
+        Err(format!(
+            "`{}` exited with {}: {}",
+            command[..command.len().min(3)].join(" "),
+            result.exit_code,
+            said.trim().chars().take(300).collect::<String>()
+        ))
     }
 }
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_proxy::{Outcome, ProxyLimits, REFUSED_HEADER, Via};
 use support::{
-    Harness, MappedConnector, ScriptedResolver, echo_upstream, http_upstream, read_head, within,
+    Harness, MappedConnector, ScriptedResolver, echo_upstream, http_upstream, read_head, status_of,
+    within,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -23,14 +24,6 @@ fn policy(allow: &[&str]) -> EgressPolicy {
         allow.iter().map(|e| e.parse().unwrap()),
     )
     .unwrap()
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
 }
 
 fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {

@@ -8,15 +8,7 @@ mod support;
 
 use airlock_policy::{EgressPolicy, Profile, Scope};
 use airlock_proxy::{Outcome, ProxyLimits};
-use support::{Harness, http_upstream};
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
+use support::{Harness, http_upstream, status_of};
 
 #[tokio::test]
 async fn a_scope_set_on_a_running_proxy_refuses_other_names_before_any_lookup() {

@@ -33,27 +33,11 @@ pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Poste
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
+            let Some(request) = read_request(&stream) else {
                 continue;
-            }
-            let mut length = 0usize;
-            let mut cookie = String::new();
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                if let Some((name, value)) = line.split_once(':') {
-                    match name.trim().to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.trim().parse().unwrap_or(0),
-                        "cookie" => value.trim().clone_into(&mut cookie),
-                        _ => {}
-                    }
-                }
-                line.clear();
-            }
-            let mut body = vec![0u8; length.min(64 * 1024)];
-            let _ = reader.read_exact(&mut body);
-            let path = request_line.split(' ').nth(1).unwrap_or("/");
+            };
+            let (body, cookie) = (request.body, request.cookie);
+            let path = request.line.split(' ').nth(1).unwrap_or("/");
             let (status, headers, page) = match path {
                 "/login" => ("200 OK", String::new(), login_page.clone()),
                 "/session" => {
@@ -96,6 +80,41 @@ pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Poste
     (port, posted)
 }
 
+/// One request as the lab sites read it.
+struct Request {
+    /// `POST /session HTTP/1.1`.
+    line: String,
+    /// The `Cookie` header.
+    cookie: String,
+    /// The body, as long as `Content-Length` says (at most 32 MiB).
+    body: Vec<u8>,
+}
+
+fn read_request(stream: &std::net::TcpStream) -> Option<Request> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let (mut length, mut cookie) = (0usize, String::new());
+    let mut header = String::new();
+    while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+        if let Some((name, value)) = header.split_once(':') {
+            match name.trim().to_ascii_lowercase().as_str() {
+                "content-length" => length = value.trim().parse().unwrap_or(0),
+                "cookie" => value.trim().clone_into(&mut cookie),
+                _ => {}
+            }
+        }
+        header.clear();
+    }
+    let mut body = vec![0u8; length.min(32 * 1024 * 1024)];
+    reader.read_exact(&mut body).ok()?;
+    Some(Request {
+        line: line.trim().to_owned(),
+        cookie,
+        body,
+    })
+}
+
 /// An `application/x-www-form-urlencoded` body, decoded.
 fn decode_form(body: &[u8]) -> HashMap<String, String> {
     String::from_utf8_lossy(body)
@@ -128,24 +147,10 @@ pub fn upload_site() -> (u16, Received) {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
+            let Some(Request { line, body, .. }) = read_request(&stream) else {
                 continue;
-            }
-            let mut length = 0usize;
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                if let Some((name, value)) = line.split_once(':')
-                    && name.trim().eq_ignore_ascii_case("content-length")
-                {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                line.clear();
-            }
-            let mut body = vec![0u8; length.min(32 * 1024 * 1024)];
-            let _ = reader.read_exact(&mut body);
-            let page = if request_line.starts_with("POST /upload ") {
+            };
+            let page = if line.starts_with("POST /upload ") {
                 let answer = format!(
                     "<html><head><title>Received</title></head><body><p id=\"got\">received {} bytes</p></body></html>",
                     body.len()
@@ -163,4 +168,22 @@ pub fn upload_site() -> (u16, Received) {
         }
     });
     (port, received)
+}
+
+/// A scripted worker's turns that sign in on the login site at `login_url` as `member`, typing
+/// the secret `secret` by placeholder, and wait for the account page. The caller adds what the
+/// worker does next and its report.
+pub fn sign_in_turns(login_url: &str, secret: &str) -> Vec<serde_json::Value> {
+    let call = |args: serde_json::Value| serde_json::json!({"name": "agent_browser", "input": {"args": args}});
+    let typed = format!("Typed secret `{secret}` into the password field.");
+    vec![
+        serde_json::json!({"tool_calls": [call(serde_json::json!(["open", login_url]))]}),
+        serde_json::json!({"tool_calls": [call(serde_json::json!(["fill", "#user", "member"]))]}),
+        serde_json::json!({"tool_calls": [call(
+            serde_json::json!(["fill", "#password", format!("{{{{secret:{secret}}}}}")])
+        )]}),
+        serde_json::json!({"expect": {"shown_contains": [typed]},
+                           "tool_calls": [call(serde_json::json!(["click", "#go"]))]}),
+        serde_json::json!({"tool_calls": [call(serde_json::json!(["wait", "--url", "**/account"]))]}),
+    ]
 }

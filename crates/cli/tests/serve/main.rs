@@ -57,6 +57,28 @@ fn dropping_the_client_ends_its_task(pid: u32, client: TcpStream, within: Durati
     wait_until_removed(&container, dropped_at, within)
 }
 
+/// `POST /v1/tasks` with curl as `token`: the status and the body as text.
+fn curl_task_text(served: &Served, token: &str, body: &Value) -> (u16, String) {
+    let output = Command::new("curl")
+        .args(["-sS", "-w", "\n%{http_code}", "-H"])
+        .arg(format!("authorization: Bearer {token}"))
+        .args(["-H", "content-type: application/json", "--data"])
+        .arg(body.to_string())
+        .arg(served.url("/v1/tasks"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = text.trim().rsplit_once('\n').unwrap();
+    (status.parse().unwrap(), body.to_owned())
+}
+
+/// [`curl_task_text`], the body read as JSON.
+fn curl_task(served: &Served, token: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = curl_task_text(served, token, body);
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+    (status, body)
+}
+
 fn bearer() -> String {
     format!("authorization: Bearer {TOKEN}")
 }

@@ -11,23 +11,6 @@ use super::*;
 
 const SCOPED_TOKEN: &str = "scoped-token-0123456789abcdef";
 
-fn curl_task(served: &Served, token: &str, body: &Value) -> (u16, Value) {
-    let output = Command::new("curl")
-        .args(["-sS", "-w", "\n%{http_code}", "-H"])
-        .arg(format!("authorization: Bearer {token}"))
-        .args(["-H", "content-type: application/json", "--data"])
-        .arg(body.to_string())
-        .arg(served.url("/v1/tasks"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
-    let (body, status) = text.trim().rsplit_once('\n').unwrap();
-    (
-        status.parse().unwrap(),
-        serde_json::from_str(body).unwrap_or_else(|_| panic!("{text}")),
-    )
-}
-
 // One server takes every case: a test per case would start a server each.
 #[allow(clippy::too_many_lines)]
 #[test]

@@ -5,38 +5,18 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use airlock_testkit::dns::dns;
-use airlock_testkit::login::login_site;
+use airlock_testkit::login::{login_site, sign_in_turns};
 
 use super::*;
 
 const LIMITED_TOKEN: &str = "limited-token-0123456789abcdef";
 
-fn post_task(served: &Served, token: &str, body: &Value) -> (u16, String) {
-    let output = Command::new("curl")
-        .args(["-sS", "-w", "\n%{http_code}", "-H"])
-        .arg(format!("authorization: Bearer {token}"))
-        .args(["-H", "content-type: application/json", "--data"])
-        .arg(body.to_string())
-        .arg(served.url("/v1/tasks"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let (body, status) = text.trim().rsplit_once('\n').unwrap();
-    (status.parse().unwrap(), body.to_owned())
-}
-
 fn sign_in(name: &str, port: u16, report: &str) -> Vec<Value> {
     let call = |args: Value| json!({"name": "agent_browser", "input": {"args": args}});
-    vec![
-        json!({"tool_calls": [call(json!(["open", format!("http://shop.lab:{port}/login")]))]}),
-        json!({"tool_calls": [call(json!(["fill", "#user", "member"]))]}),
-        json!({"tool_calls": [call(json!(["fill", "#password", format!("{{{{secret:{name}}}}}")]))]}),
-        json!({"expect": {"shown_contains": [format!("Typed secret `{name}`")]},
-               "tool_calls": [call(json!(["click", "#go"]))]}),
-        json!({"tool_calls": [call(json!(["wait", "--url", "**/account"]))]}),
-        json!({"tool_calls": [call(json!(["get", "text", "#welcome"]))]}),
-        json!({"expect": {"shown_contains": ["Welcome back, member"]}, "text": report}),
-    ]
+    let mut turns = sign_in_turns(&format!("http://shop.lab:{port}/login"), name);
+    turns.push(json!({"tool_calls": [call(json!(["get", "text", "#welcome"]))]}));
+    turns.push(json!({"expect": {"shown_contains": ["Welcome back, member"]}, "text": report}));
+    turns
 }
 
 // One server takes every case: a test per case would start a server each.
@@ -106,7 +86,7 @@ fn secrets_are_named_over_mcp_given_inline_to_the_json_api_and_held_to_each_toke
     // Inline over the JSON API: sites outside the scope are refused, in-scope ones work.
     let outside = json!({"task": "Sign in", "secrets": [
         {"name": "inline_pw", "value": password, "domains": ["evil.lab"]}]});
-    let (status, body) = post_task(&served, TOKEN, &outside);
+    let (status, body) = curl_task_text(&served, TOKEN, &outside);
     assert_eq!(status, 400, "{body}");
     assert!(
         body.contains("`evil.lab`") && !body.contains(password),
@@ -114,7 +94,7 @@ fn secrets_are_named_over_mcp_given_inline_to_the_json_api_and_held_to_each_toke
     );
     let inline = json!({"task": "Sign in", "secrets": [
         {"name": "inline_pw", "value": password, "domains": ["shop.lab"]}]});
-    let (status, body) = post_task(&served, TOKEN, &inline);
+    let (status, body) = curl_task_text(&served, TOKEN, &inline);
     assert_eq!(status, 200, "{body}");
     let result: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(result["report"], "signed in over the JSON API", "{result}");

@@ -6,28 +6,11 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use airlock_testkit::dns::dns;
-use airlock_testkit::login::{SESSION, login_site};
+use airlock_testkit::login::{SESSION, login_site, sign_in_turns};
 
 use super::*;
 
 const OTHER_TOKEN: &str = "second-token-abcdef0123456";
-
-fn post(served: &Served, token: &str, body: &Value) -> (u16, Value) {
-    let output = Command::new("curl")
-        .args(["-sS", "-w", "\n%{http_code}", "-H"])
-        .arg(format!("authorization: Bearer {token}"))
-        .args(["-H", "content-type: application/json", "--data"])
-        .arg(body.to_string())
-        .arg(served.url("/v1/tasks"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let (body, status) = text.trim().rsplit_once('\n').unwrap();
-    (
-        status.parse().unwrap(),
-        serde_json::from_str(body).unwrap_or_else(|_| panic!("{text}")),
-    )
-}
 
 #[allow(clippy::too_many_lines)]
 #[test]
@@ -49,14 +32,8 @@ fn a_state_comes_back_on_request_and_a_context_is_kept_per_token() {
             json!({"expect": {"shown_contains": [expect]}, "text": report}),
         ]
     };
-    let mut turns = vec![
-        json!({"tool_calls": [call(json!(["open", format!("{shop}/login")]))]}),
-        json!({"tool_calls": [call(json!(["fill", "#user", "member"]))]}),
-        json!({"tool_calls": [call(json!(["fill", "#password", "{{secret:pw}}"]))]}),
-        json!({"tool_calls": [call(json!(["click", "#go"]))]}),
-        json!({"tool_calls": [call(json!(["wait", "--url", "**/account"]))]}),
-        json!({"text": "signed in"}),
-    ];
+    let mut turns = sign_in_turns(&format!("{shop}/login"), "pw");
+    turns.push(json!({"text": "signed in"}));
     turns.extend(account("Account", "the context kept the session"));
     turns.extend(account("Sign in", "another token's context is its own"));
     let served = Served::start_with_env(
@@ -83,7 +60,7 @@ fn a_state_comes_back_on_request_and_a_context_is_kept_per_token() {
         &[("AIRLOCK_CONTEXTS_DIR", contexts.to_str().unwrap())],
     );
     // Signed in with an inline secret, into context `shop`, with the state handed back too.
-    let (status, result) = post(
+    let (status, result) = curl_task(
         &served,
         TOKEN,
         &json!({"task": "Sign in", "context": "shop", "return_state": true,
@@ -101,14 +78,14 @@ fn a_state_comes_back_on_request_and_a_context_is_kept_per_token() {
         "{result}"
     );
     // The same token's next task starts signed in; the other token's `shop` is another context.
-    let (status, result) = post(&served, TOKEN, &json!({"task": "Read", "context": "shop"}));
+    let (status, result) = curl_task(&served, TOKEN, &json!({"task": "Read", "context": "shop"}));
     assert_eq!(status, 200, "{result}");
     assert_eq!(result["report"], "the context kept the session", "{result}");
     assert!(
         result.get("state").is_none(),
         "the state came back unasked: {result}"
     );
-    let (status, result) = post(
+    let (status, result) = curl_task(
         &served,
         OTHER_TOKEN,
         &json!({"task": "Read", "context": "shop"}),
@@ -133,7 +110,7 @@ fn a_state_comes_back_on_request_and_a_context_is_kept_per_token() {
     // A state outside the scope, and a state with a context, are refused before anything runs.
     let outside = json!({"task": "Go", "state": {"cookies": [
         {"name": "t", "value": "v-1234567", "domain": "tracker.lab"}]}});
-    let (status, body) = post(&served, TOKEN, &outside);
+    let (status, body) = curl_task(&served, TOKEN, &outside);
     assert_eq!(status, 400, "{body}");
     let error = body["error"].as_str().unwrap();
     assert!(
@@ -141,6 +118,6 @@ fn a_state_comes_back_on_request_and_a_context_is_kept_per_token() {
         "{error}"
     );
     let both = json!({"task": "Go", "context": "shop", "state": {"cookies": []}});
-    assert_eq!(post(&served, TOKEN, &both).0, 400);
+    assert_eq!(curl_task(&served, TOKEN, &both).0, 400);
     assert_eq!(containers_of(served.child.id()).len(), 0);
 }

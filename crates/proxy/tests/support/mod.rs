@@ -243,3 +243,12 @@ pub async fn echo_upstream() -> SocketAddr {
     });
     address
 }
+
+/// The status code of a raw HTTP response (0 if it has none).
+pub fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
