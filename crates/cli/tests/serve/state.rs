@@ -1,6 +1,6 @@
-//! Session state over `POST /v1/tasks` (curl): a state handed back on request, a named context
-//! kept per token (a second token's context of the same name is its own), and a state outside
-//! the scope refused naming its entry.
+//! Session state over `POST /v1/tasks` (curl) and MCP (the Python SDK): a state handed back on
+//! request, a named context kept per token (a second token's context of the same name is its
+//! own), and a state outside the scope refused naming its entry.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -78,13 +78,16 @@ fn a_state_comes_back_on_request_and_a_context_is_kept_per_token() {
         "{result}"
     );
     // The same token's next task starts signed in; the other token's `shop` is another context.
-    let (status, result) = curl_task(&served, TOKEN, &json!({"task": "Read", "context": "shop"}));
-    assert_eq!(status, 200, "{result}");
-    assert_eq!(result["report"], "the context kept the session", "{result}");
-    assert!(
-        result.get("state").is_none(),
-        "the state came back unasked: {result}"
+    // Over MCP (the Python SDK), with the same token: the calling agent never sees the state.
+    let asked = json!({"task": "Read", "context": "shop"}).to_string();
+    let headers = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let result = sdk_call(&served, &headers, &asked);
+    assert_eq!(
+        result["texts"][0], "the context kept the session",
+        "{result}"
     );
+    let session_value = SESSION.split('=').nth(1).unwrap();
+    assert!(!result.to_string().contains(session_value), "{result}");
     let (status, result) = curl_task(
         &served,
         OTHER_TOKEN,
