@@ -6,11 +6,11 @@
 //! stdio, a digest of the token for `serve`, so tokens never share one.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{Read, Write};
+
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use airlock_worker::{MAX_STATE_BYTES, Scope, SessionState};
+use airlock_worker::{Scope, SessionState};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
@@ -109,23 +109,15 @@ impl ContextLease {
                 return Err(error).with_context(|| format!("cannot read context `{}`", self.name));
             }
         };
-        let mut bytes = Vec::new();
-        file.take(u64::try_from(MAX_STATE_BYTES + 1).unwrap_or(u64::MAX))
-            .read_to_end(&mut bytes)?;
-        SessionState::parse(&bytes, scope)
+        crate::state_file::read_state(file, scope)
             .map(Some)
-            .map_err(|e| anyhow::anyhow!("context `{}`: {e}", self.name))
+            .map_err(|e| anyhow::anyhow!("context `{}`: {e:#}", self.name))
     }
 
     /// Save the task's final state (0600, written whole then renamed into place).
     pub fn save(&self, state: &SessionState) -> anyhow::Result<()> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        let mut file = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("cannot save context `{}`", self.name))?;
-        file.write_all(&serde_json::to_vec(state)?)?;
-        file.persist(&self.path)
-            .with_context(|| format!("cannot save context `{}`", self.name))?;
-        Ok(())
+        crate::state_file::write_state(&self.path, state)
+            .map_err(|e| anyhow::anyhow!("cannot save context `{}`: {e:#}", self.name))
     }
 }
 

@@ -2,8 +2,6 @@
 //! `env:VAR` or `file:PATH` (never from the command line itself, where `ps` and shell history
 //! would show it). Errors name the flag and the secret, never a value.
 
-use std::io::Read;
-
 use airlock_worker::{MAX_SECRET_BYTES, Secret, Secrets};
 
 /// Every `--secret`, loaded and checked.
@@ -42,12 +40,10 @@ fn load_one(spec: &str) -> anyhow::Result<Secret> {
 
 /// A secret file's text without its final line break, bounded.
 fn read_bounded(path: &str) -> anyhow::Result<String> {
-    let file = std::fs::File::open(path)
+    let bytes = std::fs::File::open(path)
+        .and_then(|file| crate::state_file::read_bounded(file, MAX_SECRET_BYTES + 1))
         .map_err(|e| anyhow::anyhow!("cannot read the file `{path}`: {e}"))?;
-    let mut text = String::new();
-    let limit = u64::try_from(MAX_SECRET_BYTES + 2).unwrap_or(u64::MAX);
-    file.take(limit)
-        .read_to_string(&mut text)
+    let text = String::from_utf8(bytes)
         .map_err(|_| anyhow::anyhow!("the file `{path}` is not UTF-8 text"))?;
     let trimmed = text
         .strip_suffix('\n')

@@ -12,12 +12,31 @@ use anyhow::Context;
 pub fn read(path: &Path, scope: &Scope) -> anyhow::Result<SessionState> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("--state {}: cannot read it", path.display()))?;
+    read_state(file, scope).map_err(|e| anyhow::anyhow!("--state {}: {e:#}", path.display()))
+}
+
+/// A state from `reader`, bounded and held to `scope` (for `--state` and named contexts).
+pub fn read_state(reader: impl Read, scope: &Scope) -> anyhow::Result<SessionState> {
+    let bytes = read_bounded(reader, MAX_STATE_BYTES).context("cannot read it")?;
+    Ok(SessionState::parse(&bytes, scope)?)
+}
+
+/// Write `state` to `path` (0600): a private temporary file beside it, renamed over it, so it is
+/// there whole or not at all (for `--save-state` and named contexts).
+pub fn write_state(path: &Path, state: &SessionState) -> anyhow::Result<()> {
+    let mut file = tempfile::NamedTempFile::new_in(parent(path)).context("cannot write there")?;
+    file.write_all(&serde_json::to_vec(state)?)?;
+    file.persist(path).context("cannot write it")?;
+    Ok(())
+}
+
+/// At most `limit + 1` bytes: one past the limit, so what reads them can say it is over.
+pub fn read_bounded(reader: impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    file.take(u64::try_from(MAX_STATE_BYTES + 1).unwrap_or(u64::MAX))
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("--state {}: cannot read it", path.display()))?;
-    SessionState::parse(&bytes, scope)
-        .map_err(|e| anyhow::anyhow!("--state {}: {e}", path.display()))
+    reader
+        .take(u64::try_from(limit + 1).unwrap_or(u64::MAX))
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Refuse, before the task runs, a `--save-state` path whose directory is missing or that is a
@@ -42,15 +61,10 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Write the state (0600): to a private temporary file beside it, then renamed over it.
+/// Write `--save-state` (0600, whole or not at all).
 pub fn write(path: &Path, state: &SessionState) -> anyhow::Result<()> {
     check_writable(path)?;
-    let mut file = tempfile::NamedTempFile::new_in(parent(path))
-        .with_context(|| format!("--save-state {}: cannot write there", path.display()))?;
-    file.write_all(&serde_json::to_vec_pretty(state)?)?;
-    file.persist(path)
-        .with_context(|| format!("--save-state {}: cannot write it", path.display()))?;
-    Ok(())
+    write_state(path, state).map_err(|e| anyhow::anyhow!("--save-state {}: {e:#}", path.display()))
 }
 
 fn parent(path: &Path) -> &Path {
@@ -70,11 +84,8 @@ pub fn uploads(paths: &[std::path::PathBuf]) -> anyhow::Result<Uploads> {
                 .and_then(|n| n.to_str())
                 .with_context(|| format!("--file {}: it names no file", path.display()))?
                 .to_owned();
-            let file = std::fs::File::open(path)
-                .with_context(|| format!("--file {}: cannot read it", path.display()))?;
-            let mut bytes = Vec::new();
-            file.take(u64::try_from(MAX_UPLOAD_BYTES + 1).unwrap_or(u64::MAX))
-                .read_to_end(&mut bytes)
+            let bytes = std::fs::File::open(path)
+                .and_then(|file| read_bounded(file, MAX_UPLOAD_BYTES))
                 .with_context(|| format!("--file {}: cannot read it", path.display()))?;
             Ok((name, bytes))
         })

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use airlock_policy::{UrlTarget, parse_http_url};
 use airlock_runner::{Request, Response, frame_body_within, response_limit};
 use bollard::Docker;
 use bollard::container::LogOutput;
@@ -287,6 +288,20 @@ impl Commands {
     }
 }
 
+/// What `agent-browser get url` printed: the address (its first line, unquoted), and where it
+/// points if it is an http(s) page.
+pub(crate) fn page_target(printed: &str) -> (String, Option<UrlTarget>) {
+    let address = printed
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_matches('"')
+        .to_owned();
+    let target = parse_http_url(&address).ok();
+    (address, target)
+}
+
 /// A session's commands with the time each may take, for the driver's own steps.
 pub(crate) struct DriverCommands<'a> {
     pub(crate) commands: &'a Commands,
@@ -303,6 +318,26 @@ impl DriverCommands<'_> {
         let mut command = vec!["agent-browser".to_owned()];
         command.extend(args.iter().map(|a| (*a).to_owned()));
         self.run(&command, stdin).await
+    }
+
+    /// The page the browser is on: the address as agent-browser printed it, and where it points
+    /// if it is an http(s) page (`None` for `about:blank`, an error page, …).
+    pub(crate) async fn page(&self) -> Result<(String, Option<UrlTarget>), String> {
+        let printed = self.agent_browser(&["get", "url"], None).await?;
+        Ok(page_target(&printed))
+    }
+
+    /// Write `bytes` to `dir/name` in the container, owner-only, through the runner's stdin
+    /// (never a command line). `dir` and `name` are arguments to the shell, not code.
+    pub(crate) async fn write_private(
+        &self,
+        dir: &str,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        let script = "umask 077 && mkdir -p \"$1\" && cat > \"$1/$2\"";
+        let command = ["sh", "-c", script, "sh", dir, name].map(str::to_owned);
+        self.run(&command, Some(bytes)).await.map(|_| ())
     }
 
     /// Run one command: its stdout, or its output as the error when it fails (never its stdin).

@@ -14,7 +14,7 @@
 //! The field's type comes back, so the tool can tell when the text now shows on screen.
 
 use airlock_address::Host;
-use airlock_policy::parse_http_url;
+use airlock_policy::UrlTarget;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use airlock_worker::{
@@ -64,10 +64,9 @@ pub(crate) fn judge<'a>(
 }
 
 /// The host of the page the browser says it is on, if it is an http(s) page with a name.
-pub(crate) fn page_host(url_output: &str) -> Option<String> {
-    let url = url_output.lines().next()?.trim().trim_matches('"');
-    match parse_http_url(url).ok()?.host {
-        Host::Domain(name) => Some(name),
+pub(crate) fn page_host(target: Option<&UrlTarget>) -> Option<String> {
+    match &target?.host {
+        Host::Domain(name) => Some(name.clone()),
         Host::Ip(_) => None,
     }
 }
@@ -129,15 +128,15 @@ pub(crate) async fn type_secret(
     on_screen: &AtomicBool,
 ) -> ToolOutput {
     let secret = typing.secret;
-    let url = match commands.agent_browser(&["get", "url"], None).await {
-        Ok(url) => url,
+    let target = match commands.page().await {
+        Ok((_, target)) => target,
         Err(error) => {
             return ToolOutput::error(format!(
                 "Could not read the page's address, so nothing was typed: {error}"
             ));
         }
     };
-    let Some(host) = page_host(&url) else {
+    let Some(host) = page_host(target.as_ref()) else {
         return ToolOutput::error(format!(
             "Refused: the page is not on a named http(s) site, so secret `{}` is not typed here.",
             secret.name()
@@ -201,6 +200,7 @@ pub(crate) async fn type_secret(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::page_target;
 
     fn secrets() -> Secrets {
         Secrets::new(vec![
@@ -239,11 +239,14 @@ mod tests {
     #[test]
     fn the_page_host_and_the_scripts_answer_are_read_as_agent_browser_prints_them() {
         assert_eq!(
-            page_host("https://Login.Example./path?q=1\n").as_deref(),
+            page_host(page_target("https://Login.Example./path?q=1\n").1.as_ref()).as_deref(),
             Some("login.example")
         );
-        assert_eq!(page_host("about:blank"), None);
-        assert_eq!(page_host("http://127.0.0.1:8080/"), None);
+        assert_eq!(page_host(page_target("about:blank").1.as_ref()), None);
+        assert_eq!(
+            page_host(page_target("\"http://127.0.0.1:8080/\"").1.as_ref()),
+            None
+        );
         assert_eq!(
             typed("\"typed:password\""),
             Some(Typed::Into("password".into()))

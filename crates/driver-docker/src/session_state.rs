@@ -9,7 +9,8 @@ use airlock_worker::{MAX_STATE_BYTES, SessionState};
 use crate::error::DockerError;
 use crate::runner::{Commands, DriverCommands};
 
-const STATE_IN: &str = "/tmp/airlock-state-in.json";
+const STATE_DIR: &str = "/tmp/airlock-state";
+const STATE_IN: &str = "in.json";
 const STATE_OUT: &str = "/tmp/airlock-state-out.json";
 
 /// Load `state` before the task's first command.
@@ -21,16 +22,16 @@ pub(crate) async fn load(
     let commands = DriverCommands { commands, timeout };
     let failed = |why: String| DockerError::StateLoad { why };
     let json = serde_json::to_vec(state).map_err(|e| failed(e.to_string()))?;
-    let write = format!("umask 077 && cat > {STATE_IN}");
     commands
-        .run(&words(&["sh", "-c", &write]), Some(&json))
+        .write_private(STATE_DIR, STATE_IN, &json)
         .await
         .map_err(failed)?;
+    let path = format!("{STATE_DIR}/{STATE_IN}");
     let loaded = commands
-        .agent_browser(&["state", "load", STATE_IN], None)
+        .agent_browser(&["state", "load", &path], None)
         .await;
     // The file held cookie values: it goes whether the load worked or not.
-    let _ = commands.run(&words(&["rm", "-f", STATE_IN]), None).await;
+    let _ = commands.run(&words(&["rm", "-f", &path]), None).await;
     loaded.map(|_| ()).map_err(failed)
 }
 

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use airlock_policy::parse_http_url;
 use airlock_worker::{TaskContext, ToolOutput, Upload, Uploads};
 
 use crate::error::DockerError;
@@ -22,11 +21,8 @@ pub(crate) async fn place(
 ) -> Result<(), DockerError> {
     let driver = DriverCommands { commands, timeout };
     for upload in uploads.iter() {
-        // The name is a plain file name (checked by `Uploads`), passed as an argument, not code.
-        let write = format!("umask 077 && mkdir -p {UPLOAD_DIR} && cat > \"{UPLOAD_DIR}/$1\"");
-        let command = ["sh", "-c", &write, "sh", upload.name()].map(str::to_owned);
         driver
-            .run(&command, Some(upload.bytes()))
+            .write_private(UPLOAD_DIR, upload.name(), upload.bytes())
             .await
             .map_err(|why| DockerError::PlaceFile {
                 name: upload.name().to_owned(),
@@ -78,22 +74,15 @@ pub(crate) async fn upload(
     selector: &str,
     files: &[&Upload],
 ) -> ToolOutput {
-    let url = match commands.agent_browser(&["get", "url"], None).await {
-        Ok(url) => url,
+    let (page, target) = match commands.page().await {
+        Ok(page) => page,
         Err(error) => {
             return ToolOutput::error(format!(
                 "Could not read the page's address, so nothing was uploaded: {error}"
             ));
         }
     };
-    let page = url
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .trim_matches('"');
-    let in_scope =
-        parse_http_url(page).is_ok_and(|target| context.scope.judge(&target.host).is_ok());
+    let in_scope = target.is_some_and(|target| context.scope.judge(&target.host).is_ok());
     if !in_scope {
         return ToolOutput::error(format!(
             "Refused: files are uploaded only to a page inside the task's scope; this page is {}. Nothing was uploaded.",

@@ -253,8 +253,7 @@ impl Secrets {
                     .map(move |spelling| (spelling, replacement.clone()))
             })
             .collect();
-        needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        needles.dedup_by(|a, b| a.0 == b.0);
+        longest_first(&mut needles);
         Ok(Self {
             inner: Arc::new(SecretsInner { secrets, needles }),
         })
@@ -272,8 +271,7 @@ impl Secrets {
                     .map(|spelling| (spelling, "[stored value]".to_owned())),
             );
         }
-        needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        needles.dedup_by(|a, b| a.0 == b.0);
+        longest_first(&mut needles);
         Self {
             inner: Arc::new(SecretsInner {
                 secrets: self.inner.secrets.clone(),
@@ -336,6 +334,13 @@ impl Secrets {
         }
         text
     }
+}
+
+/// Longest spelling first (so a value inside a longer one's spelling is not replaced first),
+/// each once.
+fn longest_first(needles: &mut Vec<(String, String)>) {
+    needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    needles.dedup_by(|a, b| a.0 == b.0);
 }
 
 /// The spellings of a value a page, a URL or a log may carry: as is, percent-encoded (both hex
