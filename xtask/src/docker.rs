@@ -106,12 +106,18 @@ fn start_dockerd() -> anyhow::Result<()> {
     }
     eprintln!("== starting dockerd (its log: {DOCKERD_LOG})");
     let log = std::fs::File::create(DOCKERD_LOG)?;
-    Command::new("dockerd")
+    // `setsid --fork`: the daemon is nobody's child here. Left a child of `xtask ci`, it became
+    // that process's zombie when the soak restarted Docker, and the soak then found two dockerds.
+    let started = Command::new("setsid")
+        .args(["--fork", "dockerd"])
         .stdout(log.try_clone()?)
         .stderr(log)
         .stdin(Stdio::null())
-        .spawn()
+        .status()
         .context("could not start dockerd")?;
+    if !started.success() {
+        bail!("starting dockerd failed ({started}; see {DOCKERD_LOG})");
+    }
     wait_until("dockerd to answer", Duration::from_mins(1), || {
         succeeds(Command::new("docker").arg("version"))
     })

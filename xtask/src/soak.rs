@@ -330,12 +330,27 @@ fn restart_docker() -> anyhow::Result<()> {
     if succeeds(Command::new("systemctl").args(["is-active", "--quiet", "docker"])) {
         return run_loud(Command::new("systemctl").args(["restart", "docker"]));
     }
-    let pid = output(Command::new("pgrep").args(["-xo", "dockerd"]))?
-        .trim()
-        .to_owned();
-    if pid.is_empty() {
-        bail!("no dockerd is running");
-    }
+    // pgrep lists zombies too: a daemon stopped by an earlier restart stays one where nothing
+    // reaps orphans (a CI runner's init), and has no command line to start again.
+    let listed = output(
+        Command::new("pgrep")
+            .args(["-x", "dockerd"])
+            .stdout(Stdio::piped()),
+    )
+    .unwrap_or_default();
+    let running: Vec<&str> = listed
+        .split_whitespace()
+        .filter(|pid| is_running(pid))
+        .collect();
+    let pid = match running.as_slice() {
+        [pid] => (*pid).to_owned(),
+        [] => bail!("no dockerd is running"),
+        many => bail!(
+            "{} dockerd processes run ({}): stop all but one",
+            many.len(),
+            many.join(", ")
+        ),
+    };
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
     let argv: Vec<String> = cmdline
         .split(|b| *b == 0)
