@@ -6,6 +6,7 @@ mod browse;
 mod ci;
 mod cluster;
 mod docker;
+mod docker_restart;
 mod front_door;
 mod image;
 mod integration;
