@@ -1,6 +1,6 @@
 //! `airlock doctor`: can tasks run here? Each check with its fix, then the effective settings.
 
-use airlock_driver_docker::{DockerDriver, DockerError, current_user};
+use airlock_driver_docker::{CONTAINER_USER, DockerDriver, DockerError, current_user};
 use airlock_models::ModelSpec;
 use airlock_worker::BrowserDriver;
 use clap::{ArgMatches, Args};
@@ -36,6 +36,21 @@ pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
             "running as root: run Airlock as an ordinary user in the docker group".into()
         } else {
             format!("uid {uid}, gid {gid}")
+        },
+    );
+    let (sealed_uid, group) = CONTAINER_USER;
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let named = account_named(&passwd, sealed_uid);
+    report(
+        named.is_none(),
+        "container user",
+        match named {
+            None => format!(
+                "uid {sealed_uid}, gid {group}: no account on this host has it, so a browser that escaped its container owns nothing here"
+            ),
+            Some(name) => format!(
+                "uid {sealed_uid} is the account `{name}` here: a browser that escaped its container would own its files; give that account another uid"
+            ),
         },
     );
     docker_checks(&settings, &mut report).await;
@@ -136,5 +151,28 @@ async fn docker_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, S
             }
         }
         Err(error) => report(false, "docker daemon", error.to_string()),
+    }
+}
+
+/// The account in `/etc/passwd` text whose uid is `uid`.
+fn account_named(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?.parse::<u32>().ok()?;
+        (id == uid).then(|| name.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_account_holding_the_container_uid_is_named() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nodd:x:2000000000:100::/home/odd:/bin/sh\n";
+        assert_eq!(account_named(passwd, 2_000_000_000).as_deref(), Some("odd"));
+        assert_eq!(account_named(passwd, 1000), None);
+        assert_eq!(account_named("broken line\n::\n", 0), None);
     }
 }

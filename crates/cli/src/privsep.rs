@@ -2,7 +2,8 @@
 //! privileges: it runs itself again as an unprivileged user, in the Docker socket's group (so it
 //! can still start containers) and with no other group, and only waits for that child. Nothing
 //! that parses bytes from a browser (the egress proxy, the CDP relay, MCP, the worker's tools)
-//! runs as root, and the browser's container runs as that user, never as uid 0.
+//! runs as root. The browser's container runs as neither root nor this user, but as the driver's
+//! [`airlock_driver_docker::CONTAINER_USER`], which owns nothing on the host.
 //!
 //! The user is the person who asked when `sudo` says who (`SUDO_UID`/`SUDO_GID`), so the files
 //! Airlock keeps are theirs; otherwise `nobody` (65534), which owns nothing on the host, and the
@@ -18,8 +19,6 @@ use anyhow::{Context, bail};
 const CHILD_ENV: &str = "AIRLOCK_PRIVSEP_CHILD";
 /// Where a run keeps its files when the child cannot name a home of its own (set by the parent).
 pub const RUN_DIR_ENV: &str = "AIRLOCK_RUN_DIR";
-/// The group the browser's container runs in, set by the parent for the child.
-const CONTAINER_GID_ENV: &str = "AIRLOCK_CONTAINER_GID";
 /// The user (and group) a root start runs as when no one is named by `sudo`.
 const NOBODY: u32 = 65534;
 
@@ -32,9 +31,6 @@ struct Drop {
     home: PathBuf,
     /// Whether the files the run keeps go back to root at its end (no `sudo` user to own them).
     hand_back: bool,
-    /// The group the browser's container runs in: the user's own, never the Docker socket's
-    /// (a process that escaped the container with that group could drive dockerd).
-    container_gid: u32,
 }
 
 /// When this process is root: run the command again as an unprivileged user and return its exit
@@ -58,7 +54,6 @@ pub fn run_unprivileged_if_root() -> anyhow::Result<Option<u8>> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let drop = choose(
         std::env::var("SUDO_UID").ok().as_deref(),
-        std::env::var("SUDO_GID").ok().as_deref(),
         socket_gid,
         &passwd,
     )?;
@@ -78,14 +73,6 @@ pub fn run_unprivileged_if_root() -> anyhow::Result<Option<u8>> {
     Ok(Some(code))
 }
 
-/// In the child a root start made: the browser's container's uid:gid (this process's uid, and
-/// the group the parent chose instead of the Docker socket's, which this process runs in).
-pub fn container_user() -> Option<(u32, u32)> {
-    std::env::var_os(CHILD_ENV)?;
-    let gid = std::env::var(CONTAINER_GID_ENV).ok()?.parse().ok()?;
-    Some((airlock_driver_docker::current_user().0, gid))
-}
-
 /// The Docker socket: `DOCKER_HOST` when it is a unix socket, the default when it is unset,
 /// `None` when it names a remote daemon.
 fn docker_socket() -> Option<PathBuf> {
@@ -97,12 +84,7 @@ fn docker_socket() -> Option<PathBuf> {
 
 /// Who to run as: the `sudo` user when named (their home from `passwd`), else `nobody`; always in
 /// the Docker socket's group, which must not be root's own.
-fn choose(
-    sudo_uid: Option<&str>,
-    sudo_group: Option<&str>,
-    socket_gid: u32,
-    passwd: &str,
-) -> anyhow::Result<Drop> {
+fn choose(sudo_uid: Option<&str>, socket_gid: u32, passwd: &str) -> anyhow::Result<Drop> {
     if socket_gid == 0 {
         bail!(
             "the Docker socket belongs to group root, so only root can use it, and Airlock gives root up before it starts anything: give the socket a group (Debian's docker.io uses `docker`), or start Airlock as a user in that group"
@@ -111,23 +93,18 @@ fn choose(
     let sudo_uid = sudo_uid
         .and_then(|uid| uid.parse::<u32>().ok())
         .filter(|uid| *uid != 0);
-    let sudo_group = sudo_group
-        .and_then(|gid| gid.parse::<u32>().ok())
-        .filter(|gid| *gid != 0 && *gid != socket_gid);
     Ok(match sudo_uid {
         Some(uid) => Drop {
             uid,
             gid: socket_gid,
             home: home_of(passwd, uid).unwrap_or_else(|| PathBuf::from("/nonexistent")),
             hand_back: false,
-            container_gid: sudo_group.unwrap_or(NOBODY),
         },
         None => Drop {
             uid: NOBODY,
             gid: socket_gid,
             home: PathBuf::from("/nonexistent"),
             hand_back: true,
-            container_gid: NOBODY,
         },
     })
 }
@@ -165,7 +142,6 @@ async fn wait_for_child(drop: &Drop, run_dir: Option<&Path>) -> anyhow::Result<u
     command
         .args(std::env::args_os().skip(1))
         .env(CHILD_ENV, "1")
-        .env(CONTAINER_GID_ENV, drop.container_gid.to_string())
         .env("HOME", &drop.home)
         // Root's own places, which the child could not use.
         .env_remove("XDG_CONFIG_HOME")
@@ -243,7 +219,7 @@ mod tests {
 
     #[test]
     fn root_becomes_the_sudo_user_or_nobody_in_the_sockets_group() {
-        let alice = choose(Some("1001"), Some("1001"), 105, PASSWD).unwrap();
+        let alice = choose(Some("1001"), 105, PASSWD).unwrap();
         assert_eq!(
             alice,
             Drop {
@@ -251,25 +227,16 @@ mod tests {
                 gid: 105,
                 home: PathBuf::from("/home/alice"),
                 hand_back: false,
-                container_gid: 1001,
             }
         );
         for sudo in [None, Some("0"), Some("not a number")] {
-            let nobody = choose(sudo, None, 105, PASSWD).unwrap();
+            let nobody = choose(sudo, 105, PASSWD).unwrap();
             assert_eq!(
-                (
-                    nobody.uid,
-                    nobody.gid,
-                    nobody.hand_back,
-                    nobody.container_gid
-                ),
-                (NOBODY, 105, true, NOBODY)
+                (nobody.uid, nobody.gid, nobody.hand_back),
+                (NOBODY, 105, true)
             );
         }
-        // The container never runs in the Docker socket's group, even when sudo names it.
-        let docker_group = choose(Some("1001"), Some("105"), 105, PASSWD).unwrap();
-        assert_eq!(docker_group.container_gid, NOBODY);
-        let error = choose(None, None, 0, PASSWD).unwrap_err().to_string();
+        let error = choose(None, 0, PASSWD).unwrap_err().to_string();
         assert!(error.contains("belongs to group root"), "{error}");
     }
 

@@ -233,9 +233,6 @@ impl Settings {
             browser_sandbox,
             runtime,
             pool,
-            // Started as root, the container runs in the group the parent chose, not the Docker
-            // socket's group this process holds.
-            user: crate::privsep::container_user(),
             ..DriverConfig::default()
         };
         Ok(Self {

@@ -330,7 +330,7 @@ fn scenario_6_a_killed_host_process_is_cleaned_up_by_airlock_cleanup() {
     assert_eq!(orphans.len(), 1, "the container outlives its killed owner");
     let egress = egress_dir_of(&orphans[0]);
     assert!(
-        egress.join("proxy.sock").exists(),
+        egress.join("sockets/proxy.sock").exists(),
         "the proxy directory outlives its killed owner"
     );
     let cleanup = Command::new(assert_cmd::cargo::cargo_bin("airlock"))

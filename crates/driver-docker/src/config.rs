@@ -30,7 +30,8 @@ pub struct DriverConfig {
     /// The most output bytes kept from one command. Large enough for the snapshot of a heavy
     /// page (peers report 540 KB); the worker sees a preview and pages the rest.
     pub max_command_output_bytes: usize,
-    /// The uid:gid containers run as; `None` uses this process's.
+    /// The uid:gid containers run as; `None` (the default) is [`crate::CONTAINER_USER`], which
+    /// owns nothing on the host. Never 0, never this process's uid.
     pub user: Option<(u32, u32)>,
     /// How long a container outlives its task's time limit before it exits by itself.
     pub lifetime_grace: Duration,

@@ -35,9 +35,17 @@ pub enum DockerError {
     RunningAsRoot,
     /// The configured container user is uid 0.
     #[error(
-        "the configured container user is uid 0: give a non-root uid:gid (the default is your own)"
+        "the configured container user is uid 0: leave it unset (the default, uid 2000000000, owns nothing on the host)"
     )]
     RootContainerUser,
+    /// The configured container user is this process's own uid.
+    #[error(
+        "the configured container user is uid {uid}, this process's own: a browser that escaped its container would own your files; leave it unset (the default, uid 2000000000, owns nothing on the host)"
+    )]
+    ContainerUserIsYours {
+        /// This process's uid.
+        uid: u32,
+    },
     /// Chromium's sandbox is on but this kernel does not let an unprivileged process make a
     /// user namespace.
     #[error(

@@ -30,13 +30,24 @@ pub(crate) fn user_namespaces(read: &dyn Fn(&str) -> Option<String>) -> Result<(
     Ok(())
 }
 
-/// Neither this process nor the container may run as uid 0.
+/// The uid and gid every browser container runs as unless a library caller names others. It
+/// owns nothing on the host: it is past the ranges Debian gives users (1000–59999), system
+/// services (up to 65534), `/etc/subuid` blocks (from 100000, 65536 at a time) and systemd's
+/// containers (524288–1879048191), and below systemd's foreign range (from 2147352576). A process
+/// that escaped the container would find no file of its own, and no Airlock process to signal.
+pub const CONTAINER_USER: (u32, u32) = (2_000_000_000, 2_000_000_000);
+
+/// Neither this process nor the container may run as uid 0, and the container never runs as this
+/// process's uid (which owns the proxy's sockets, the kept files and everything else of the user).
 pub(crate) fn refuse_root(process_uid: u32, container_uid: u32) -> Result<(), DockerError> {
     if process_uid == 0 {
         return Err(DockerError::RunningAsRoot);
     }
     if container_uid == 0 {
         return Err(DockerError::RootContainerUser);
+    }
+    if container_uid == process_uid {
+        return Err(DockerError::ContainerUserIsYours { uid: process_uid });
     }
     Ok(())
 }
@@ -71,7 +82,11 @@ mod tests {
             Err(DockerError::RootContainerUser)
         ));
         assert!(matches!(refuse_root(0, 0), Err(DockerError::RunningAsRoot)));
-        assert!(refuse_root(1000, 1000).is_ok());
+        assert!(matches!(
+            refuse_root(1000, 1000),
+            Err(DockerError::ContainerUserIsYours { uid: 1000 })
+        ));
+        assert!(refuse_root(1000, CONTAINER_USER.0).is_ok());
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub use cdp::{CdpBrowser, CdpError, EgressEvents, MAX_BROWSER_MESSAGE_BYTES};
 pub use config::{DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;
-pub use host::current_user;
+pub use host::{CONTAINER_USER, current_user};
 pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
 pub use tool::{AgentBrowserInput, TOOL_NAME};
 
@@ -107,7 +107,7 @@ impl DockerDriver {
             .negotiate_version()
             .await
             .map_err(DockerError::NotAnswering)?;
-        let user = config.user.unwrap_or_else(current_user);
+        let user = config.user.unwrap_or(CONTAINER_USER);
         // Before anything is made: a successor must never see this replica's containers without
         // its heartbeat.
         let heartbeat = match owner::own_heartbeat() {

@@ -62,7 +62,7 @@ pub struct ContainerOptions {
     pub owner: String,
     /// Airlock's version.
     pub version: String,
-    /// The uid and gid the container runs as (the host user's, so it can reach the socket).
+    /// The uid and gid the container runs as ([`crate::CONTAINER_USER`] unless configured).
     pub user: (u32, u32),
     /// The egress proxy's private directory on the host.
     pub socket_dir: PathBuf,
@@ -117,8 +117,8 @@ impl ContainerOptions {
     }
 }
 
-/// The locked-down container: no network, read-only root, small noexec-free `/tmp` tmpfs, the
-/// host user's uid, no capabilities, no new privileges, Airlock's seccomp profile (which lets
+/// The locked-down container: no network, read-only root, small noexec-free `/tmp` tmpfs, a uid
+/// that owns nothing on the host, no capabilities, no new privileges, Airlock's seccomp profile (which lets
 /// Chromium sandbox its renderers in user namespaces), memory/CPU/pids/nofile limits, the proxy
 /// socket directory read-only at `/egress`, an init process, and a lifetime after which it exits
 /// (and is removed) by itself.

@@ -1,7 +1,10 @@
 //! Airlock's egress proxy: the sealed browser's only way out.
 //!
 //! The proxy serves HTTP/1.1 on a Unix socket in a fresh private directory (mode 0700). The
-//! browser's container has no network; the directory, bind-mounted into it, is its one way out.
+//! browser's container has no network; the directory's `sockets` folder, bind-mounted into it, is
+//! its one way out. The container runs as a uid of its own, so the folder and its sockets are open
+//! to any uid (0711, 0666), and only the private directory around them keeps the host's other
+//! users out: a mount is reached without passing through its parent.
 //! Beside `proxy.sock` is `handoff.sock`, where the container's relay passes each of the
 //! browser's TCP connections itself (see [`airlock_relay`]); the proxy serves those sockets
 //! exactly like connections made to `proxy.sock`, with no relay copying bytes in between.
@@ -75,6 +78,15 @@ const SOCKET_NAME: &str = "proxy.sock";
 /// The hand-off socket's file name inside the private directory.
 pub const HANDOFF_SOCKET_NAME: &str = "handoff.sock";
 
+/// The folder inside the private directory that holds the sockets and is mounted into a container.
+pub const SOCKETS_DIR: &str = "sockets";
+
+/// The sockets of a private directory: any uid may connect (the container's own uid is not this
+/// process's), and only the 0700 directory above them admits anyone on the host.
+const SHARED_SOCKET_MODE: u32 = 0o666;
+/// A socket at a path the caller chose: this user only.
+const PRIVATE_SOCKET_MODE: u32 = 0o600;
+
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -134,8 +146,9 @@ impl std::fmt::Debug for EgressProxy {
 }
 
 impl EgressProxy {
-    /// Start on `proxy.sock` and `handoff.sock` in a fresh private directory (mode 0700, owned by
-    /// this user). Call it inside a Tokio runtime: the proxy runs on the runtime's tasks.
+    /// Start on `proxy.sock` and `handoff.sock` in the `sockets` folder of a fresh private
+    /// directory (mode 0700, owned by this user). Call it inside a Tokio runtime: the proxy runs
+    /// on the runtime's tasks.
     pub fn start(config: ProxyConfig) -> Result<Self, ProxyError> {
         let parent = config
             .socket_parent
@@ -167,9 +180,25 @@ impl EgressProxy {
                 source,
             },
         )?;
-        let socket_path = dir.path().join(SOCKET_NAME);
-        let handoff_path = dir.path().join(HANDOFF_SOCKET_NAME);
-        Self::spawn(socket_path, Some(handoff_path), Some(dir), config)
+        let sockets = dir.path().join(SOCKETS_DIR);
+        std::fs::create_dir(&sockets)
+            .and_then(|()| {
+                std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o711))
+            })
+            .map_err(|source| ProxyError::Io {
+                action: "create the sockets folder",
+                path: sockets.clone(),
+                source,
+            })?;
+        let socket_path = sockets.join(SOCKET_NAME);
+        let handoff_path = sockets.join(HANDOFF_SOCKET_NAME);
+        Self::spawn(
+            socket_path,
+            Some(handoff_path),
+            Some(dir),
+            SHARED_SOCKET_MODE,
+            config,
+        )
     }
 
     /// Start on an explicit socket path (for `airlock proxy --socket`), and take handed-off
@@ -191,6 +220,7 @@ impl EgressProxy {
             socket_path.to_owned(),
             handoff_path.map(Path::to_owned),
             None,
+            PRIVATE_SOCKET_MODE,
             config,
         )
     }
@@ -199,6 +229,7 @@ impl EgressProxy {
         socket_path: PathBuf,
         handoff_path: Option<PathBuf>,
         private_dir: Option<tempfile::TempDir>,
+        socket_mode: u32,
         config: ProxyConfig,
     ) -> Result<Self, ProxyError> {
         config.limits.validate()?;
@@ -206,9 +237,9 @@ impl EgressProxy {
             Some(resolver) => resolver,
             None => Arc::new(HickoryResolver::system()?),
         };
-        let listener = listen_private(&socket_path)?;
+        let listener = listen(&socket_path, socket_mode)?;
         let handoff = match &handoff_path {
-            Some(path) => match listen_private(path) {
+            Some(path) => match listen(path, socket_mode) {
                 Ok(listener) => Some(listener),
                 Err(error) => {
                     // Do not leave the first socket behind when the second cannot be made.
@@ -255,6 +286,12 @@ impl EgressProxy {
     /// The directory holding the socket, which is what a container bind-mounts.
     pub fn socket_dir(&self) -> &Path {
         self.socket_path.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// The private directory [`Self::start`] made (removed with the proxy); `None` for
+    /// [`Self::start_at`].
+    pub fn private_dir(&self) -> Option<&Path> {
+        self.private_dir.as_ref().map(tempfile::TempDir::path)
     }
 
     /// Confine every request from now on to `scope` (a warm browser's proxy, once a task with
@@ -309,14 +346,14 @@ impl EgressProxy {
 /// The longest path a Unix socket address holds (`sun_path` is 108 bytes with its NUL).
 const SUN_PATH_MAX: usize = 107;
 
-/// Listen on `path`, which only this user (and a container running as this user) may connect to.
-fn listen_private(path: &Path) -> Result<UnixListener, ProxyError> {
+/// Listen on `path` with `mode`.
+fn listen(path: &Path, mode: u32) -> Result<UnixListener, ProxyError> {
     let listener = bind_any_length(path).map_err(|source| ProxyError::Io {
         action: "listen on",
         path: path.to_owned(),
         source,
     })?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
         let _ = std::fs::remove_file(path);
         ProxyError::Io {
             action: "restrict",

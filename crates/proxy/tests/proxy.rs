@@ -540,11 +540,21 @@ async fn exact_allow_entries_open_a_lab_server_on_loopback() {
 async fn the_socket_lives_in_a_private_directory_that_is_removed_on_stop() {
     let harness = Harness::start(policy(&[]), ProxyLimits::default());
     let socket = harness.proxy.socket_path().to_owned();
-    let dir = harness.proxy.socket_dir().to_owned();
-    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700);
+    let dir = harness.proxy.private_dir().unwrap().to_owned();
+    let mode_of =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode_of(&dir), 0o700);
     let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&dir).unwrap());
     assert_eq!(owner, nix_uid());
+    // The container's own uid reaches the sockets through the mounted folder, which only the
+    // private directory's owner can reach on the host.
+    let mounted = harness.proxy.socket_dir();
+    assert_eq!(mounted.parent(), Some(dir.as_path()));
+    assert_eq!(mode_of(mounted), 0o711);
+    for path in [&socket, harness.proxy.handoff_path().unwrap()] {
+        assert_eq!(path.parent(), Some(mounted), "{}", path.display());
+        assert_eq!(mode_of(path), 0o666, "{}", path.display());
+    }
     let mut idle = harness.client().await;
     harness.proxy.stop().await;
     assert!(
@@ -562,7 +572,7 @@ async fn the_socket_lives_in_a_private_directory_that_is_removed_on_stop() {
 #[tokio::test]
 async fn dropping_the_proxy_also_removes_its_directory() {
     let harness = Harness::start(policy(&[]), ProxyLimits::default());
-    let dir = harness.proxy.socket_dir().to_owned();
+    let dir = harness.proxy.private_dir().unwrap().to_owned();
     drop(harness);
     assert!(!dir.exists());
 }
@@ -639,7 +649,7 @@ async fn a_temp_dir_deeper_than_a_socket_path_holds_still_serves() {
     assert!(socket.starts_with(&deep));
     assert!(proxy.handoff_path().unwrap().exists());
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(mode & 0o777, 0o666);
     // Connected the way a container does, by a short path to the same directory.
     let dir = std::fs::File::open(proxy.socket_dir()).unwrap();
     let short = format!(
@@ -652,7 +662,7 @@ async fn a_temp_dir_deeper_than_a_socket_path_holds_still_serves() {
     )
     .await;
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
-    let dir_path = proxy.socket_dir().to_owned();
+    let dir_path = proxy.private_dir().unwrap().to_owned();
     proxy.stop().await;
     assert!(!dir_path.exists(), "the directory is removed on stop");
 }

@@ -121,7 +121,8 @@ pub fn inspect(name: &str) -> serde_json::Value {
     serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
 }
 
-/// The host directory a task container has bind-mounted as its way out (`/egress`).
+/// The proxy's private directory whose `sockets` folder a task container has bind-mounted as its
+/// way out (`/egress`).
 pub fn egress_dir_of(container: &str) -> std::path::PathBuf {
     let info = inspect(container);
     let bind = info["HostConfig"]["Binds"]
@@ -131,7 +132,16 @@ pub fn egress_dir_of(container: &str) -> std::path::PathBuf {
         .filter_map(serde_json::Value::as_str)
         .find_map(|bind| bind.strip_suffix(":/egress:ro"))
         .unwrap_or_else(|| panic!("{container} has no /egress bind: {info}"));
-    std::path::PathBuf::from(bind)
+    let mounted = std::path::Path::new(bind);
+    assert_eq!(
+        mounted.file_name().and_then(|name| name.to_str()),
+        Some("sockets"),
+        "{container} mounts {bind}, not a proxy's sockets folder"
+    );
+    mounted
+        .parent()
+        .unwrap_or_else(|| panic!("{bind} has no parent"))
+        .to_owned()
 }
 
 /// Wait, by Docker's own event stream, until `container` is destroyed (events since `since`

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_driver_docker::{DockerDriver, DockerError, DriverConfig, current_user};
+use airlock_driver_docker::{CONTAINER_USER, DockerDriver, DockerError, DriverConfig};
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_testkit::docker::{
     docker_ready, egress_dir_of, execs_created, image, task_containers, unix_now,
@@ -297,7 +297,7 @@ async fn a_killed_host_process_leaves_an_orphan_that_the_next_driver_removes() {
     );
     let egress = egress_dir_of(&name);
     assert!(
-        egress.join("handoff.sock").exists(),
+        egress.join("sockets/handoff.sock").exists(),
         "the proxy directory should outlive its killed owner"
     );
     // As if it was killed while a refill had this container frozen: the orphan is paused, and a
@@ -342,7 +342,8 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
             .with_events(Arc::new(move |e| sink.lock().unwrap().push(e))),
     )
     .unwrap();
-    let (uid, gid) = current_user();
+    // The container's own uid, not this user's: the relay reaches the sockets all the same.
+    let (uid, gid) = CONTAINER_USER;
     let out = Command::new("docker")
         .args([
             "run",
@@ -539,31 +540,33 @@ async fn a_missing_image_is_its_own_error_naming_the_command_that_builds_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_caller_that_skips_check_still_cannot_start_a_root_container() {
+async fn a_caller_that_skips_check_still_cannot_start_a_container_as_root_or_as_itself() {
     if !docker_ready() {
         return;
     }
-    let config = DriverConfig {
-        image: image(),
-        user: Some((0, 0)),
-        ..DriverConfig::default()
-    };
-    let driver = DockerDriver::connect(config).await.unwrap();
-    let context = TaskContext::new(
-        CancellationToken::new(),
-        airlock_worker::TaskLimits::default(),
-    );
-    let Err(error) = driver.start(context).await else {
-        panic!("a session started with a uid-0 container user")
-    };
-    assert!(
-        matches!(
-            error.downcast_ref::<DockerError>(),
-            Some(DockerError::RootContainerUser)
-        ),
-        "{error:?}"
-    );
-    assert!(my_containers().is_empty(), "{:?}", my_containers());
+    let me = airlock_driver_docker::current_user();
+    for user in [(0, 0), me] {
+        let config = DriverConfig {
+            image: image(),
+            user: Some(user),
+            ..DriverConfig::default()
+        };
+        let driver = DockerDriver::connect(config).await.unwrap();
+        let context = TaskContext::new(
+            CancellationToken::new(),
+            airlock_worker::TaskLimits::default(),
+        );
+        let Err(error) = driver.start(context).await else {
+            panic!("a session started with container user {user:?}")
+        };
+        let refused = match error.downcast_ref::<DockerError>() {
+            Some(DockerError::RootContainerUser) => user.0 == 0,
+            Some(DockerError::ContainerUserIsYours { uid }) => *uid == me.0,
+            _ => false,
+        };
+        assert!(refused, "{user:?}: {error:?}");
+        assert!(my_containers().is_empty(), "{:?}", my_containers());
+    }
 }
 
 /// The profile the driver passes inline, as a file for `docker run` by hand.

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_driver_docker::{DockerDriver, DriverConfig, current_user};
+use airlock_driver_docker::{CONTAINER_USER, DockerDriver, DriverConfig, current_user};
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_testkit::docker::{containers_of, image, inspect};
 use airlock_testkit::site::site;
@@ -79,8 +79,11 @@ pub async fn call(session: &BrowserSession, input: serde_json::Value) -> ToolOut
 pub fn assert_sealed(name: &str) -> String {
     let info = inspect(name);
     let host = &info["HostConfig"];
-    let (uid, gid) = current_user();
+    // Neither root nor the user who started it: a uid that owns nothing on the host.
+    let (uid, gid) = CONTAINER_USER;
     assert_eq!(info["Config"]["User"], format!("{uid}:{gid}"));
+    assert_ne!(uid, current_user().0);
+    assert_ne!(uid, 0);
     assert_eq!(host["NetworkMode"], "none");
     assert_eq!(host["ReadonlyRootfs"], true);
     assert_eq!(host["CapDrop"], json!(["ALL"]));
