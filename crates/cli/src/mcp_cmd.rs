@@ -16,11 +16,12 @@ use airlock_worker::{
     READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskResult, TaskRunner,
 };
 use anyhow::Context;
+use base64::Engine;
 use clap::{ArgMatches, Args};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, Tool,
+    ProgressNotificationParam, ResourceContents, ServerCapabilities, Tool,
 };
 use rmcp::service::RequestContext;
 
@@ -73,6 +74,11 @@ struct BrowserTaskInput {
     /// storage and saves them back (one task at a time per context; a second is refused).
     #[serde(default)]
     context: Option<String>,
+    /// Let the worker download files, up to this many bytes in all (at most what the operator
+    /// allows); they come back with the result, and the worker can read a downloaded PDF as
+    /// text. Omitted: no downloads.
+    #[serde(default)]
+    max_download_bytes: Option<u64>,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -259,11 +265,13 @@ impl Server {
             blocked_domains: &input.blocked_domains,
             secret_names: input.secrets,
             context: input.context.as_deref(),
+            max_download_bytes: input.max_download_bytes,
             ..Asked::default()
         };
         let caller = Caller {
             ceiling: &ceiling,
             configured: &self.settings.secrets,
+            max_download_bytes: self.settings.max_download_bytes,
         };
         prepare(input.task, input.url, asked, caller)
     }
@@ -277,7 +285,7 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(
                 format!(
-                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?}}: {e}"
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?}}: {e}"
                 ),
                 None,
             )
@@ -462,6 +470,17 @@ fn task_answer(result: &TaskResult) -> CallToolResult {
             image.media_type.clone(),
         ));
     }
+    // Downloaded files as embedded resources, typed from their bytes; the client decides what to
+    // do with them (Airlock opens nothing).
+    for file in &result.downloads {
+        blocks.push(ContentBlock::resource(
+            ResourceContents::blob(
+                base64::engine::general_purpose::STANDARD.encode(&file.data),
+                format!("airlock://downloads/{}", file.name),
+            )
+            .with_mime_type(file.media_type.clone()),
+        ));
+    }
     let mut answer = match result.ended {
         Ended::Completed | Ended::StepLimit | Ended::TokenBudget => CallToolResult::success(blocks),
         Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
@@ -480,6 +499,7 @@ fn task_answer(result: &TaskResult) -> CallToolResult {
         "egress_failures": result.egress_failures,
         "egress_failures_not_listed": result.egress_failures_not_listed,
         "screenshots": result.screenshots.len(),
+        "downloads": result.downloads.iter().map(|file| json!({"name": file.name, "media_type": file.media_type, "bytes": file.bytes})).collect::<Vec<_>>(),
         "scope": result.scope,
     }));
     answer

@@ -1,11 +1,12 @@
-//! Writing kept screenshots: a private directory, private files, never overwriting, no symlinks.
+//! Writing kept screenshots and downloaded files: a private directory, private files, never
+//! overwriting, no symlinks.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use airlock_worker::Image;
+use airlock_worker::{Download, Image};
 use anyhow::{Context, bail};
 
 /// Make `dir` (mode 0700) if missing. An existing one must be a real directory (not a symlink)
@@ -113,6 +114,45 @@ pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<V
             {
                 Ok(mut file) => {
                     file.write_all(&image.data)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    saved.push(path);
+                    break;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => {
+                    return Err(error).with_context(|| format!("creating {}", path.display()));
+                }
+            }
+        }
+    }
+    Ok(saved)
+}
+
+/// Write each downloaded file under its own name, prefixed `download-` (mode 0600; the name is
+/// already plain: letters, digits, `.`, `_`, `-`), or `download-<n>-<name>` where that exists.
+/// Nothing is run or opened.
+pub fn save_downloads(dir: &Path, files: &[Download]) -> anyhow::Result<Vec<PathBuf>> {
+    prepare_dir(dir)?;
+    let mut saved = Vec::with_capacity(files.len());
+    for file in files {
+        let mut number = 1;
+        loop {
+            let name = if number == 1 {
+                format!("download-{}", file.name)
+            } else {
+                format!("download-{number}-{}", file.name)
+            };
+            let path = dir.join(name);
+            number += 1;
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(mut opened) => {
+                    opened
+                        .write_all(&file.data)
                         .with_context(|| format!("writing {}", path.display()))?;
                     saved.push(path);
                     break;

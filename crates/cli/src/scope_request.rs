@@ -37,6 +37,8 @@ pub(crate) struct Caller<'a> {
     pub(crate) ceiling: &'a Ceiling,
     /// The secrets configured with `--secret`.
     pub(crate) configured: &'a Secrets,
+    /// The most a request may download (`--max-download-bytes`; `None`: no downloads).
+    pub(crate) max_download_bytes: Option<u64>,
 }
 
 /// The task's scope: what was asked, inside `ceiling`. The error names the field, the entry and

@@ -93,6 +93,8 @@ pub(crate) struct App {
     readiness: Arc<readiness::Readiness>,
     /// The secrets callers may name (`--secret`).
     secrets: airlock_worker::Secrets,
+    /// The most a request may download (`--max-download-bytes`).
+    max_download_bytes: Option<u64>,
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -234,6 +236,7 @@ async fn serve(
         root_is_cdp: endpoints == Endpoints::CdpOnly,
         readiness: Arc::default(),
         secrets: settings.secrets.clone(),
+        max_download_bytes: settings.max_download_bytes,
     };
     let metrics_router = metrics_router(app.clone());
     let router = match endpoints {

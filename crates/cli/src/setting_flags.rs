@@ -50,6 +50,11 @@ pub struct SettingFlags {
     /// for openai/ models). Kept screenshots stay full size.
     #[arg(long, env = "AIRLOCK_MAX_IMAGE_SIDE", value_name = "PIXELS")]
     pub max_image_side: Option<u32>,
+    /// Let tasks download files, up to this many bytes each (1–268435456; default 0, off). A
+    /// task's files come back to you (`task`: beside its screenshots) and the worker may read a
+    /// downloaded PDF as text. For `mcp` and `serve`, the most a request may ask for.
+    #[arg(long, env = "AIRLOCK_MAX_DOWNLOAD_BYTES", value_name = "BYTES")]
+    pub max_download_bytes: Option<u64>,
     /// Tasks run at once by `airlock mcp` (1–16; default 2).
     #[arg(long, env = "AIRLOCK_MAX_CONCURRENT_TASKS", value_name = "N")]
     pub max_concurrent_tasks: Option<usize>,
@@ -138,6 +143,7 @@ pub(crate) struct FileSettings {
     pub(crate) max_task_tokens: Option<u64>,
     pub(crate) max_image_side: Option<u32>,
     pub(crate) max_concurrent_tasks: Option<usize>,
+    pub(crate) max_download_bytes: Option<u64>,
     pub(crate) profile: Option<String>,
     pub(crate) allow: Option<Vec<String>>,
     pub(crate) ports: Option<Vec<u16>>,

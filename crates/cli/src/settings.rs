@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use airlock_driver_docker::{DriverConfig, PoolConfig, default_image};
 use airlock_policy::{AllowEntry, EgressPolicy, Profile, Scope};
-use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, Secrets, TaskLimits};
+use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, MAX_DOWNLOAD_BYTES_CEILING, Secrets, TaskLimits};
 use anyhow::{Context, bail};
 use clap::ArgMatches;
 
@@ -69,6 +69,9 @@ pub struct Settings {
     /// The named secrets (values loaded, never shown): a task's own for `task`, what callers may
     /// ask for by name for `mcp` and `serve`.
     pub secrets: Secrets,
+    /// Downloads up to this many bytes (`None`: off): a task's own for `task`, the most a
+    /// request may ask for with `mcp` and `serve`.
+    pub max_download_bytes: Option<u64>,
     /// Every value with its source.
     pub shown: Vec<Shown>,
 }
@@ -223,6 +226,7 @@ impl Settings {
             bail!("--runtime `{runtime}` is not a runtime name: use runc, or runsc for gVisor");
         }
         let limits = r.limits(flags, &file, model.as_deref())?;
+        let max_download_bytes = r.download_budget(flags, &file)?;
         let pool = r.pool(flags, &file, limits.timeout)?;
         let (scope, secrets) = r.scope_and_secrets(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
@@ -243,6 +247,7 @@ impl Settings {
             limits,
             scope,
             secrets,
+            max_download_bytes,
             shown: r.shown,
         })
     }
@@ -265,6 +270,34 @@ impl Settings {
 }
 
 impl Resolver<'_> {
+    /// `max_download_bytes`: `None` (off) unless set to 1 byte or more.
+    fn download_budget(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+    ) -> anyhow::Result<Option<u64>> {
+        let bytes = self.pick(
+            "max_download_bytes",
+            "AIRLOCK_MAX_DOWNLOAD_BYTES",
+            flags.max_download_bytes,
+            file.max_download_bytes,
+            0,
+            |v| {
+                if *v == 0 {
+                    "0 (off)".to_owned()
+                } else {
+                    v.to_string()
+                }
+            },
+        );
+        if bytes > MAX_DOWNLOAD_BYTES_CEILING {
+            bail!(
+                "max_download_bytes {bytes} is over {MAX_DOWNLOAD_BYTES_CEILING}: give 1 to {MAX_DOWNLOAD_BYTES_CEILING} bytes, or 0 for no downloads (set it with --max-download-bytes or AIRLOCK_MAX_DOWNLOAD_BYTES)"
+            );
+        }
+        Ok((bytes > 0).then_some(bytes))
+    }
+
     fn pool(
         &mut self,
         flags: &SettingFlags,

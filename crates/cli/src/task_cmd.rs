@@ -137,6 +137,7 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         state,
         return_state: args.save_state.is_some() || lease.is_some(),
         uploads,
+        max_download_bytes: settings.max_download_bytes,
     };
     let mut result = runner.run(request, cancel).await?;
     driver.shutdown().await;
@@ -152,18 +153,35 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         }
     }
 
-    let saved = match &args.out {
-        Some(out) => crate::output::save_images(out, "screenshot", &result.screenshots)?,
-        None => Vec::new(),
-    };
+    let (saved, downloaded) = save_files(args, &result)?;
+    print_result(args, &result, &saved, &downloaded)?;
+    Ok(match result.ended {
+        Ended::Completed | Ended::StepLimit | Ended::TokenBudget => 0,
+        Ended::TimedOut | Ended::Cancelled | Ended::Failed => 1,
+    })
+}
+
+/// Print the result: as JSON (files by path), or the report on stdout and the rest on stderr.
+fn print_result(
+    args: &TaskArgs,
+    result: &TaskResult,
+    saved: &[std::path::PathBuf],
+    downloaded: &[std::path::PathBuf],
+) -> anyhow::Result<()> {
     if args.json {
-        let mut value = serde_json::to_value(&result)?;
+        let mut value = serde_json::to_value(result)?;
         // The images are in the files; the JSON says where (and how big) instead of repeating them.
         value["screenshots"] = result
             .screenshots
             .iter()
             .enumerate()
             .map(|(i, image)| json!({"media_type": image.media_type, "bytes": image.data.len(), "path": saved.get(i)}))
+            .collect();
+        value["downloads"] = result
+            .downloads
+            .iter()
+            .zip(downloaded)
+            .map(|(file, path)| json!({"name": file.name, "media_type": file.media_type, "bytes": file.bytes, "path": path}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -187,10 +205,19 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         for failure in &result.egress_failures {
             eprintln!("egress failed {:?}: {}", failure.target, failure.reason);
         }
-        for path in &saved {
+        for path in saved {
             eprintln!("saved {}", path.display());
         }
-        eprintln!("{}", cost_line(&result));
+        for (file, path) in result.downloads.iter().zip(downloaded) {
+            eprintln!(
+                "downloaded {} ({} bytes, {}) into {}",
+                file.name,
+                file.bytes,
+                file.media_type,
+                path.display()
+            );
+        }
+        eprintln!("{}", cost_line(result));
         if !result.screenshots.is_empty() && args.out.is_none() {
             eprintln!(
                 "{} screenshot(s) kept; pass --out DIR to save them",
@@ -198,10 +225,27 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
             );
         }
     }
-    Ok(match result.ended {
-        Ended::Completed | Ended::StepLimit | Ended::TokenBudget => 0,
-        Ended::TimedOut | Ended::Cancelled | Ended::Failed => 1,
-    })
+    Ok(())
+}
+
+/// Write the kept screenshots (with `--out`) and the downloaded files: the caller allowed
+/// downloads to have them, so without `--out` they go to a fresh private directory.
+fn save_files(
+    args: &TaskArgs,
+    result: &TaskResult,
+) -> anyhow::Result<(Vec<std::path::PathBuf>, Vec<std::path::PathBuf>)> {
+    let saved = match &args.out {
+        Some(out) => crate::output::save_images(out, "screenshot", &result.screenshots)?,
+        None => Vec::new(),
+    };
+    let downloaded = match (&args.out, result.downloads.is_empty()) {
+        (_, true) => Vec::new(),
+        (Some(out), false) => crate::output::save_downloads(out, &result.downloads)?,
+        (None, false) => {
+            crate::output::save_downloads(&crate::output::default_run_dir()?, &result.downloads)?
+        }
+    };
+    Ok((saved, downloaded))
 }
 
 /// One line on what the task cost: steps, tokens, and what the worker was shown.

@@ -19,6 +19,7 @@ pub(crate) struct Asked<'a> {
     pub(crate) context: Option<&'a str>,
     pub(crate) return_state: bool,
     pub(crate) uploads: airlock_worker::Uploads,
+    pub(crate) max_download_bytes: Option<u64>,
 }
 
 /// A request ready to run, with what must outlive it.
@@ -39,6 +40,7 @@ pub(crate) fn prepare(
     caller: Caller<'_>,
 ) -> Result<Ready, String> {
     let scope = task_scope(asked.allowed_domains, asked.blocked_domains, caller.ceiling)?;
+    let max_download_bytes = download_limit(asked.max_download_bytes, caller.max_download_bytes)?;
     let secrets = task_secrets(
         &asked.secret_names,
         asked.inline_secrets,
@@ -74,10 +76,30 @@ pub(crate) fn prepare(
             state,
             return_state: asked.return_state || lease.is_some(),
             uploads: asked.uploads,
+            max_download_bytes,
         },
         lease,
         give_state: asked.return_state,
     })
+}
+
+/// The downloads a request may have: what it asked, within what the operator allows
+/// (`--max-download-bytes`); never more, and never silently less.
+fn download_limit(asked: Option<u64>, allowed: Option<u64>) -> Result<Option<u64>, String> {
+    match (asked, allowed) {
+        (None, _) => Ok(None),
+        (Some(0), _) => Err(
+            "max_download_bytes is 0: leave it out to keep downloads off, or ask for 1 byte or more"
+                .into(),
+        ),
+        (Some(_), None) => Err(
+            "max_download_bytes: this server allows no downloads (its operator turns them on with --max-download-bytes); leave it out".into(),
+        ),
+        (Some(asked), Some(allowed)) if asked > allowed => Err(format!(
+            "max_download_bytes {asked} is over the {allowed} bytes this server allows: ask for {allowed} or less"
+        )),
+        (Some(asked), Some(_)) => Ok(Some(asked)),
+    }
 }
 
 /// After the run: the final state into the context (if any), and out of the result unless the
@@ -93,4 +115,26 @@ pub(crate) fn finish(lease: Option<ContextLease>, give_state: bool, result: &mut
     }
     // Only now may another task take the context.
     drop(lease);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_downloads_only_within_what_the_operator_allows() {
+        assert_eq!(download_limit(None, Some(10)), Ok(None));
+        assert_eq!(download_limit(Some(10), Some(10)), Ok(Some(10)));
+        for (asked, allowed, says) in [
+            (Some(11), Some(10), "over the 10 bytes this server allows"),
+            (Some(1), None, "this server allows no downloads"),
+            (Some(0), Some(10), "is 0"),
+        ] {
+            let why = download_limit(asked, allowed).unwrap_err();
+            assert!(
+                why.starts_with("max_download_bytes") && why.contains(says),
+                "{why}"
+            );
+        }
+    }
 }

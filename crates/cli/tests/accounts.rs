@@ -10,10 +10,12 @@ mod support;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use airlock_testkit::dns::dns;
 use airlock_testkit::docker::docker_ready;
+use airlock_testkit::files::{CSV, PDF_FIRST_PAGE, PDF_SECOND_PAGE, files_site, report_pdf};
 use airlock_testkit::site::site;
 use base64::Engine;
 use serde_json::json;
@@ -278,5 +280,103 @@ fn a_callers_file_is_uploaded_by_name_and_nothing_else_can_be() {
             .any(|w| w == bytes.as_slice()),
         "the site did not receive the file's exact bytes"
     );
+    no_task_containers_left();
+}
+
+#[test]
+fn scenario_12_files_come_down_within_the_limit_and_a_pdf_is_read_as_text() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, asked) = files_site();
+    let resolver = dns(HashMap::from([("files.lab", vec![Ipv4Addr::LOCALHOST])]));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pdf = report_pdf();
+    let read = |input: serde_json::Value| json!({"name": "read_document", "input": input});
+    let page_out = json!({"name": "read_output", "input": {"id": "out-1", "find": "lighthouse"}});
+    let script = json!({"turns": [
+        {"expect": {"system_contains": ["Downloads: you may download up to 8 files (102400 bytes in all)"]},
+         "tool_calls": [call(&json!(["open", format!("http://files.lab:{port}/")]))]},
+        {"tool_calls": [call(&json!(["download", "#pdf", "../../etc/cron.d/x"]))]},
+        {"expect": {"shown_contains": ["is not a file name Airlock saves under"]},
+         "tool_calls": [call(&json!(["download", "#pdf", "report.pdf"]))]},
+        {"expect": {"shown_contains": [format!("Downloaded report.pdf ({} bytes, application/pdf)", pdf.len())]},
+         "tool_calls": [read(json!({"name": "report.pdf"}))]},
+        // Longer than the worker is shown at once: a preview, the rest paged with read_output.
+        {"expect": {"shown_contains": ["--- page 1 of 2 ---", PDF_FIRST_PAGE, "out-1"]},
+         "tool_calls": [page_out]},
+        {"expect": {"shown_contains": [PDF_SECOND_PAGE]},
+         "tool_calls": [call(&json!(["download", "#csv", "scores.csv"]))]},
+        {"expect": {"shown_contains": ["Downloaded scores.csv (23 bytes, text/csv)"]},
+         "tool_calls": [call(&json!(["download", "#big", "everything.bin"]))]},
+        {"expect": {"shown_contains": ["`everything.bin` is 307200 bytes, over what is left of this task's download limit"]},
+         "tool_calls": [read(json!({"name": "scores.csv"}))]},
+        {"expect": {"shown_contains": ["ada,3"]}, "text": "Read both files."}
+    ]});
+    let args = [
+        "--allow".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "--nameserver".to_owned(),
+        format!("127.0.0.1:{resolver}"),
+        "--allowed-domain".to_owned(),
+        "files.lab".to_owned(),
+        "--max-download-bytes".to_owned(),
+        "102400".to_owned(),
+        "--max-output-chars".to_owned(),
+        "1000".to_owned(),
+        "--out".to_owned(),
+        out.display().to_string(),
+    ];
+    let (result, output) = task(dir.path(), &script, &strs(&args));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(result["ended"], "completed", "{result}\n{stderr}");
+    let listed: Vec<(String, String, u64)> = result["downloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| {
+            (
+                file["name"].as_str().unwrap().to_owned(),
+                file["media_type"].as_str().unwrap().to_owned(),
+                file["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "report.pdf".to_owned(),
+                "application/pdf".to_owned(),
+                pdf.len() as u64
+            ),
+            (
+                "scores.csv".to_owned(),
+                "text/csv".to_owned(),
+                CSV.len() as u64
+            ),
+        ]
+    );
+    // The caller gets the exact bytes, owner-only; the file over the limit is nowhere.
+    for (name, bytes) in [
+        ("download-report.pdf", pdf.as_slice()),
+        ("download-scores.csv", CSV.as_bytes()),
+    ] {
+        let path = out.join(name);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+    }
+    let kept: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !kept.iter().any(|name| name.contains("everything")),
+        "{kept:?}"
+    );
+    // The browser did fetch the large file: it was measured and deleted, not avoided.
+    assert!(asked.lock().unwrap().iter().any(|path| path == "/big.bin"));
     no_task_containers_left();
 }

@@ -438,6 +438,7 @@ async fn context_run(
         state: None,
         return_state: false,
         uploads: airlock_worker::Uploads::default(),
+        max_download_bytes: None,
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

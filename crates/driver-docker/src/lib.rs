@@ -19,6 +19,7 @@
 
 mod cdp;
 mod config;
+mod download_input;
 mod error;
 mod exec;
 mod heartbeat;

@@ -320,6 +320,15 @@ impl Maker {
         }
         made.context = Some(context.clone());
         made.first_answer = Some(first_answer.clone());
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(2);
+        if context.downloads.limit().is_some() {
+            tools.push(Arc::new(crate::download_input::ReadDocumentTool {
+                commands: commands.clone(),
+                downloads: context.downloads.clone(),
+                timeout: self.config.command_timeout,
+                max_output_bytes: self.config.max_command_output_bytes,
+            }));
+        }
         let tool = tool::AgentBrowserTool {
             commands,
             start: tool::TaskStart::new(first_answer),
@@ -330,8 +339,9 @@ impl Maker {
             screenshots_taken: AtomicU64::new(0),
             secret_on_screen: AtomicBool::new(false),
         };
+        tools.insert(0, Arc::new(tool));
         BrowserSession {
-            tools: vec![Arc::new(tool) as Arc<dyn Tool>],
+            tools,
             guide,
             prompt: tool::DRIVER_PROMPT.to_owned(),
             dispose: Box::new(made),

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::exec::{ExecError, TIMED_OUT_EXIT};
 use crate::runner::{Commands, DriverCommands};
-use crate::{secret_input, upload_input};
+use crate::{download_input, secret_input, upload_input};
 use tokio_util::sync::CancellationToken;
 
 /// The tool's input, as the model writes it.
@@ -131,16 +131,30 @@ impl Tool for AgentBrowserTool {
 }
 
 impl AgentBrowserTool {
-    async fn run(&self, input: AgentBrowserInput) -> Result<ToolOutput, ToolFailure> {
-        // A task with files uploads them by name; without, the command policy refuses `upload`.
-        if let Some(judged) = upload_input::judge(&input.args, &self.context.uploads) {
-            return Ok(match judged {
+    /// Commands the driver carries out itself for this task: `upload` when it has files,
+    /// `download` when it allows downloads. Without, the command policy refuses both.
+    async fn handled_by_driver(&self, args: &[String]) -> Option<ToolOutput> {
+        if let Some(judged) = upload_input::judge(args, &self.context.uploads) {
+            return Some(match judged {
                 Ok((selector, files)) => {
                     upload_input::upload(&self.driver_commands(), &self.context, selector, &files)
                         .await
                 }
                 Err(refusal) => ToolOutput::error(refusal),
             });
+        }
+        if download_input::handles(args, &self.context.downloads) {
+            return Some(
+                download_input::download(&self.driver_commands(), &self.context.downloads, args)
+                    .await,
+            );
+        }
+        None
+    }
+
+    async fn run(&self, input: AgentBrowserInput) -> Result<ToolOutput, ToolFailure> {
+        if let Some(output) = self.handled_by_driver(&input.args).await {
+            return Ok(output);
         }
         let allowed = match check_command(&input.args) {
             Ok(allowed) => allowed,

@@ -35,6 +35,7 @@ pub(crate) enum Sub {
 
 const NO_FILES: &str =
     "files never leave the sealed browser; read the page instead (snapshot, get text)";
+const NO_DOWNLOADS: &str = "downloads are off for this task (its caller turns them on with max_download_bytes); read the page instead (snapshot, get text)";
 const CLOSED_BY_AIRLOCK: &str =
     "Airlock closes the browser when the task ends; write your report instead";
 const NO_STATE: &str =
@@ -210,7 +211,7 @@ pub(crate) static COMMANDS: &[(&[&str], Rule)] = &[
             Sub::Refused("path", NOT_FOR_WORKER),
         ]),
     ),
-    (&["download"], Rule::Refused(NO_FILES)),
+    (&["download"], Rule::Refused(NO_DOWNLOADS)),
     (&["upload"], Rule::Refused(NO_FILES)),
     (&["pdf"], Rule::Refused(NO_FILES)),
     (&["install"], Rule::Refused(FIXED_SETUP)),

@@ -5,6 +5,7 @@
 //!   bookkeeping of task containers.
 //! - [`site`]: a lab site on loopback serving fixed pages and recording what was asked.
 //! - [`login`]: a lab site with a login form and a cookie session, keeping what was posted.
+//! - [`files`]: a lab site with a PDF, a CSV and a large file to download.
 //! - [`dns`]: a lab DNS responder on loopback for names that must not need the public DNS.
 //! - [`http`]: reading a response head, and bounding a wait.
 //! - [`stats`]: the one way every benchmark summarizes, rotates and warms up (also used by xtask).
@@ -36,6 +37,7 @@
 
 pub mod dns;
 pub mod docker;
+pub mod files;
 pub mod http;
 pub mod login;
 pub mod site;

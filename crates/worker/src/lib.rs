@@ -30,7 +30,7 @@
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
 //! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
-//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default() };
+//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default(), max_download_bytes: None };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
 //! assert_eq!(result.report, "Nothing to browse.");
@@ -38,6 +38,7 @@
 //! ```
 
 mod direct;
+mod downloads;
 mod egress_record;
 mod fit_image;
 mod instructions;
@@ -56,6 +57,9 @@ mod uploads;
 
 pub use airlock_policy::{DomainPattern, Scope, ScopeError};
 pub use direct::{DirectOutput, DirectSession};
+pub use downloads::{
+    Download, DownloadRefusal, Downloads, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES, sniff,
+};
 pub use egress_record::{
     EGRESS_LIST_LIMIT, EgressBytes, EgressFailure, EgressRecord, EgressRefusal, TARGET_CHARS,
 };

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::downloads::Downloads;
 use crate::egress_record::{EgressBytes, EgressFailure, EgressRecord, EgressRefusal};
 use crate::limits::TaskLimits;
 use crate::messages::{AssistantTurn, Image, Message};
@@ -165,6 +166,8 @@ pub struct TaskContext {
     final_state: Arc<Mutex<Option<SessionState>>>,
     /// Files the driver places in the browser's reach and the worker may upload by name.
     pub uploads: Uploads,
+    /// What the worker may download, and what it has: the driver saves and keeps them here.
+    pub downloads: Downloads,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -182,6 +185,7 @@ impl TaskContext {
             return_state: false,
             final_state: Arc::default(),
             uploads: Uploads::default(),
+            downloads: Downloads::default(),
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
@@ -207,6 +211,13 @@ impl TaskContext {
     pub fn with_state(mut self, state: Option<SessionState>, return_state: bool) -> Self {
         self.state_in = state.map(Arc::new);
         self.return_state = return_state;
+        self
+    }
+
+    /// The same context allowing downloads up to `limit` bytes in all (`None`: off).
+    #[must_use]
+    pub fn with_downloads(mut self, limit: Option<u64>) -> Self {
+        self.downloads = Downloads::new(limit);
         self
     }
 

@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
 
+use crate::downloads::MAX_DOWNLOAD_BYTES_CEILING;
 use crate::fit_image;
 use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
@@ -22,7 +23,7 @@ use crate::shown::shown;
 use crate::state::SessionState;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
-    Timings, scope_instructions, secret_instructions, upload_instructions,
+    Timings, download_instructions, scope_instructions, secret_instructions, upload_instructions,
 };
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
@@ -102,6 +103,11 @@ impl TaskRunner {
         let deadline = Deadline::now() + self.limits.timeout;
         // The driver's context ends with the task, whichever way it ends.
         request.secrets.check_scope(&request.scope)?;
+        if let Some(given) = request.max_download_bytes
+            && (given == 0 || given > MAX_DOWNLOAD_BYTES_CEILING)
+        {
+            return Err(RunError::DownloadLimit { given });
+        }
         if let Some(state) = &request.state {
             state.check(&request.scope)?;
         }
@@ -115,7 +121,8 @@ impl TaskRunner {
             .with_scope(request.scope.clone())
             .with_secrets(request.secrets.clone().hiding(&hidden))
             .with_state(request.state.clone(), request.return_state)
-            .with_uploads(request.uploads.clone());
+            .with_uploads(request.uploads.clone())
+            .with_downloads(request.max_download_bytes);
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -165,6 +172,7 @@ impl TaskRunner {
             scope_instructions(&request.scope),
             secret_instructions(&request.secrets),
             upload_instructions(&request.uploads),
+            download_instructions(request.max_download_bytes),
         ]
         .into_iter()
         .flatten()
@@ -417,6 +425,7 @@ impl Run<'_> {
                 .context
                 .final_state()
                 .map(|state| state.restricted_to(&self.context.scope)),
+            downloads: self.context.downloads.all(),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use airlock_policy::Scope;
 use serde::Serialize;
 
+use crate::downloads::{Download, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES};
 use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
 use crate::kept_output::KeptOutputs;
 use crate::limits::LimitError;
@@ -33,6 +34,10 @@ pub struct TaskRequest {
     pub return_state: bool,
     /// Files the worker may upload, by name, into a file input on a page inside the scope.
     pub uploads: Uploads,
+    /// Let the worker download files, up to this many bytes in all (at most
+    /// [`crate::MAX_DOWNLOAD_BYTES_CEILING`]); `None` (the default) keeps downloads, and so
+    /// reading PDFs, off.
+    pub max_download_bytes: Option<u64>,
 }
 
 /// How a task ended.
@@ -155,6 +160,8 @@ pub struct TaskResult {
     /// The browser's final state (cookies, `localStorage`) inside the scope, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<SessionState>,
+    /// The files the worker downloaded (when the task allowed downloads), in order.
+    pub downloads: Vec<Download>,
 }
 
 /// A task's scope as the caller reads it back.
@@ -213,6 +220,19 @@ pub(crate) fn upload_instructions(uploads: &Uploads) -> Option<String> {
     })
 }
 
+/// What the worker is told of downloads, if the task allows them.
+pub(crate) fn download_instructions(limit: Option<u64>) -> Option<String> {
+    limit.map(|limit| {
+        format!(
+            "Downloads: you may download up to {MAX_DOWNLOAD_FILES} files ({limit} bytes in all)              by clicking what starts the download: [\"download\", SELECTOR, NAME], where NAME is \
+             a plain file name you choose (letters, digits, `.`, `_`, `-`). A PDF link is \
+             downloaded the same way; the browser does not show PDFs. Read a downloaded PDF, \
+             text, CSV or HTML file as text with the read_document tool. The files go to the \
+             person who asked for the task."
+        )
+    })
+}
+
 /// What the worker is told of its scope, if it has one.
 pub(crate) fn scope_instructions(scope: &Scope) -> Option<String> {
     if scope.is_unlimited() {
@@ -248,6 +268,14 @@ pub enum RunError {
     /// The task's starting state does not fit its scope.
     #[error(transparent)]
     State(#[from] StateError),
+    /// `max_download_bytes` is 0 or over the ceiling.
+    #[error(
+        "max_download_bytes is {given}: give 1 to {MAX_DOWNLOAD_BYTES_CEILING} bytes, or leave it out to keep downloads off"
+    )]
+    DownloadLimit {
+        /// The value given.
+        given: u64,
+    },
 }
 
 /// One step of progress, for whoever shows it.

@@ -10,6 +10,17 @@ pub const MAX_UPLOAD_BYTES: usize = 10 * 1024 * 1024;
 /// The most bytes all of a task's files may hold together.
 pub const MAX_UPLOAD_TOTAL_BYTES: usize = 20 * 1024 * 1024;
 
+/// Whether `name` is a plain file name: 1 to 100 letters, digits, `.`, `_` or `-`, not starting
+/// with `.`. Uploads and downloads are named so: never a path, never hidden.
+pub(crate) fn plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
 /// One file to upload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upload {
@@ -71,13 +82,7 @@ impl Uploads {
         let mut total = 0usize;
         let mut uploads: Vec<Upload> = Vec::with_capacity(files.len());
         for (name, bytes) in files {
-            let valid = !name.is_empty()
-                && name.len() <= 100
-                && !name.starts_with('.')
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-            if !valid {
+            if !plain_file_name(&name) {
                 return Err(UploadError::Name {
                     name: name.chars().take(120).collect(),
                 });

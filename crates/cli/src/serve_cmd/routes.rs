@@ -270,6 +270,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         Caller {
             ceiling: &ceiling,
             configured: &app.secrets,
+            max_download_bytes: app.max_download_bytes,
         },
         app.gate,
         app.tracker,

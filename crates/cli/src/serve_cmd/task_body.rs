@@ -55,6 +55,11 @@ pub(crate) struct TaskBody {
     #[serde(default)]
     #[schemars(length(max = 8))]
     files: Vec<FileGiven>,
+    /// Let the worker download files, up to this many bytes in all (at most what the operator
+    /// allows with --max-download-bytes; asking more is refused). They come back in the
+    /// result's `downloads`, base64, with their type sniffed from their bytes. Omitted: off.
+    #[serde(default)]
+    max_download_bytes: Option<u64>,
 }
 
 /// One entry of `files`.
@@ -172,6 +177,7 @@ impl TaskBody {
             context: self.context.as_deref(),
             return_state: self.return_state,
             uploads,
+            max_download_bytes: self.max_download_bytes,
         };
         prepare(self.task, self.url, asked, caller)
     }

@@ -9,6 +9,7 @@
 mod support;
 
 mod direct;
+mod downloads;
 mod limits;
 mod scope;
 mod secrets;

@@ -8,8 +8,8 @@ MODE `task` (default) runs browser_task; `cancel` starts it, cancels the call at
 progress notification, and leaves; `direct ARGS_JSON…` calls agent_browser once per ARGS_JSON
 in one session (TASK is ignored), then ends the session; `hold ARGS_JSON…` does the same but
 prints its outputs at once and keeps the session open until a line arrives on stdin.
-Prints one JSON object: the tools listed, the result (text, images, structured content, error
-flag) and the progress notifications seen; or {"failed": "...", "statuses": [...]} (the HTTP
+Prints one JSON object: the tools listed, the result (text, images, embedded resources,
+structured content, error flag) and the progress notifications seen; or {"failed": "...", "statuses": [...]} (the HTTP
 statuses answered) when the server refuses.
 """
 
@@ -82,10 +82,20 @@ async def main(url, headers, task, mode, extra):
                 result = await call
     texts = [c.text for c in result.content if c.type == "text"]
     images = [c.mime_type for c in result.content if c.type == "image"]
+    resources = [
+        {
+            "uri": str(c.resource.uri),
+            "mime_type": c.resource.mime_type,
+            "blob": getattr(c.resource, "blob", None),
+        }
+        for c in result.content
+        if c.type == "resource"
+    ]
     return {
         "tools": [t.name for t in tools.tools],
         "texts": texts,
         "images": images,
+        "resources": resources,
         "structured": result.structured_content,
         "is_error": result.is_error,
         "progress": progress,

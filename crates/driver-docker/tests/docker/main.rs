@@ -407,6 +407,9 @@ async fn the_image_runs_locked_down_and_the_proxy_sees_only_what_the_page_causes
     .unwrap();
     assert_eq!(policy["WebRtcIPHandling"], "disable_non_proxied_udp");
     assert_eq!(policy["DownloadRestrictions"], 3);
+    // A PDF is a download (which a task may allow), never the built-in viewer's extension page.
+    assert_eq!(policy["AlwaysOpenPdfExternally"], true);
+    assert!(exec_in(&name, &["sh", "-c", "pdftotext -v 2>&1"]).contains("pdftotext"));
     for scheme in [
         "file://*",
         "chrome://*",

@@ -261,6 +261,7 @@ pub fn wait_task() -> airlock_worker::TaskRequest {
         state: None,
         return_state: false,
         uploads: airlock_worker::Uploads::default(),
+        max_download_bytes: None,
     }
 }
 

@@ -218,6 +218,7 @@ fn request() -> TaskRequest {
         state: None,
         return_state: false,
         uploads: Uploads::default(),
+        max_download_bytes: None,
     }
 }
 
@@ -768,6 +769,10 @@ fn result_json_shape() {
             blocked_domains: vec![],
         },
         state: None,
+        downloads: vec![airlock_worker::Download::new(
+            "scores.csv".into(),
+            b"name,score\n".to_vec(),
+        )],
     };
     insta::assert_json_snapshot!(result);
 }

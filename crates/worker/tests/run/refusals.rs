@@ -184,6 +184,7 @@ async fn an_empty_task_is_refused() {
                 state: None,
                 return_state: false,
                 uploads: Uploads::default(),
+                max_download_bytes: None,
             },
             CancellationToken::new(),
         )
@@ -191,4 +192,37 @@ async fn an_empty_task_is_refused() {
         .unwrap_err();
     assert!(matches!(error, RunError::EmptyTask));
     assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_download_budget_of_nothing_or_past_the_ceiling_is_refused_before_any_browser() {
+    for given in [0, airlock_worker::MAX_DOWNLOAD_BYTES_CEILING + 1] {
+        let setup = setup(vec![], TaskLimits::default());
+        let error = setup
+            .runner
+            .run(
+                TaskRequest {
+                    task: "Fetch the report".into(),
+                    url: None,
+                    scope: Scope::default(),
+                    secrets: Secrets::default(),
+                    state: None,
+                    return_state: false,
+                    uploads: Uploads::default(),
+                    max_download_bytes: Some(given),
+                },
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, RunError::DownloadLimit { given: g } if g == given),
+            "{error}"
+        );
+        assert!(
+            error.to_string().starts_with("max_download_bytes is"),
+            "{error}"
+        );
+        assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 0);
+    }
 }
