@@ -102,28 +102,13 @@ pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<V
         } else {
             "png"
         };
-        loop {
-            let path = dir.join(format!("{stem}-{number}.{ext}"));
+        // Numbers go on across images, so each takes the next free one.
+        let names = std::iter::from_fn(|| {
+            let name = format!("{stem}-{number}.{ext}");
             number += 1;
-            // create_new refuses existing files and symlinks alike: nothing is overwritten.
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    file.write_all(&image.data)
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    saved.push(path);
-                    break;
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(error) => {
-                    return Err(error).with_context(|| format!("creating {}", path.display()));
-                }
-            }
-        }
+            Some(name)
+        });
+        saved.push(write_new(dir, names, &image.data)?);
     }
     Ok(saved)
 }
@@ -135,36 +120,40 @@ pub fn save_downloads(dir: &Path, files: &[Download]) -> anyhow::Result<Vec<Path
     prepare_dir(dir)?;
     let mut saved = Vec::with_capacity(files.len());
     for file in files {
-        let mut number = 1;
-        loop {
-            let name = if number == 1 {
-                format!("download-{}", file.name)
-            } else {
-                format!("download-{number}-{}", file.name)
-            };
-            let path = dir.join(name);
-            number += 1;
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(mut opened) => {
-                    opened
-                        .write_all(&file.data)
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    saved.push(path);
-                    break;
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(error) => {
-                    return Err(error).with_context(|| format!("creating {}", path.display()));
-                }
+        let names = std::iter::once(format!("download-{}", file.name))
+            .chain((2..).map(|number| format!("download-{number}-{}", file.name)));
+        saved.push(write_new(dir, names, &file.data)?);
+    }
+    Ok(saved)
+}
+
+/// Write `bytes` (mode 0600) under the first of `names` that does not exist in `dir`.
+fn write_new(
+    dir: &Path,
+    names: impl Iterator<Item = String>,
+    bytes: &[u8],
+) -> anyhow::Result<PathBuf> {
+    for name in names {
+        let path = dir.join(name);
+        // create_new refuses existing files and symlinks alike: nothing is overwritten.
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(bytes)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                return Ok(path);
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => {
+                return Err(error).with_context(|| format!("creating {}", path.display()));
             }
         }
     }
-    Ok(saved)
+    bail!("no free file name in {}", dir.display())
 }
 
 /// This process's uid, as the owner of directories it may write into.

@@ -9,7 +9,6 @@ use std::time::Duration;
 use airlock_worker::{
     BoxFuture, Download, DownloadRefusal, Downloads, Tool, ToolDefinition, ToolFailure, ToolOutput,
 };
-use base64::Engine;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -100,15 +99,10 @@ async fn keep(
             }
         ));
     }
-    // base64 keeps the bytes whole through the runner's framing; 4/3 of the size plus slack.
-    let cap = usize::try_from(size.saturating_mul(4) / 3 + 1024).unwrap_or(usize::MAX);
-    let encoded = commands
-        .run_bytes(&["base64", "-w0", path].map(str::to_owned), None, cap)
+    let data = commands
+        .read_file(path, usize::try_from(size).unwrap_or(usize::MAX))
         .await
         .map_err(|error| format!("The downloaded file could not be read: {error}"))?;
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim_ascii())
-        .map_err(|_| "The downloaded file could not be read whole.".to_owned())?;
     if u64::try_from(data.len()).ok() != Some(size) {
         return Err("The downloaded file changed while it was read; download it again.".into());
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use airlock_policy::{UrlTarget, parse_http_url};
 use airlock_runner::{Request, Response, frame_body_within, response_limit};
+use base64::Engine;
 use bollard::Docker;
 use bollard::container::LogOutput;
 use futures_util::StreamExt;
@@ -338,6 +339,21 @@ impl DriverCommands<'_> {
         let script = "umask 077 && mkdir -p \"$1\" && cat > \"$1/$2\"";
         let command = ["sh", "-c", script, "sh", dir, name].map(str::to_owned);
         self.run(&command, Some(bytes)).await.map(|_| ())
+    }
+
+    /// Read a file of at most `max_bytes` from the container. tmpfs files cannot be fetched with
+    /// Docker's archive API; base64 keeps the bytes whole through the runner's framing.
+    pub(crate) async fn read_file(&self, path: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
+        let encoded = self
+            .run_bytes(
+                &["base64", "-w0", path].map(str::to_owned),
+                None,
+                max_bytes.saturating_mul(4) / 3 + 1024,
+            )
+            .await?;
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim_ascii())
+            .map_err(|_| format!("{path} did not come back whole"))
     }
 
     /// Run one command: its stdout, or its output as the error when it fails (never its stdin).

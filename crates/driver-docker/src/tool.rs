@@ -10,7 +10,6 @@ use airlock_worker::{
     BoxFuture, EgressFailure, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure,
     ToolOutput,
 };
-use base64::Engine;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -288,20 +287,18 @@ impl AgentBrowserTool {
         }
     }
 
-    /// tmpfs files cannot be fetched with Docker's archive API, so read them through exec.
+    /// Read a screenshot back, and remove it.
     async fn read_screenshot(&self, path: &str) -> Result<Image, ToolFailure> {
-        // base64 keeps the bytes intact through Docker's stream framing; 4/3 overhead plus slack.
-        let cap = self.context.limits.max_screenshot_bytes * 4 / 3 + 1024;
         let read = self
-            .commands
-            .run(
-                &["base64".to_owned(), "-w0".to_owned(), path.to_owned()],
-                None,
-                Duration::from_secs(10),
-                cap.max(16 * 1024 * 1024),
+            .driver_commands()
+            .read_file(
+                path,
+                self.context
+                    .limits
+                    .max_screenshot_bytes
+                    .max(12 * 1024 * 1024),
             )
-            .await
-            .map_err(ToolFailure::new)?;
+            .await;
         // The file is ours alone; leaving it would only fill the tmpfs.
         let _ = self
             .commands
@@ -312,15 +309,8 @@ impl AgentBrowserTool {
                 1024,
             )
             .await;
-        if read.exit_code != 0 {
-            return Err(ToolFailure::new(format!(
-                "reading the screenshot failed: {}",
-                String::from_utf8_lossy(&read.stderr)
-            )));
-        }
-        let data = base64::engine::general_purpose::STANDARD
-            .decode(read.stdout.trim_ascii())
-            .map_err(ToolFailure::new)?;
+        let data = read
+            .map_err(|error| ToolFailure::new(format!("reading the screenshot failed: {error}")))?;
         Ok(Image::png(data))
     }
 
