@@ -59,7 +59,11 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
          "tool_calls": [call(&json!(["click", "#go"]))]},
         {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
         {"tool_calls": [call(&json!(["get", "text", "#welcome"]))]},
+        // The cookie the sign-in set is scrubbed too, though it was never loaded or typed.
         {"expect": {"shown_contains": ["Welcome back, member"]},
+         "tool_calls": [call(&json!(["get", "text", "#session"]))]},
+        {"expect": {"shown_contains": ["Your session: [stored value]"],
+                    "shown_not_contains": [airlock_testkit::login::session_value()]},
          "tool_calls": [call(&json!(["open", format!("http://evil.lab:{evil}/")]))]},
         {"tool_calls": [call(&json!(["fill", "#password", "{{secret:shop_pw}}"]))]},
         {"expect": {"shown_contains": ["Refused", "`shop_pw`"]},
@@ -105,6 +109,7 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
     // No output anywhere carries the password in any common spelling.
     let b64 = base64::engine::general_purpose::STANDARD.encode(password);
     let spellings = [
+        airlock_testkit::login::session_value().to_owned(),
         password.to_owned(),
         percent_encoding::utf8_percent_encode(password, percent_encoding::NON_ALPHANUMERIC)
             .to_string(),
@@ -119,7 +124,7 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
         for (what, text) in [("result JSON", &stdout), ("log", &stderr)] {
             assert!(
                 !text.contains(spelling.as_str()),
-                "the {what} holds the password as {spelling}"
+                "the {what} holds the password or the session as {spelling}"
             );
         }
     }

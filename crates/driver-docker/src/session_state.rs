@@ -37,6 +37,17 @@ pub(crate) async fn load(
 
 /// The browser's state now, or `None` (logged) if it cannot be read.
 pub(crate) async fn save(commands: &Commands, timeout: Duration) -> Option<SessionState> {
+    match read(commands, timeout).await {
+        Ok(state) => Some(state),
+        Err(why) => {
+            tracing::warn!(%why, "the task's final session state could not be saved");
+            None
+        }
+    }
+}
+
+/// The browser's state now: its cookies and storage, as agent-browser saves them.
+pub(crate) async fn read(commands: &Commands, timeout: Duration) -> Result<SessionState, String> {
     let commands = DriverCommands { commands, timeout };
     let saved = async {
         commands
@@ -59,13 +70,48 @@ pub(crate) async fn save(commands: &Commands, timeout: Duration) -> Option<Sessi
             )
         })
     };
-    match saved.await {
-        Ok(state) => Some(state),
-        Err(why) => {
-            tracing::warn!(%why, "the task's final session state could not be saved");
-            None
+    saved.await
+}
+
+/// Every value the browser stores now that a page could show the worker: all its cookies, and
+/// the current page's `localStorage` and `sessionStorage`. Quick reads that load nothing; a read
+/// that fails (an error page has no storage) adds nothing.
+pub(crate) async fn stored_values(commands: &DriverCommands<'_>) -> Vec<String> {
+    let mut values = Vec::new();
+    let read = |what: [&'static str; 3]| async move {
+        let json = commands
+            .run_bytes(
+                &words(&["agent-browser", what[0], what[1], what[2]]),
+                None,
+                MAX_STATE_BYTES,
+            )
+            .await
+            .ok()?;
+        serde_json::from_slice::<serde_json::Value>(&json).ok()
+    };
+    if let Some(answer) = read(["cookies", "get", "--json"]).await {
+        let cookies = answer["data"]["cookies"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        values.extend(
+            cookies
+                .iter()
+                .filter_map(|cookie| cookie["value"].as_str().map(str::to_owned)),
+        );
+    }
+    for storage in ["local", "session"] {
+        if let Some(answer) = read(["storage", storage, "--json"]).await
+            && let Some(entries) = answer["data"]["data"].as_object()
+        {
+            values.extend(
+                entries
+                    .values()
+                    .filter_map(|v| v.as_str().map(str::to_owned)),
+            );
         }
     }
+    values
 }
 
 fn words(command: &[&str]) -> Vec<String> {

@@ -41,6 +41,9 @@ const DESCRIPTION: &str = "Run one agent-browser command in your sealed browser.
 `agent-browser` as a list (no shell, no quoting): [\"open\", \"https://example.com\"], [\"snapshot\", \"-i\"], \
 [\"click\", \"@e3\"]. A screenshot is shown to you; set keep to true to return it with your report.";
 
+/// The most one read of the browser's stored values may take (each takes about 0.1 s).
+const LEARN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long after a task's first answer a command counts as following it at once.
 pub(crate) const FOLLOW_UP_GRACE: Duration = Duration::from_millis(100);
 
@@ -123,6 +126,7 @@ impl Tool for AgentBrowserTool {
             let output = self.run(input).await;
             self.start.answered();
             let mut output = output?;
+            self.learn_stored_values().await;
             self.append_refusals(&mut output);
             Ok(output)
         })
@@ -130,6 +134,25 @@ impl Tool for AgentBrowserTool {
 }
 
 impl AgentBrowserTool {
+    /// In a task with an account (secrets, a loaded state, a state to return): whatever the
+    /// browser now stores (cookies set by a sign-in, storage) is scrubbed from what the worker is
+    /// shown, this command's output included. Three quick reads per command (cookies, and the
+    /// page's two storages; never `state save`, which waits 30 s on an error page), in such tasks
+    /// only.
+    async fn learn_stored_values(&self) {
+        let context = &self.context;
+        if context.secrets.is_empty() && context.state_in.is_none() && !context.return_state {
+            return;
+        }
+        let commands = DriverCommands {
+            commands: &self.commands,
+            timeout: LEARN_TIMEOUT,
+        };
+        context
+            .secrets
+            .learn(&crate::session_state::stored_values(&commands).await);
+    }
+
     /// Commands the driver carries out itself for this task: `upload` when it has files,
     /// `download` when it allows downloads. Without, the command policy refuses both.
     async fn handled_by_driver(&self, args: &[String]) -> Option<ToolOutput> {

@@ -1,6 +1,6 @@
 //! Lab sites with forms, on 127.0.0.1. A login form and a cookie session: `/login` shows the form,
 //! `POST /session` checks the user and password and sets a session cookie, `/account` shows a
-//! member's page only with that cookie. The login page also carries whatever hostile script the
+//! member's page only with that cookie (and, as some sites do, the session's value). The login page also carries whatever hostile script the
 //! test gives it. Every form body the site received is kept, so a test can check the exact bytes.
 //! And a file form ([`upload_site`]) that keeps each uploaded body.
 
@@ -11,6 +11,11 @@ use std::sync::{Arc, Mutex};
 
 /// The session cookie's value the site hands out.
 pub const SESSION: &str = "sid=lab-session-7f3a9c";
+
+/// The session cookie's value (what follows `sid=`), which the account page also shows.
+pub fn session_value() -> &'static str {
+    SESSION.split_once('=').map_or(SESSION, |(_, value)| value)
+}
 
 /// What the login site received: each form body posted to `/session`, decoded.
 pub type Posted = Arc<Mutex<Vec<HashMap<String, String>>>>;
@@ -64,7 +69,9 @@ pub fn login_site(user: &str, password: &str, login_script: &str) -> (u16, Poste
                     String::new(),
                     format!(
                         "<html><head><title>Account</title></head><body>\
-                         <p id=\"welcome\">Welcome back, {user}. Your balance is 1,234 credits.</p></body></html>"
+                         <p id=\"welcome\">Welcome back, {user}. Your balance is 1,234 credits.</p>\
+                         <p id=\"session\">Your session: {}</p></body></html>",
+                        session_value()
                     ),
                 ),
                 "/account" => ("302 Found", "location: /login\r\n".into(), String::new()),

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use airlock_policy::{DomainPattern, Scope};
 use base64::Engine;
@@ -214,12 +214,48 @@ pub struct Secrets {
     inner: Arc<SecretsInner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct SecretsInner {
     secrets: Vec<Secret>,
-    /// Every spelling of every value to replace, longest first, with its replacement.
-    needles: Vec<(String, String)>,
+    /// Every spelling of every value to replace, longest first, with its replacement; values
+    /// learned during the task join them.
+    needles: RwLock<Needles>,
 }
+
+#[derive(Default)]
+struct Needles {
+    all: Arc<Vec<(String, String)>>,
+    /// How many values were learned during the task (at most [`MAX_LEARNED_VALUES`]).
+    learned: usize,
+}
+
+// Never the needles: they are the values.
+impl fmt::Debug for SecretsInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Secrets")
+            .field("secrets", &self.secrets)
+            .field("needles", &self.snapshot().len())
+            .finish()
+    }
+}
+
+impl SecretsInner {
+    fn snapshot(&self) -> Arc<Vec<(String, String)>> {
+        Arc::clone(
+            &self
+                .needles
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .all,
+        )
+    }
+}
+
+/// Values learned during a task (cookies the browser was given) are scrubbed from this length
+/// on: session identifiers and tokens, not flags like `1` or `en-US`.
+pub const MIN_LEARNED_BYTES: usize = 8;
+/// The most values a task learns; past it, new ones are not added (logged).
+pub const MAX_LEARNED_VALUES: usize = 256;
 
 impl PartialEq for Secrets {
     fn eq(&self, other: &Self) -> bool {
@@ -255,7 +291,13 @@ impl Secrets {
             .collect();
         longest_first(&mut needles);
         Ok(Self {
-            inner: Arc::new(SecretsInner { secrets, needles }),
+            inner: Arc::new(SecretsInner {
+                secrets,
+                needles: RwLock::new(Needles {
+                    all: Arc::new(needles),
+                    learned: 0,
+                }),
+            }),
         })
     }
 
@@ -263,7 +305,7 @@ impl Secrets {
     /// typed, never shown). Values shorter than [`MIN_SECRET_BYTES`] are left alone.
     #[must_use]
     pub fn hiding(self, values: &[String]) -> Self {
-        let mut needles = self.inner.needles.clone();
+        let mut needles = (*self.inner.snapshot()).clone();
         for value in values.iter().filter(|v| v.len() >= MIN_SECRET_BYTES) {
             needles.extend(
                 spellings(value)
@@ -275,9 +317,49 @@ impl Secrets {
         Self {
             inner: Arc::new(SecretsInner {
                 secrets: self.inner.secrets.clone(),
-                needles,
+                needles: RwLock::new(Needles {
+                    all: Arc::new(needles),
+                    learned: 0,
+                }),
             }),
         }
+    }
+
+    /// Also scrub `values` from now on, in every clone of this set: what the browser was given
+    /// during the task (its cookies and storage). Values under [`MIN_LEARNED_BYTES`], over
+    /// [`MAX_SECRET_BYTES`] or already known are skipped; at most [`MAX_LEARNED_VALUES`] in all.
+    pub fn learn(&self, values: &[String]) {
+        let mut needles = self
+            .inner
+            .needles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fresh: Vec<&String> = values
+            .iter()
+            .filter(|value| (MIN_LEARNED_BYTES..=MAX_SECRET_BYTES).contains(&value.len()))
+            .filter(|value| !needles.all.iter().any(|(known, _)| known == *value))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        let room = MAX_LEARNED_VALUES.saturating_sub(needles.learned);
+        if fresh.len() > room {
+            tracing::warn!(
+                skipped = fresh.len() - room,
+                "a task's browser holds more values than are scrubbed; the rest are not"
+            );
+        }
+        let mut all = (*needles.all).clone();
+        for value in fresh.into_iter().take(room) {
+            all.extend(
+                spellings(value)
+                    .into_iter()
+                    .map(|spelling| (spelling, "[stored value]".to_owned())),
+            );
+            needles.learned += 1;
+        }
+        longest_first(&mut all);
+        needles.all = Arc::new(all);
     }
 
     /// Whether there are none.
@@ -327,7 +409,7 @@ impl Secrets {
     /// `text` with every spelling of every value replaced by `[secret:NAME]`.
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut text = Cow::Borrowed(text);
-        for (needle, replacement) in &self.inner.needles {
+        for (needle, replacement) in self.inner.snapshot().iter() {
             if text.contains(needle.as_str()) {
                 text = Cow::Owned(text.replace(needle.as_str(), replacement));
             }
@@ -485,5 +567,28 @@ mod tests {
         assert!(s.get("pw").unwrap().belongs_to("login.shop.example"));
         assert!(!s.get("pw").unwrap().belongs_to("evil.example"));
         assert_eq!(placeholder_name(&placeholder("pw")), Some("pw"));
+    }
+
+    #[test]
+    fn values_learned_during_a_task_are_scrubbed_in_every_clone_from_then_on() {
+        let secrets = Secrets::default();
+        let held_by_the_worker = secrets.clone();
+        let session = "lab-session-7f3a9c".to_owned();
+        assert!(held_by_the_worker.scrub(&session).contains("7f3a9c"));
+        secrets.learn(&[session.clone(), "en-US".to_owned(), "1".to_owned()]);
+        let shown = held_by_the_worker.scrub("sid=lab-session-7f3a9c lang=en-US flag=1");
+        assert_eq!(shown, "sid=[stored value] lang=en-US flag=1");
+        // Encoded spellings too, and the set's Debug never prints a value.
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&session);
+        assert!(!held_by_the_worker.scrub(&encoded).contains(&encoded));
+        assert!(!format!("{held_by_the_worker:?}").contains("7f3a9c"));
+        // Bounded: past the most a task learns, nothing more is added.
+        let many: Vec<String> = (0..MAX_LEARNED_VALUES + 10)
+            .map(|i| format!("value-{i:08}"))
+            .collect();
+        secrets.learn(&many);
+        let last = many.last().unwrap();
+        assert_eq!(held_by_the_worker.scrub(last), last.as_str());
+        assert_eq!(held_by_the_worker.scrub(&many[0]), "[stored value]");
     }
 }
