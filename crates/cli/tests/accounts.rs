@@ -15,7 +15,9 @@ use std::process::Command;
 
 use airlock_testkit::dns::dns;
 use airlock_testkit::docker::docker_ready;
-use airlock_testkit::files::{CSV, PDF_FIRST_PAGE, PDF_SECOND_PAGE, files_site, report_pdf};
+use airlock_testkit::files::{
+    CSV, EXPORTED_SECRET, PDF_FIRST_PAGE, PDF_SECOND_PAGE, files_site, report_pdf,
+};
 use airlock_testkit::site::site;
 use base64::Engine;
 use serde_json::json;
@@ -297,6 +299,8 @@ fn scenario_12_files_come_down_within_the_limit_and_a_pdf_is_read_as_text() {
     let resolver = dns(HashMap::from([("files.lab", vec![Ipv4Addr::LOCALHOST])]));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
+    let secret = dir.path().join("export-secret");
+    std::fs::write(&secret, EXPORTED_SECRET).unwrap();
     let pdf = report_pdf();
     let read = |input: serde_json::Value| json!({"name": "read_document", "input": input});
     let page_out = json!({"name": "read_output", "input": {"id": "out-1", "find": "lighthouse"}});
@@ -316,6 +320,9 @@ fn scenario_12_files_come_down_within_the_limit_and_a_pdf_is_read_as_text() {
         {"expect": {"shown_contains": ["Downloaded scores.csv (23 bytes, text/csv)"]},
          "tool_calls": [call(&json!(["download", "#big", "everything.bin"]))]},
         {"expect": {"shown_contains": ["`everything.bin` is 307200 bytes, over what is left of this task's download limit"]},
+         "tool_calls": [call(&json!(["download", "#export", "export.txt"]))]},
+        // A file carrying one of the task's secrets is not kept: no secret leaves in a file.
+        {"expect": {"shown_contains": ["`export.txt` carries one of this task's secrets; it was deleted"]},
          "tool_calls": [read(json!({"name": "scores.csv"}))]},
         {"expect": {"shown_contains": ["ada,3"]}, "text": "Read both files."}
     ]});
@@ -332,10 +339,13 @@ fn scenario_12_files_come_down_within_the_limit_and_a_pdf_is_read_as_text() {
         "1000".to_owned(),
         "--out".to_owned(),
         out.display().to_string(),
+        "--secret".to_owned(),
+        format!("export_pw@files.lab=file:{}", secret.display()),
     ];
     let (result, output) = task(dir.path(), &script, &strs(&args));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(result["ended"], "completed", "{result}\n{stderr}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(EXPORTED_SECRET));
     let listed: Vec<(String, String, u64)> = result["downloads"]
         .as_array()
         .unwrap()
@@ -378,7 +388,9 @@ fn scenario_12_files_come_down_within_the_limit_and_a_pdf_is_read_as_text() {
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        !kept.iter().any(|name| name.contains("everything")),
+        !kept
+            .iter()
+            .any(|name| name.contains("everything") || name.contains("export")),
         "{kept:?}"
     );
     // The browser did fetch the large file: it was measured and deleted, not avoided.

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use airlock_worker::{
-    BoxFuture, Download, DownloadRefusal, Downloads, Tool, ToolDefinition, ToolFailure, ToolOutput,
+    BoxFuture, Download, DownloadRefusal, Downloads, Secrets, Tool, ToolDefinition, ToolFailure,
+    ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -24,10 +25,12 @@ pub(crate) fn handles(args: &[String], downloads: &Downloads) -> bool {
     args.first().map(String::as_str) == Some("download") && downloads.limit().is_some()
 }
 
-/// Run `["download", SELECTOR, NAME]`: save, measure, keep, and tell the worker what came.
+/// Run `["download", SELECTOR, NAME]`: save, measure, keep, and tell the worker what came. A
+/// file that carries one of the task's secrets is not kept: no secret leaves in a file.
 pub(crate) async fn download(
     commands: &DriverCommands<'_>,
     downloads: &Downloads,
+    secrets: &Secrets,
     args: &[String],
 ) -> ToolOutput {
     let (selector, name) = match args {
@@ -51,7 +54,7 @@ pub(crate) async fn download(
     {
         return ToolOutput::error(format!("The download failed: {error}"));
     }
-    match keep(commands, downloads, name, &path, left).await {
+    match keep(commands, downloads, secrets, name, &path, left).await {
         Ok(file) => ToolOutput::text(format!(
             "Downloaded {}. It goes to the person who asked for the task.{}",
             file.listed(),
@@ -76,6 +79,7 @@ pub(crate) async fn download(
 async fn keep(
     commands: &DriverCommands<'_>,
     downloads: &Downloads,
+    secrets: &Secrets,
     name: &str,
     path: &str,
     left: u64,
@@ -105,6 +109,11 @@ async fn keep(
         .map_err(|error| format!("The downloaded file could not be read: {error}"))?;
     if u64::try_from(data.len()).ok() != Some(size) {
         return Err("The downloaded file changed while it was read; download it again.".into());
+    }
+    if secrets.found_in(&data) {
+        return Err(format!(
+            "Refused: `{name}` carries one of this task's secrets; it was deleted, so no secret leaves the browser in a file."
+        ));
     }
     let file = Download::new(name.to_owned(), data);
     downloads

@@ -167,8 +167,13 @@ impl AgentBrowserTool {
         }
         if download_input::handles(args, &self.context.downloads) {
             return Some(
-                download_input::download(&self.driver_commands(), &self.context.downloads, args)
-                    .await,
+                download_input::download(
+                    &self.driver_commands(),
+                    &self.context.downloads,
+                    &self.context.secrets,
+                    args,
+                )
+                .await,
             );
         }
         None

@@ -1,7 +1,7 @@
 //! A lab site with files to download on 127.0.0.1: `/` links a two-page PDF (`#pdf`, served as
 //! `application/pdf`, which the browser downloads instead of showing), a CSV served as an
-//! attachment (`#csv`) and a file of [`BIG_FILE_BYTES`] zero bytes (`#big`). It records each path
-//! asked for.
+//! attachment (`#csv`), a file of [`BIG_FILE_BYTES`] zero bytes (`#big`) and a text file carrying
+//! [`EXPORTED_SECRET`] (`#export`). It records each path asked for.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -14,6 +14,8 @@ pub const PDF_FIRST_PAGE: &str = "Revenue grew by 42 percent in the lab quarter"
 pub const PDF_SECOND_PAGE: &str = "The second page says lighthouse";
 /// The CSV's bytes.
 pub const CSV: &str = "name,score\nada,3\nbob,5\n";
+/// A value `/export.txt` carries (a test makes it a secret of the task).
+pub const EXPORTED_SECRET: &str = "lab-export-secret-42";
 /// The size of `/big.bin`.
 pub const BIG_FILE_BYTES: usize = 300 * 1024;
 
@@ -49,6 +51,11 @@ pub fn files_site() -> (u16, Asked) {
                     "content-disposition: attachment; filename=\"data.csv\"\r\n",
                     CSV.as_bytes().to_vec(),
                 ),
+                "/export.txt" => (
+                    "text/plain",
+                    "content-disposition: attachment; filename=\"export.txt\"\r\n",
+                    format!("Account export: {EXPORTED_SECRET}\n").into_bytes(),
+                ),
                 "/big.bin" => (
                     "application/octet-stream",
                     "content-disposition: attachment; filename=\"big.bin\"\r\n",
@@ -80,6 +87,7 @@ fn index() -> String {
      <a id=\"pdf\" href=\"/report.pdf\">Quarterly report (PDF)</a>\
      <a id=\"csv\" href=\"/data.csv\">Scores (CSV)</a>\
      <a id=\"big\" href=\"/big.bin\">Everything (large)</a>\
+     <a id=\"export\" href=\"/export.txt\">Account export</a>\
      </body></html>"
         .to_owned()
 }

@@ -362,6 +362,16 @@ impl Secrets {
         needles.all = Arc::new(all);
     }
 
+    /// Whether `bytes` (a downloaded file, say) carries a secret's value in any spelling the
+    /// scrubber knows. Stored values do not count: they are the caller's own data.
+    pub fn found_in(&self, bytes: &[u8]) -> bool {
+        self.inner
+            .snapshot()
+            .iter()
+            .filter(|(_, replacement)| replacement.starts_with("[secret:"))
+            .any(|(needle, _)| memchr::memmem::find(bytes, needle.as_bytes()).is_some())
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.inner.secrets.is_empty()
@@ -484,111 +494,4 @@ fn lower_hex_escapes(percent: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use base64::engine::general_purpose::STANDARD;
-
-    use super::*;
-
-    fn secrets(value: &str) -> Secrets {
-        Secrets::new(vec![
-            Secret::new("pw", value.to_owned(), ["login.example"]).unwrap(),
-        ])
-        .unwrap()
-    }
-
-    #[test]
-    fn every_common_spelling_is_scrubbed() {
-        let value = "p@ss w\"rd<&>'é1";
-        let s = secrets(value);
-        let percent =
-            percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
-                .to_string();
-        let json = serde_json::to_string(value).unwrap();
-        for carrier in [
-            format!("typed {value} here"),
-            format!("GET /login?p={percent} HTTP/1.1"),
-            format!("body: p={}", percent.replace("%20", "+")),
-            format!("body: p={}", lower_hex_escapes(&percent)),
-            format!("{{\"password\":{json}}}"),
-            "<input value=\"p@ss w&quot;rd&lt;&amp;&gt;&#39;é1\">".to_owned(),
-            format!(
-                "Authorization: Basic {}",
-                STANDARD.encode(format!("user:{value}"))
-            ),
-            format!("token={}", STANDARD.encode(format!("ab{value}cd"))),
-            format!("t={}", URL_SAFE_NO_PAD.encode(format!("x{value}"))),
-        ] {
-            let clean = s.scrub(&carrier);
-            assert!(clean.contains("[secret:pw]"), "{carrier} → {clean}");
-            assert!(!clean.contains(value), "{clean}");
-        }
-        assert_eq!(s.scrub("nothing here"), "nothing here");
-    }
-
-    #[test]
-    fn bad_secrets_name_the_field_and_never_the_value() {
-        let long = "x".repeat(MAX_SECRET_BYTES + 1);
-        for (name, value, domains, says) in [
-            ("bad name", "value-1234", vec!["a.example"], "not valid"),
-            ("pw", "abc", vec!["a.example"], "4 to 4096 bytes"),
-            ("pw", long.as_str(), vec!["a.example"], "4 to 4096 bytes"),
-            ("pw", "line\nbreak", vec!["a.example"], "control character"),
-            ("pw", "value-1234", vec![], "names no domain"),
-            ("pw", "value-1234", vec!["*.com"], "top-level"),
-        ] {
-            let error = Secret::new(name, value.to_owned(), domains)
-                .unwrap_err()
-                .to_string();
-            assert!(error.contains(says), "{error}");
-            assert!(!error.contains(value), "{error}");
-        }
-        let one = Secret::new("pw", "value-1234".into(), ["a.example"]).unwrap();
-        assert!(!format!("{one:?}").contains("value-1234"));
-        let twice = Secrets::new(vec![one.clone(), one]).unwrap_err();
-        assert!(matches!(twice, SecretError::Duplicate { .. }));
-    }
-
-    #[test]
-    fn a_task_holding_secrets_must_be_scoped_over_them() {
-        let s = Secrets::new(vec![
-            Secret::new("pw", "value-1234".into(), ["login.shop.example"]).unwrap(),
-        ])
-        .unwrap();
-        let covering = Scope::parse(["*.shop.example"], [] as [&str; 0]).unwrap();
-        assert!(s.check_scope(&covering).is_ok());
-        for scope in [
-            Scope::default(),
-            Scope::parse(["www.shop.example"], [] as [&str; 0]).unwrap(),
-            Scope::parse(["*.shop.example"], ["login.shop.example"]).unwrap(),
-        ] {
-            let error = s.check_scope(&scope).unwrap_err().to_string();
-            assert!(error.contains("`login.shop.example`"), "{error}");
-        }
-        assert!(s.get("pw").unwrap().belongs_to("login.shop.example"));
-        assert!(!s.get("pw").unwrap().belongs_to("evil.example"));
-        assert_eq!(placeholder_name(&placeholder("pw")), Some("pw"));
-    }
-
-    #[test]
-    fn values_learned_during_a_task_are_scrubbed_in_every_clone_from_then_on() {
-        let secrets = Secrets::default();
-        let held_by_the_worker = secrets.clone();
-        let session = "lab-session-7f3a9c".to_owned();
-        assert!(held_by_the_worker.scrub(&session).contains("7f3a9c"));
-        secrets.learn(&[session.clone(), "en-US".to_owned(), "1".to_owned()]);
-        let shown = held_by_the_worker.scrub("sid=lab-session-7f3a9c lang=en-US flag=1");
-        assert_eq!(shown, "sid=[stored value] lang=en-US flag=1");
-        // Encoded spellings too, and the set's Debug never prints a value.
-        let encoded = base64::engine::general_purpose::STANDARD.encode(&session);
-        assert!(!held_by_the_worker.scrub(&encoded).contains(&encoded));
-        assert!(!format!("{held_by_the_worker:?}").contains("7f3a9c"));
-        // Bounded: past the most a task learns, nothing more is added.
-        let many: Vec<String> = (0..MAX_LEARNED_VALUES + 10)
-            .map(|i| format!("value-{i:08}"))
-            .collect();
-        secrets.learn(&many);
-        let last = many.last().unwrap();
-        assert_eq!(held_by_the_worker.scrub(last), last.as_str());
-        assert_eq!(held_by_the_worker.scrub(&many[0]), "[stored value]");
-    }
-}
+mod tests;
