@@ -188,14 +188,14 @@ impl ReadDocumentTool {
                 }
             ));
         };
-        if file.media_type.starts_with("text/") {
-            return ToolOutput::text(String::from_utf8_lossy(&file.data).into_owned());
-        }
-        if file.media_type != "application/pdf" {
+        if !readable(&file.media_type) {
             return ToolOutput::error(format!(
                 "{} is {}: read_document reads PDFs and text (plain, CSV, HTML); this file goes to the person who asked as it is.",
                 file.name, file.media_type
             ));
+        }
+        if file.media_type.starts_with("text/") {
+            return ToolOutput::text(String::from_utf8_lossy(&file.data).into_owned());
         }
         // Parsed in the sealed container, never on the host, under the command time limit.
         let path = format!("{DOWNLOAD_DIR}/{}", file.name);

@@ -37,17 +37,6 @@ pub(crate) async fn load(
 
 /// The browser's state now, or `None` (logged) if it cannot be read.
 pub(crate) async fn save(commands: &Commands, timeout: Duration) -> Option<SessionState> {
-    match read(commands, timeout).await {
-        Ok(state) => Some(state),
-        Err(why) => {
-            tracing::warn!(%why, "the task's final session state could not be saved");
-            None
-        }
-    }
-}
-
-/// The browser's state now: its cookies and storage, as agent-browser saves them.
-pub(crate) async fn read(commands: &Commands, timeout: Duration) -> Result<SessionState, String> {
     let commands = DriverCommands { commands, timeout };
     let saved = async {
         commands
@@ -70,7 +59,13 @@ pub(crate) async fn read(commands: &Commands, timeout: Duration) -> Result<Sessi
             )
         })
     };
-    saved.await
+    match saved.await {
+        Ok(state) => Some(state),
+        Err(why) => {
+            tracing::warn!(%why, "the task's final session state could not be saved");
+            None
+        }
+    }
 }
 
 /// Every value the browser stores now that a page could show the worker: all its cookies, and

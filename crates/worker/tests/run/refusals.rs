@@ -202,14 +202,8 @@ async fn a_download_budget_of_nothing_or_past_the_ceiling_is_refused_before_any_
             .runner
             .run(
                 TaskRequest {
-                    task: "Fetch the report".into(),
-                    url: None,
-                    scope: Scope::default(),
-                    secrets: Secrets::default(),
-                    state: None,
-                    return_state: false,
-                    uploads: Uploads::default(),
                     max_download_bytes: Some(given),
+                    ..request()
                 },
                 CancellationToken::new(),
             )
