@@ -42,8 +42,8 @@ pub struct SettingFlags {
     /// default 8 MiB; 0 cuts long outputs instead).
     #[arg(long, env = "AIRLOCK_MAX_KEPT_OUTPUT_BYTES", value_name = "BYTES")]
     pub max_kept_output_bytes: Option<usize>,
-    /// Tokens a task may spend before its worker must write the report (0–1000000000; default 0,
-    /// no budget).
+    /// Tokens a task may spend, report included (0–1000000000; default 0, no budget). Each request
+    /// is estimated before it is sent and held to what is left.
     #[arg(long, env = "AIRLOCK_MAX_TASK_TOKENS", value_name = "N")]
     pub max_task_tokens: Option<u64>,
     /// Longest side of an image shown to the worker, in pixels (256–8192; default 1568, or 2048

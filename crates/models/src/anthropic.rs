@@ -41,19 +41,40 @@ impl AnthropicModel {
             .iter()
             .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}))
             .collect();
+        let (max_tokens, thinking) = output_limits(
+            self.options.max_tokens,
+            self.options.thinking.budget(),
+            request.max_output_tokens,
+        );
         let mut body = json!({
             "model": self.model,
-            "max_tokens": self.options.max_tokens,
+            "max_tokens": max_tokens,
             "system": request.system,
             "messages": request.messages.iter().map(message).collect::<Vec<_>>(),
             "tools": tools,
         });
-        if let Some(budget) = self.options.thinking.budget() {
+        if let Some(budget) = thinking {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
-            body["max_tokens"] = json!(self.options.max_tokens.max(budget + 1024));
         }
         body
     }
+}
+
+/// `max_tokens` and the thinking budget of one request. Thinking needs room for an answer beside
+/// it (1,024 tokens) and at least 1,024 tokens of its own (the API's minimum); under a request's
+/// own cap (a task's token budget running low) it shrinks, and is left off when it cannot fit.
+fn output_limits(max_tokens: u32, thinking: Option<u32>, cap: Option<u32>) -> (u32, Option<u32>) {
+    const ANSWER_ROOM: u32 = 1_024;
+    const MIN_THINKING: u32 = 1_024;
+    let wanted = match thinking {
+        Some(budget) => max_tokens.max(budget.saturating_add(ANSWER_ROOM)),
+        None => max_tokens,
+    };
+    let max_tokens = cap.map_or(wanted, |cap| wanted.min(cap.max(1)));
+    let thinking = thinking
+        .map(|budget| budget.min(max_tokens.saturating_sub(ANSWER_ROOM)))
+        .filter(|budget| *budget >= MIN_THINKING);
+    (max_tokens, thinking)
 }
 
 fn content(block: &Content) -> Value {

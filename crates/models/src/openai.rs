@@ -73,7 +73,8 @@ impl OpenAiModel {
         } else {
             "max_tokens"
         };
-        body[limit] = json!(self.options.max_tokens);
+        let cap = request.max_output_tokens.unwrap_or(u32::MAX).max(1);
+        body[limit] = json!(self.options.max_tokens.min(cap));
         body
     }
 }

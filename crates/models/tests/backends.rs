@@ -124,6 +124,7 @@ fn request() -> ModelRequest {
             description: "Run one command.".into(),
             input_schema: json!({"type": "object", "properties": {"args": {"type": "array"}}}),
         }],
+        max_output_tokens: None,
     }
 }
 
@@ -373,6 +374,50 @@ fn openai_reasoning_models_get_max_completion_tokens() {
             "{model}: {sent}"
         );
     }
+}
+
+#[test]
+fn a_turns_own_output_cap_lowers_max_tokens_and_shrinks_or_drops_thinking() {
+    let capped = |cap: u32| ModelRequest {
+        max_output_tokens: Some(cap),
+        ..request()
+    };
+    let anthropic = |thinking: Thinking, cap: Option<u32>| {
+        let model = AnthropicModel::new(
+            "claude-test",
+            KEY,
+            BackendOptions {
+                thinking,
+                ..options("http://127.0.0.1:9")
+            },
+        )
+        .unwrap();
+        cap.map_or_else(|| model.body(&request()), |cap| model.body(&capped(cap)))
+    };
+    // No cap: the backend's own (thinking Low is 2,048, plus 1,024 for the answer).
+    let sent = anthropic(Thinking::Low, None);
+    assert_eq!(sent["max_tokens"], 3072, "{sent}");
+    assert_eq!(sent["thinking"]["budget_tokens"], 2048, "{sent}");
+    // A cap above the backend's own changes nothing.
+    assert_eq!(anthropic(Thinking::Off, Some(50_000))["max_tokens"], 1000);
+    assert_eq!(anthropic(Thinking::Off, Some(600))["max_tokens"], 600);
+    // Thinking shrinks to fit beside a 1,024-token answer ...
+    let sent = anthropic(Thinking::Low, Some(2_500));
+    assert_eq!(sent["max_tokens"], 2500, "{sent}");
+    assert_eq!(sent["thinking"]["budget_tokens"], 1476, "{sent}");
+    // ... and is left off below the API's minimum of 1,024.
+    let sent = anthropic(Thinking::Low, Some(2_000));
+    assert_eq!(sent["max_tokens"], 2000, "{sent}");
+    assert!(sent.get("thinking").is_none(), "{sent}");
+
+    let openai = |model: &str, cap: u32| {
+        OpenAiModel::new(model, Some(KEY), options("http://127.0.0.1:9"))
+            .unwrap()
+            .body(&capped(cap))
+    };
+    assert_eq!(openai("gpt-4o", 700)["max_tokens"], 700);
+    assert_eq!(openai("gpt-4o", 70_000)["max_tokens"], 1000);
+    assert_eq!(openai("o3", 700)["max_completion_tokens"], 700);
 }
 
 #[tokio::test]

@@ -53,6 +53,8 @@ mod secrets;
 mod shown;
 mod state;
 mod task;
+mod token_budget;
+mod token_estimate;
 mod uploads;
 
 pub use airlock_policy::{DomainPattern, Scope, ScopeError};

@@ -23,8 +23,9 @@ pub struct TaskLimits {
     /// Bytes of long outputs kept per task for `read_output`, oldest dropped first; 0 keeps
     /// none (a long output is then cut, and what was past the cut is lost).
     pub max_kept_output_bytes: usize,
-    /// Tokens (input, cached or not, and output) a task may spend before it must write its
-    /// report; 0 for no budget.
+    /// Tokens (input, cached or not, and output) a task may spend, its report included: each
+    /// request is estimated before it is sent and its answer capped at what is left; 0 for no
+    /// budget.
     pub max_task_tokens: u64,
     /// Longest side, in pixels, of an image shown to the worker; larger ones are scaled down
     /// (kept screenshots stay at full size).

@@ -351,6 +351,9 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     /// The tools it may call.
     pub tools: Vec<ToolDefinition>,
+    /// The most output tokens this turn may spend, when a token budget leaves less than the
+    /// backend's own cap; a backend answers with at most the smaller of the two.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// Why the model could not produce a turn. It carries the backend's own typed error, whose message

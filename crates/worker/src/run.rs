@@ -25,6 +25,7 @@ use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
     Timings, download_instructions, scope_instructions, secret_instructions, upload_instructions,
 };
+use crate::token_budget;
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
 #[derive(Clone)]
@@ -239,10 +240,14 @@ impl Run<'_> {
                 content: vec![Content::text(task_message(request))],
             }],
             tools: definitions,
+            max_output_tokens: None,
         };
         // Set when a limit is spent: the next turn is the last, and ends the task this way.
         let mut final_turn: Option<Ended> = None;
         loop {
+            if let Err(report) = self.hold_to_budget(&mut model_request, &mut final_turn) {
+                return (Ended::TokenBudget, report);
+            }
             let began = Instant::now();
             let turn = self
                 .bounded(self.runner.model.next_turn(model_request.clone()))
@@ -275,25 +280,24 @@ impl Run<'_> {
                 };
                 return (ended, report);
             }
+            if limits.max_task_tokens > 0 && self.usage.total() >= limits.max_task_tokens {
+                // The backend spent more than the estimate said: nothing more fits, so the
+                // turn's calls are not run and no report turn is asked for.
+                return (
+                    Ended::TokenBudget,
+                    token_budget::unsent_report(
+                        self.usage.total(),
+                        limits.max_task_tokens,
+                        None,
+                        &self.last_text,
+                    ),
+                );
+            }
             model_request
                 .messages
                 .push(Message::Assistant { turn: turn.clone() });
             let mut results = Vec::with_capacity(turn.tool_calls.len());
-            if limits.max_task_tokens > 0 && self.usage.total() >= limits.max_task_tokens {
-                final_turn = Some(Ended::TokenBudget);
-                let spent = format!(
-                    "Token budget spent: this task has used {} of its {} tokens (max_task_tokens). This call was not \
-                     run. Write your report now, as your final message, with no tool calls.",
-                    self.usage.total(),
-                    limits.max_task_tokens
-                );
-                results.extend(
-                    turn.tool_calls
-                        .iter()
-                        .map(|call| error_result(call, spent.clone())),
-                );
-            }
-            for call in turn.tool_calls.iter().skip(results.len()) {
+            for call in &turn.tool_calls {
                 if self.steps >= limits.max_steps {
                     final_turn = Some(Ended::StepLimit);
                     results.push(error_result(
@@ -325,6 +329,27 @@ impl Run<'_> {
                 .messages
                 .push(Message::ToolResults { results });
         }
+    }
+
+    /// Before each request of a task with a token budget: cap its answer at what is left, or
+    /// end the task (`Err` with its report) when not even a report turn fits.
+    fn hold_to_budget(
+        &self,
+        request: &mut ModelRequest,
+        final_turn: &mut Option<Ended>,
+    ) -> Result<(), String> {
+        let budget = self.runner.limits.max_task_tokens;
+        if budget > 0 {
+            let cap = token_budget::fit_request(
+                request,
+                final_turn,
+                self.usage.total(),
+                budget,
+                &self.last_text,
+            )?;
+            request.max_output_tokens = Some(cap);
+        }
+        Ok(())
     }
 
     /// Run one call. `definitions` are the tools' definitions in the same order, made once per

@@ -48,7 +48,8 @@ pub enum Ended {
     Completed,
     /// The worker used every step (its report is the turn after the last step).
     StepLimit,
-    /// The worker spent its token budget (its report is the turn after).
+    /// The worker's token budget could not pay for another turn with tools (its report is the
+    /// turn after, when one fits; otherwise the report is the worker's last words).
     TokenBudget,
     /// The time limit ran out.
     TimedOut,

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod budget;
 mod direct;
 mod refusals;
 mod scope;
@@ -403,80 +404,6 @@ async fn long_tool_text_is_previewed_and_the_worker_pages_the_rest_as_steps() {
         .sum();
     assert_eq!(result.context.chars_shown, shown_chars as u64);
     assert!(result.context.chars_shown < 2_500, "{:?}", result.context);
-}
-
-#[tokio::test]
-async fn usage_is_summed_over_turns_and_the_token_budget_ends_the_task_with_its_report() {
-    let limits = TaskLimits {
-        max_task_tokens: 5_000,
-        ..TaskLimits::default()
-    };
-    let costing = |mut turn: ScriptedTurn, input: u64| {
-        turn.usage = Usage {
-            input_tokens: input,
-            cache_read_tokens: 1_000,
-            cache_write_tokens: 100,
-            output_tokens: 200,
-            thinking_tokens: 50,
-        };
-        turn
-    };
-    let setup = setup(
-        vec![
-            costing(
-                turn("", vec![call("shot", json!({"bytes": 10, "keep": true}))]),
-                1_000,
-            ),
-            // 2,300 + 3,300 = 5,600: over budget, so these calls are not run.
-            costing(
-                turn(
-                    "",
-                    vec![
-                        call("echo", json!({"text": "a"})),
-                        call("echo", json!({"text": "b"})),
-                    ],
-                ),
-                2_000,
-            ),
-            expecting(
-                costing(
-                    turn(
-                        "Report on budget.",
-                        vec![call("echo", json!({"text": "c"}))],
-                    ),
-                    3_000,
-                ),
-                shown(&[
-                    "Token budget spent",
-                    "5600 of its 5000 tokens",
-                    "Write your report now",
-                ]),
-            ),
-        ],
-        limits,
-    );
-    let result = run(&setup).await;
-    assert_eq!(result.ended, Ended::TokenBudget);
-    assert_eq!(result.report, "Report on budget.");
-    assert_eq!(result.steps_used, 1);
-    assert_eq!(
-        setup.observed.tool_started.load(Ordering::SeqCst),
-        1,
-        "nothing ran past the budget"
-    );
-    assert_eq!(result.screenshots.len(), 1, "kept screenshots come back");
-    assert_eq!(
-        result.usage,
-        Usage {
-            input_tokens: 6_000,
-            cache_read_tokens: 3_000,
-            cache_write_tokens: 300,
-            output_tokens: 600,
-            thinking_tokens: 150,
-        }
-    );
-    assert_eq!(result.usage.total(), 9_900);
-    assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
