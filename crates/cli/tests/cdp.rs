@@ -372,10 +372,14 @@ fn python_playwright_and_browser_use_drive_sealed_browsers() {
     );
     let sites = sites();
     let (served, _dir) = start(&sites, false, &["--cdp-pool-size", "0"]);
+    // browser-use makes a downloads folder in the temp directory and never removes it: give the
+    // clients a temp directory of their own, removed with the test.
+    let client_tmp = tempfile::tempdir().unwrap();
     // The token in a header this time, for both the discovery request and the WebSocket.
     let output = Command::new(&python)
         .arg(script("cdp_python.py"))
         .args([&served.url("/cdp"), TOKEN, &sites.lab_url()])
+        .env("TMPDIR", client_tmp.path())
         .output()
         .unwrap();
     let out = printed(&output);
