@@ -5,6 +5,9 @@
 //   busy: ask for the version every second (never idle) and report how the server closes it.
 //   flood: print "open", wait for a line on stdin, then send 1 MiB commands until the server
 //     closes the connection (the test freezes the browser first), and report how it closed.
+//   hostile: print "open", wait for a line on stdin, then send the largest messages the server
+//     takes (32 MiB: one of sixteen million zeros, one long script) and ask the browser for a
+//     48 MiB answer, each three times; report the answers (their sizes, not the 48 MiB).
 // Prints one JSON object.
 const WebSocket = require('ws');
 
@@ -70,6 +73,27 @@ socket.on('open', async () => {
       }
     }, 20);
     closed.then(() => clearInterval(timer));
+  }
+  if (mode === 'hostile') {
+    const largest = 32 * 1024 * 1024 - 4096;
+    const page = await ask('{"id":1,"method":"Target.createTarget","params":{"url":"about:blank"}}');
+    const attached = await ask(JSON.stringify({ id: 2, method: 'Target.attachToTarget', params: { targetId: page.result.targetId, flatten: true } }));
+    const sessionId = attached.result.sessionId;
+    console.log('open');
+    await new Promise((resolve) => process.stdin.once('data', resolve));
+    const zeros = `[${'0,'.repeat(largest / 2 - 64)}0]`;
+    const script = `'${'x'.repeat(largest - 256)}'.length`;
+    const answer = 48 * 1024 * 1024;
+    out.zeros = [];
+    out.script = [];
+    out.answer = [];
+    for (let round = 0; round < 3; round++) {
+      out.zeros.push(await ask(`{"id":${10 + round},"sessionId":"${sessionId}","method":"Runtime.evaluate","params":{"expression":"1","padding":${zeros}}}`));
+      out.script.push(await ask(JSON.stringify({ id: 20 + round, sessionId, method: 'Runtime.evaluate', params: { expression: script } })));
+      const big = await ask(JSON.stringify({ id: 30 + round, sessionId, method: 'Runtime.evaluate', params: { expression: `'y'.repeat(${answer})`, returnByValue: true } }));
+      out.answer.push(big.result ? big.result.result.value.length : big);
+    }
+    socket.close(1000);
   }
   out.closed = await closed;
   out.replies_after_close = replies.filter((reply) => reply.id === 9).length;
