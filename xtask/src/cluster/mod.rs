@@ -1,10 +1,11 @@
 //! `cargo xtask cluster`: Airlock on a real cluster engine. A single-node Docker Swarm is made on
 //! this machine (and left afterwards), `deploy/swarm/airlock.yml` is deployed with two replicas
-//! behind its HAProxy balancer, and then, with the official MCP Python SDK through the balancer's
-//! published port:
+//! behind its HAProxy balancer (HTTPS, with a certificate made for the proof and given as a
+//! secret), and then, with the official MCP Python SDK through the balancer's published port:
 //!
 //! 1. six tasks at once complete, and both replicas' `/metrics` show some of them;
-//! 2. a wrong token is refused at the balancer's address;
+//! 2. a wrong token is refused at the balancer's address, plain HTTP gets no answer there, and a
+//!    CDP client's `?token=` is in no container's log;
 //! 3. one replica's container is killed mid-task: its tasks fail with an error, the other
 //!    replica's complete, the engine restores the replica, and the killed replica's task
 //!    containers are removed (by its successor's orphan cleanup, which asks Docker whether the
@@ -28,7 +29,9 @@ mod manifests;
 mod proofs;
 
 use manifests::check_manifests;
-use proofs::{Client, kill_one, no_token_in_logs, refused, rolling_update, spread};
+use proofs::{
+    Client, cleartext_refused, kill_one, no_token_in_logs, refused, rolling_update, spread,
+};
 
 /// The stack's name; its services are `airlock-ci_airlock`, `_balancer`, `_lab`.
 const STACK: &str = "airlock-ci";
@@ -38,6 +41,8 @@ const STATE_DIR: &str = "/var/lib/airlock";
 const SERVER_UID: &str = "10001";
 /// The secret holding the tokens.
 const SECRET: &str = "airlock_tokens";
+/// The secret holding the balancer's certificate chain and key (one PEM).
+const TLS_SECRET: &str = "airlock_tls";
 /// The secret holding the model provider's key (the proof's worker is a script, so it holds a
 /// placeholder; the stack reads it as a file all the same).
 const MODEL_KEY_SECRET: &str = "airlock_model_key";
@@ -126,7 +131,7 @@ fn undo(step: Step) {
         }
         Step::Secret => {
             let _ = Command::new("docker")
-                .args(["secret", "rm", SECRET, MODEL_KEY_SECRET])
+                .args(["secret", "rm", SECRET, MODEL_KEY_SECRET, TLS_SECRET])
                 .status();
         }
         Step::StateDir => {
@@ -158,16 +163,18 @@ pub fn run() -> anyhow::Result<()> {
     build_balancer(&root, version)?;
 
     let mut made = Made::default();
-    let (host, token) = deploy(&root, version, &mut made)?;
+    let (host, token, ca) = deploy(&root, version, &mut made)?;
     let client = Client {
         python,
         script: root.join("crates/cli/tests/support/mcp_http_client.py"),
-        url: format!("http://{host}/mcp"),
+        url: format!("https://{host}/mcp"),
         host: host.clone(),
         token,
+        ca,
     };
     spread(&client)?;
-    refused(&host)?;
+    refused(&client)?;
+    cleartext_refused(&client)?;
     no_token_in_logs(&client)?;
     kill_one(&client, &mut made)?;
     rolling_update(&client, &mut made, version)?;
@@ -201,9 +208,14 @@ fn swarm_state() -> anyhow::Result<String> {
     )
 }
 
-/// Make the swarm, the host directory and the token secret, deploy the stack, and wait until
-/// both replicas are ready behind the balancer. The balancer's address and the token.
-fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String, String)> {
+/// Make the swarm, the host directory and the secrets, deploy the stack, and wait until both
+/// replicas are ready behind the balancer. The balancer's address, the token, and the
+/// certificate clients trust for it.
+fn deploy(
+    root: &Path,
+    version: &str,
+    made: &mut Made,
+) -> anyhow::Result<(String, String, PathBuf)> {
     let dir = root.join("target/cluster");
     fs::create_dir_all(&dir)?;
     run_loud(Command::new("docker").args(["swarm", "init", "--advertise-addr", "127.0.0.1"]))?;
@@ -218,6 +230,7 @@ fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String
     made.steps.push(Step::Secret);
     create_secret(SECRET, &token)?;
     create_secret(MODEL_KEY_SECRET, "unused: the proof's worker is a script")?;
+    let ca = balancer_certificate(&dir)?;
 
     let port = free_port()?;
     let host = format!("127.0.0.1:{port}");
@@ -253,13 +266,39 @@ fn deploy(root: &Path, version: &str, made: &mut Made) -> anyhow::Result<(String
         || {
             succeeds(
                 Command::new("curl")
-                    .args(["-fsS", "-o", "/dev/null", "--max-time", "3"])
-                    .arg(format!("http://{host}/readyz")),
+                    .args(["-fsS", "-o", "/dev/null", "--max-time", "3", "--cacert"])
+                    .arg(&ca)
+                    .arg(format!("https://{host}/readyz")),
             ) && replicas().len() == 2
         },
     )?;
-    eprintln!("== the stack is up: 2 replicas behind the balancer on {host}");
-    Ok((host, token))
+    eprintln!("== the stack is up: 2 replicas behind the balancer on https://{host}");
+    Ok((host, token, ca))
+}
+
+/// A self-signed certificate for the balancer's address, its chain and key made into the TLS
+/// secret (through stdin); the key's file is removed at once. The certificate's path.
+fn balancer_certificate(dir: &Path) -> anyhow::Result<PathBuf> {
+    let (cert, key) = (dir.join("balancer.crt"), dir.join("balancer.key"));
+    run_loud(
+        Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert),
+    )?;
+    let pem = fs::read_to_string(&cert)? + &fs::read_to_string(&key)?;
+    fs::remove_file(&key)?;
+    create_secret(TLS_SECRET, &pem)?;
+    Ok(cert)
 }
 
 /// A Swarm secret holding `value`, which is written to docker's stdin, never to its arguments.

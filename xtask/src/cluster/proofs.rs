@@ -15,11 +15,14 @@ pub(super) struct Client {
     /// The balancer's `host:port`.
     pub(super) host: String,
     pub(super) token: String,
+    /// The balancer's certificate, which the clients trust.
+    pub(super) ca: PathBuf,
 }
 
 impl Client {
     fn start(&self) -> anyhow::Result<Child> {
         Ok(Command::new(&self.python)
+            .env("SSL_CERT_FILE", &self.ca)
             .arg(&self.script)
             .arg(&self.url)
             .arg(serde_json::json!({"Authorization": format!("Bearer {}", self.token)}).to_string())
@@ -27,6 +30,13 @@ impl Client {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()?)
+    }
+
+    /// curl, trusting the balancer's certificate.
+    fn curl(&self) -> Command {
+        let mut curl = Command::new("curl");
+        curl.arg("--cacert").arg(&self.ca);
+        curl
     }
 
     /// Whether the task came back with a result (the client's JSON has texts and no failure).
@@ -79,8 +89,8 @@ pub(super) fn spread(client: &Client) -> anyhow::Result<()> {
 }
 
 /// A wrong token is refused at the balancer's address.
-pub(super) fn refused(host: &str) -> anyhow::Result<()> {
-    let status = output(Command::new("curl").args([
+pub(super) fn refused(client: &Client) -> anyhow::Result<()> {
+    let status = output(client.curl().args([
         "-sS",
         "-o",
         "/dev/null",
@@ -92,7 +102,7 @@ pub(super) fn refused(host: &str) -> anyhow::Result<()> {
         "content-type: application/json",
         "--data",
         r#"{"task": "x"}"#,
-        &format!("http://{host}/v1/tasks"),
+        &format!("https://{}/v1/tasks", client.host),
     ]))?;
     if status.trim() != "401" {
         bail!(
@@ -104,18 +114,45 @@ pub(super) fn refused(host: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Plain HTTP to the balancer's port gets no HTTP answer: a token sent that way is never served.
+pub(super) fn cleartext_refused(client: &Client) -> anyhow::Result<()> {
+    let plain = Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
+        .args(["-H", &format!("authorization: Bearer {}", client.token)])
+        .arg(format!("http://{}/readyz", client.host))
+        .output()?;
+    let status = String::from_utf8_lossy(&plain.stdout);
+    if plain.status.success() || status.trim() != "000" {
+        bail!(
+            "plain HTTP to the balancer got an answer ({}): it must serve HTTPS only",
+            status.trim()
+        );
+    }
+    eprintln!("== the balancer serves HTTPS only (plain HTTP gets no answer)");
+    Ok(())
+}
+
 /// A CDP client's `?token=` (discovery, then a WebSocket upgrade that leases a browser) through
 /// the balancer leaves the token in no container's log: HAProxy logs paths without queries.
 pub(super) fn no_token_in_logs(client: &Client) -> anyhow::Result<()> {
-    let discovery = format!("http://{}/json/version?token={}", client.host, client.token);
-    let status = output(Command::new("curl").args([
-        "-sS",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        &discovery,
-    ]))?;
+    let discovery = format!(
+        "https://{}/json/version?token={}",
+        client.host, client.token
+    );
+    let status =
+        output(
+            client
+                .curl()
+                .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", &discovery]),
+        )?;
     if status.trim() != "200" {
         bail!(
             "CDP discovery with ?token= got {} at the balancer",
@@ -123,8 +160,9 @@ pub(super) fn no_token_in_logs(client: &Client) -> anyhow::Result<()> {
         );
     }
     // A real upgrade: the lease starts, curl gives up after a moment, the lease ends.
-    let upgrade = format!("http://{}/cdp?token={}", client.host, client.token);
-    let _ = Command::new("curl")
+    let upgrade = format!("https://{}/cdp?token={}", client.host, client.token);
+    let _ = client
+        .curl()
         .args([
             "-sS",
             "-o",

@@ -151,3 +151,56 @@ pub(super) fn tokens(args: &ServiceArgs) -> anyhow::Result<Vec<(TokenEntry, Opti
     }
     Ok(tokens)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{FromArgMatches, Parser};
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    /// The words of the unit's `ExecStart`, from the program on.
+    fn exec_start(unit: &str) -> Vec<String> {
+        let start = unit.find("ExecStart=").unwrap() + "ExecStart=".len();
+        let mut words = Vec::new();
+        for line in unit[start..].lines() {
+            let continued = line.trim_end().ends_with('\\');
+            words.extend(
+                line.split_whitespace()
+                    .filter(|word| *word != "\\")
+                    .map(str::to_owned),
+            );
+            if !continued {
+                break;
+            }
+        }
+        words
+    }
+
+    #[test]
+    fn the_shipped_systemd_unit_parses_and_serves_only_https() {
+        let words = exec_start(include_str!("../../../../deploy/airlock.service"));
+        assert_eq!(words[..2], ["/usr/local/bin/airlock", "serve"]);
+        let matches = <Serve as clap::CommandFactory>::command()
+            .try_get_matches_from(&words[1..])
+            .unwrap();
+        let serve = Serve::from_arg_matches(&matches).unwrap();
+        assert_eq!(
+            serve.args.service.tls_cert.as_deref(),
+            Some(std::path::Path::new("/etc/airlock/tls/cert.pem"))
+        );
+        assert_eq!(
+            serve.args.service.tls_key.as_deref(),
+            Some(std::path::Path::new("/etc/airlock/tls/key.pem"))
+        );
+        assert!(
+            !serve.args.listen.ip().is_loopback(),
+            "a unit that listens beyond loopback must serve TLS (checked above)"
+        );
+    }
+}
