@@ -380,6 +380,7 @@ fn prepare_context(root: &Path, pins: &Pins, binaries: &[PathBuf]) -> anyhow::Re
         "Dockerfile",
         "entrypoint.sh",
         "chromium-policy.json",
+        "chromium-gaia.json",
         "airlock-chromium",
         "airlock-cdp-browser",
     ] {

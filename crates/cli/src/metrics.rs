@@ -53,6 +53,8 @@ pub(crate) struct Metrics {
     /// 1 while a warm pool's last attempt to make a browser failed (the reason is in `/readyz`
     /// for a caller with a token, and in the log).
     pub(crate) warm_pool_failing: Gauge,
+    /// Requests browsers made before a task or client took them: Chromium's own traffic.
+    pub(crate) unasked_requests: Gauge,
     /// Connections the listener could not accept (out of descriptors, aborted by the peer).
     pub(crate) accept_failures: Counter,
     pub(crate) cdp_leases: Gauge,
@@ -80,6 +82,7 @@ impl Metrics {
             warm_sessions: Gauge::default(),
             warm_cdp_browsers: Gauge::default(),
             warm_pool_failing: Gauge::default(),
+            unasked_requests: Gauge::default(),
             accept_failures: Counter::default(),
             cdp_leases: Gauge::default(),
             cdp_ended: Family::default(),
@@ -229,6 +232,11 @@ impl Metrics {
             "warm_pool_failing",
             "1 while a warm pool cannot make browsers (why: /readyz with a token, or the log)",
             self.warm_pool_failing.clone(),
+        );
+        registry.register(
+            "browser_unasked_requests",
+            "Requests browsers made before a task or client took them, since start: Chromium's own traffic, 0 with the image's policy and flags (each is logged)",
+            self.unasked_requests.clone(),
         );
     }
 

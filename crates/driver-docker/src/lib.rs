@@ -128,6 +128,7 @@ impl DockerDriver {
             owner: owner::this_process(),
             user,
             failed_removals: Arc::clone(&failed_removals),
+            unasked: std::sync::atomic::AtomicU64::new(0),
         });
         let mut driver = Self {
             docker,
@@ -229,6 +230,8 @@ impl DockerDriver {
         prepared: session::Prepared,
         context: &TaskContext,
     ) -> Result<session::Prepared, DriverError> {
+        // Loading the state is the task's own doing, whatever requests it makes.
+        prepared.hand_over(&self.maker.unasked);
         let timeout = self.config.command_timeout;
         // A clone, so the future holds no borrow of the session (whose CDP pipe is not `Sync`).
         let commands = prepared.commands().clone();
@@ -241,7 +244,7 @@ impl DockerDriver {
         match placed.await {
             Ok(()) => Ok(prepared),
             Err(error) => {
-                prepared.dispose().await;
+                prepared.dispose(&self.maker.unasked).await;
                 Err(error.into())
             }
         }
@@ -260,11 +263,11 @@ impl DockerDriver {
             && lease <= self.config.pool.cdp_lease
             && let Some(prepared) = pool.take().await
         {
-            return Ok(prepared.into_cdp(true, scope));
+            return Ok(prepared.into_cdp(true, scope, &self.maker.unasked));
         }
         let lifetime = lease + self.config.lifetime_grace;
         let prepared = self.maker.prepare(lifetime, None, Kind::Cdp).await?;
-        Ok(prepared.into_cdp(false, scope))
+        Ok(prepared.into_cdp(false, scope, &self.maker.unasked))
     }
 
     /// Start keeping `config.pool.size` browsers warm (nothing if 0, or if already started). Call
@@ -290,6 +293,15 @@ impl DockerDriver {
             ));
         }
         Ok(())
+    }
+
+    /// Requests browsers made before a task or client took them, since the driver connected:
+    /// Chromium's own traffic, which no page asked for (each is also logged as a warning). With
+    /// the image's policy and flags it stays 0.
+    pub fn unasked_requests(&self) -> u64 {
+        self.maker
+            .unasked
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Warm sessions ready now (0 without a pool).

@@ -1,9 +1,11 @@
 //! What the egress proxy refused or could not reach since someone last looked, held within
 //! bounds: a page can make thousands of refused requests between two commands, and neither the
 //! host's memory nor the worker's context may grow with them. The first [`PENDING_LIMIT`] events
-//! are kept whole; the rest are counted by class.
+//! are kept whole; the rest are counted by class. Until a task or client takes the session, no
+//! page has asked for anything, so every request is kept, allowed ones too: Chromium's own.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use airlock_proxy::{Outcome, ProxyEvent};
@@ -23,6 +25,10 @@ pub(crate) struct Pending {
     refused_beyond: BTreeMap<&'static str, u64>,
     /// Failures past the limit.
     failed_beyond: u64,
+    /// Allowed requests past the limit, before a task or client took the session.
+    allowed_beyond: u64,
+    /// A task or client has taken the session: its allowed requests are its own business.
+    taken: bool,
 }
 
 /// Shared between the proxy's event sink and whoever looks.
@@ -37,18 +43,27 @@ pub(crate) struct Taken {
     pub(crate) refused_beyond: BTreeMap<&'static str, u64>,
     /// Failures past the limit.
     pub(crate) failed_beyond: u64,
+    /// Allowed requests past the limit (kept only before the session was taken).
+    pub(crate) allowed_beyond: u64,
 }
 
 impl Taken {
     /// Every event, kept or counted.
     pub(crate) fn total(&self) -> u64 {
-        self.events.len() as u64 + self.refused_beyond.values().sum::<u64>() + self.failed_beyond
+        self.events.len() as u64
+            + self.refused_beyond.values().sum::<u64>()
+            + self.failed_beyond
+            + self.allowed_beyond
     }
 }
 
-/// Keep an event the worker or client should hear of (allowed requests are not news).
+/// Keep an event the worker or client should hear of; once the session is taken, allowed
+/// requests are not news.
 pub(crate) fn record(pending: &Mutex<Pending>, event: ProxyEvent) {
     let mut pending = lock(pending);
+    if pending.taken && matches!(event.outcome, Outcome::Allowed { .. }) {
+        return;
+    }
     if pending.events.len() < PENDING_LIMIT {
         pending.events.push(event);
         return;
@@ -58,18 +73,52 @@ pub(crate) fn record(pending: &Mutex<Pending>, event: ProxyEvent) {
             *pending.refused_beyond.entry(class).or_default() += 1;
         }
         Outcome::Failed { .. } => pending.failed_beyond += 1,
-        Outcome::Allowed { .. } => {}
+        Outcome::Allowed { .. } => pending.allowed_beyond += 1,
     }
 }
 
 /// Take everything since the last look.
 pub(crate) fn take(pending: &Mutex<Pending>) -> Taken {
-    let mut pending = lock(pending);
+    take_from(&mut lock(pending))
+}
+
+fn take_from(pending: &mut Pending) -> Taken {
     Taken {
         events: std::mem::take(&mut pending.events),
         refused_beyond: std::mem::take(&mut pending.refused_beyond),
         failed_beyond: std::mem::take(&mut pending.failed_beyond),
+        allowed_beyond: std::mem::take(&mut pending.allowed_beyond),
     }
+}
+
+/// A task or client takes the session. What the browser asked for before, no page asked for
+/// (Chromium's own traffic, which policy and flags should have silenced): it is not the taker's
+/// to hear of, so it is logged, added to `unasked`, and dropped. Only the first hand-over counts.
+pub(crate) fn hand_over(pending: &Mutex<Pending>, unasked: &AtomicU64) {
+    let before = {
+        let mut pending = lock(pending);
+        if pending.taken {
+            return;
+        }
+        pending.taken = true;
+        take_from(&mut pending)
+    };
+    let count = before.total();
+    if count == 0 {
+        return;
+    }
+    unasked.fetch_add(count, Ordering::Relaxed);
+    let targets: Vec<String> = before
+        .events
+        .iter()
+        .take(SHOWN_LINES)
+        .map(|event| quoted(&event.target))
+        .collect();
+    tracing::warn!(
+        count,
+        targets = %targets.join(", "),
+        "the browser made requests before any page was asked for (Chromium's own traffic)"
+    );
 }
 
 /// What the worker is told of a look: each distinct line once with how often, at most
@@ -171,6 +220,44 @@ mod tests {
         assert!(text.contains("(34 times)"), "{text}");
         assert!(text.contains("9900 more requests, not listed"), "{text}");
         assert!(take(&pending).events.is_empty(), "taken once");
+    }
+
+    fn allowed(target: &str) -> ProxyEvent {
+        ProxyEvent {
+            outcome: Outcome::Allowed {
+                address: "203.0.113.7:443".parse().unwrap(),
+            },
+            ..refused(target)
+        }
+    }
+
+    #[test]
+    fn requests_before_the_hand_over_are_counted_allowed_ones_too_and_not_told_to_the_taker() {
+        let pending = Mutex::new(Pending::default());
+        let unasked = AtomicU64::new(0);
+        record(&pending, allowed("accounts.google.com:443"));
+        record(&pending, refused("http://10.1.2.3/"));
+        hand_over(&pending, &unasked);
+        assert_eq!(unasked.load(Ordering::Relaxed), 2);
+        assert_eq!(take(&pending).total(), 0, "the taker hears none of it");
+        // Once taken, allowed requests are the page's own and not kept; refusals still are.
+        record(&pending, allowed("example.com:443"));
+        record(&pending, refused("http://10.1.2.4/"));
+        let taken = take(&pending);
+        assert_eq!(taken.total(), 1);
+        assert_eq!(taken.events[0].target, "http://10.1.2.4/");
+        record(&pending, refused("http://10.1.2.5/"));
+        hand_over(&pending, &unasked);
+        assert_eq!(
+            unasked.load(Ordering::Relaxed),
+            2,
+            "only the first hand-over counts"
+        );
+        assert_eq!(
+            take(&pending).total(),
+            1,
+            "and the taker's events stay its own"
+        );
     }
 
     #[test]

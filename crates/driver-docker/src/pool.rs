@@ -106,7 +106,7 @@ impl Pool {
                 tracing::warn!(container = %prepared.name, "a warm session no longer answered; it is replaced");
             }
             self.shared.taken.notify_one();
-            prepared.dispose().await;
+            prepared.dispose(&self.shared.maker.unasked).await;
         }
     }
 
@@ -136,7 +136,7 @@ impl Pool {
         }
         let ready: Vec<Prepared> = lock(&self.shared.ready).drain(..).collect();
         for prepared in ready {
-            prepared.dispose().await;
+            prepared.dispose(&self.shared.maker.unasked).await;
         }
     }
 }
@@ -163,7 +163,7 @@ async fn fill(shared: Arc<Shared>) {
             old.into()
         };
         for prepared in expired {
-            prepared.dispose().await;
+            prepared.dispose(&shared.maker.unasked).await;
         }
         if lock(&shared.ready).len() < shared.size {
             // Not raced against the stop: a half-made session would be undone on a task of its
@@ -175,7 +175,7 @@ async fn fill(shared: Arc<Shared>) {
                 .await;
             if shared.stop.is_cancelled() {
                 if let Ok(prepared) = made {
-                    prepared.dispose().await;
+                    prepared.dispose(&shared.maker.unasked).await;
                 }
                 return;
             }
@@ -236,6 +236,7 @@ mod tests {
             owner: crate::owner::this_process(),
             user: (65534, 65534),
             failed_removals: Arc::default(),
+            unasked: std::sync::atomic::AtomicU64::default(),
         })
     }
 

@@ -30,6 +30,8 @@ pub(crate) struct Maker {
     pub(crate) owner: String,
     pub(crate) user: (u32, u32),
     pub(crate) failed_removals: Arc<Mutex<Vec<String>>>,
+    /// Requests browsers made before a task or client took them: no page asked for them.
+    pub(crate) unasked: std::sync::atomic::AtomicU64,
 }
 
 /// Which browser a session holds.
@@ -59,9 +61,16 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Remove everything it holds.
-    pub(crate) async fn dispose(mut self) {
+    /// Remove everything it holds. What its browser asked for while nobody had taken it is
+    /// counted in `unasked` first.
+    pub(crate) async fn dispose(mut self, unasked: &std::sync::atomic::AtomicU64) {
+        self.hand_over(unasked);
         self.made.undo().await;
+    }
+
+    /// From here, requests are a task's or client's: count those before as unasked.
+    pub(crate) fn hand_over(&self, unasked: &std::sync::atomic::AtomicU64) {
+        pending::hand_over(&self.pending, unasked);
     }
 
     /// How its commands run.
@@ -92,7 +101,12 @@ impl Prepared {
 
     /// Lease a CDP session to its client. What the proxy saw before (Chromium's start-up) is
     /// not the client's.
-    pub(crate) fn into_cdp(self, warm: bool, scope: Scope) -> CdpBrowser {
+    pub(crate) fn into_cdp(
+        self,
+        warm: bool,
+        scope: Scope,
+        unasked: &std::sync::atomic::AtomicU64,
+    ) -> CdpBrowser {
         let Self {
             made,
             name,
@@ -107,7 +121,7 @@ impl Prepared {
         }
         // A CDP client's first page is its own business; the refill need not wait for it.
         first_answer.cancel();
-        pending::take(&pending);
+        pending::hand_over(&pending, unasked);
         CdpBrowser {
             // Invariant: `prepare` with `Kind::Cdp` always sets the pipe, and only CDP sessions
             // are leased here (the CDP pool makes only those).
@@ -169,7 +183,8 @@ impl Maker {
         made.container = Some(name.clone());
         self.create_container(&name, container_spec(&options))
             .await?;
-        if warm {
+        let reweigh = warm && self.can_reweigh();
+        if reweigh {
             // Made beside a running task: it yields the CPU to it while its browser starts.
             self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
         }
@@ -218,7 +233,7 @@ impl Maker {
                 (String::new(), commands, Some(pipe))
             }
         };
-        if warm {
+        if reweigh {
             // Started, and idle until taken: its full weight back now, so the take that hands it
             // to a task (and which a task waits on) asks Docker for nothing more.
             self.set_cpu_weight(&name, TASK_CPU_SHARES).await?;
@@ -273,12 +288,7 @@ impl Maker {
         let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
             .with_dir_tag(owner::dir_tag())
             .with_limits(self.config.proxy_limits)
-            .with_events(Arc::new(move |event| {
-                // Refusals and failures are told to the worker; allowed requests are not news.
-                if !matches!(event.outcome, airlock_proxy::Outcome::Allowed { .. }) {
-                    pending::record(&sink, event);
-                }
-            }));
+            .with_events(Arc::new(move |event| pending::record(&sink, event)));
         if !self.config.nameservers.is_empty() {
             proxy_config = proxy_config
                 .with_nameservers(&self.config.nameservers)
@@ -303,14 +313,7 @@ impl Maker {
             first_answer,
             ..
         } = prepared;
-        // What the proxy saw before the task (Chromium's own start-up requests) is not the task's.
-        let before = pending::take(&pending);
-        if before.total() > 0 {
-            tracing::debug!(
-                count = before.total(),
-                "proxy events before the task took its session, not reported to it"
-            );
-        }
+        pending::hand_over(&pending, &self.unasked);
         // Before the task's first command: from here its browser reaches only its scope.
         if let Some(proxy) = &made.proxy {
             proxy.set_scope(context.scope.clone());
@@ -370,6 +373,13 @@ impl Maker {
     }
 
     /// The container's CPU weight against other containers (Docker's default is 1024).
+    /// Whether the runtime lets Docker change a running container's CPU weight. gVisor's runsc
+    /// (the release Debian ships) has no `update` command, so under it a refill keeps the full
+    /// weight (the freeze during Chromium's launch still applies).
+    fn can_reweigh(&self) -> bool {
+        self.config.runtime != "runsc"
+    }
+
     pub(crate) async fn set_cpu_weight(
         &self,
         container: &str,
@@ -491,6 +501,7 @@ mod tests {
             owner: owner::this_process(),
             user: crate::current_user(),
             failed_removals: Arc::default(),
+            unasked: std::sync::atomic::AtomicU64::default(),
         };
         let label = format!("{}={}", crate::spec::LABEL_OWNER, maker.owner);
         let filters = std::collections::HashMap::from([

@@ -204,6 +204,10 @@ async fn metrics(State(app): State<App>) -> Response<Body> {
         .metrics
         .warm_pool_failing
         .set(i64::from(app.driver.pool_error().is_some()));
+    app.gate
+        .metrics
+        .unasked_requests
+        .set(i64::try_from(app.driver.unasked_requests()).unwrap_or(i64::MAX));
     let mut response = Response::new(Body::from(app.gate.metrics.encode()));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -527,6 +527,13 @@ fn the_guard_answers_raw_messages_and_the_limits_end_leases() {
         ) >= 3,
         "{metrics}"
     );
+    // The warm browsers (the one leased, and the one made next) asked for nothing on their own.
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "airlock_browser_unasked_requests 0"),
+        "{metrics}"
+    );
     // Only the warm browser the pool made next is left.
     assert!(containers_of(served.child.id()).len() <= 1);
 }

@@ -12,6 +12,7 @@ mod support;
 
 mod runner_pool;
 mod sandbox;
+mod unasked;
 
 use std::process::Command;
 use std::sync::Arc;
