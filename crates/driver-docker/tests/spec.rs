@@ -140,6 +140,7 @@ fn the_seccomp_profile_refuses_by_default_and_opens_only_what_chromium_needs() {
         "clone",
         "clone3",
         "personality",
+        "socket",
     ] {
         assert!(
             !allowed_unconditionally.contains(&refused),
@@ -147,7 +148,13 @@ fn the_seccomp_profile_refuses_by_default_and_opens_only_what_chromium_needs() {
         );
     }
     for needed in [
-        "chroot", "seccomp", "prctl", "futex", "mmap", "socket", "execve",
+        "chroot",
+        "seccomp",
+        "prctl",
+        "futex",
+        "mmap",
+        "socketpair",
+        "execve",
     ] {
         assert!(
             allowed_unconditionally.contains(&needed),
@@ -173,6 +180,44 @@ fn the_seccomp_profile_refuses_by_default_and_opens_only_what_chromium_needs() {
             .iter()
             .all(|rule| rule["comment"].as_str().is_some_and(|c| !c.is_empty())),
         "every rule says why"
+    );
+}
+
+#[test]
+fn the_seccomp_profile_opens_unix_sockets_and_inet_streams_and_datagrams_only() {
+    const AF_UNIX: u64 = 1;
+    const AF_INET: u64 = 2;
+    const AF_INET6: u64 = 10;
+    const STREAM: Option<u64> = Some(1);
+    const DGRAM: Option<u64> = Some(2);
+    let profile: serde_json::Value = serde_json::from_str(SECCOMP_PROFILE).unwrap();
+    let rules = profile["syscalls"].as_array().unwrap();
+    // socket: Unix in any kind, IPv4 and IPv6 as streams or datagrams; no other family or kind.
+    let mut sockets: Vec<(u64, Option<u64>)> = rules
+        .iter()
+        .filter(|rule| rule["names"] == serde_json::json!(["socket"]))
+        .map(|rule| {
+            assert_eq!(rule["action"], "SCMP_ACT_ALLOW");
+            let args = rule["args"].as_array().unwrap();
+            assert_eq!(args[0]["op"], "SCMP_CMP_EQ");
+            let kind = args.get(1).map(|kind| {
+                assert_eq!(kind["op"], "SCMP_CMP_MASKED_EQ");
+                assert_eq!(kind["value"], 0xf, "the kind without its flags");
+                kind["valueTwo"].as_u64().unwrap()
+            });
+            (args[0]["value"].as_u64().unwrap(), kind)
+        })
+        .collect();
+    sockets.sort_unstable();
+    assert_eq!(
+        sockets,
+        [
+            (AF_UNIX, None),
+            (AF_INET, STREAM),
+            (AF_INET, DGRAM),
+            (AF_INET6, STREAM),
+            (AF_INET6, DGRAM)
+        ]
     );
 }
 
