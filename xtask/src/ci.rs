@@ -51,7 +51,7 @@ pub fn run() -> anyhow::Result<()> {
         &["xtask", "integration"],
         &["xtask", "cluster"],
         // Last: the soak restarts the Docker daemon.
-        &["xtask", "soak", "--tasks", "10"],
+        &["xtask", "soak", "--tasks", "10", "--serve-tasks", "20"],
     ] {
         run_loud(Command::new(cargo()).args(args))?;
     }

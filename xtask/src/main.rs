@@ -11,6 +11,8 @@ mod front_door;
 mod image;
 mod integration;
 mod soak;
+mod soak_serve;
+mod soak_support;
 mod tidy;
 mod util;
 

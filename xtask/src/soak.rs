@@ -6,7 +6,9 @@
 //! cleanup`. Part two runs N tasks through one long-running `airlock mcp`, every other one
 //! cancelled by the client, and measures the server's memory. At the end there must be no task
 //! container, no proxy directory, no `airlock` process and no zombie, and the server's resident
-//! memory must have grown by less than 10 MiB. It prints a table and fails on any leak.
+//! memory must have grown by less than 10 MiB. With `--serve-tasks N`, a third part runs N tasks
+//! through one `airlock serve` and samples its memory (`soak_serve.rs`). It prints a table and
+//! fails on any leak.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -19,7 +21,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::integration::{TEST_USER, ensure_test_user};
+use crate::integration::ensure_test_user;
+use crate::soak_support::{as_test_user, rss_mib, wait_for_no_container_of};
 use crate::util::{egress_dirs, is_root, output, run_loud, succeeds, workspace_root};
 
 /// Arguments of `cargo xtask soak`.
@@ -28,6 +31,10 @@ pub struct SoakArgs {
     /// Tasks in each part (the CLI rotation and the long-running MCP server).
     #[arg(long, default_value_t = 100)]
     tasks: usize,
+    /// Tasks through one long-running `airlock serve` (JSON API, two clients), with its memory
+    /// sampled every 50; 0 skips it. 1,000 shows whether it plateaus.
+    #[arg(long, default_value_t = 0)]
+    serve_tasks: usize,
 }
 
 /// The most the long-running server's memory may grow over the run.
@@ -116,6 +123,10 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
 
     eprintln!("== {} tasks through one airlock mcp", args.tasks);
     let mcp = mcp_tasks(&airlock, &work, site, args.tasks);
+    let serve = (args.serve_tasks > 0).then(|| {
+        eprintln!("== {} tasks through one airlock serve", args.serve_tasks);
+        crate::soak_serve::serve_tasks(&airlock, &work, site, args.serve_tasks)
+    });
 
     let mut leaks = Vec::new();
     let containers =
@@ -144,6 +155,9 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
     }
 
     report(&rows, &mcp, &mut leaks);
+    if let Some(serve) = &serve {
+        crate::soak_serve::report(serve, &mut leaks);
+    }
     if leaks.is_empty() {
         println!("\nnothing left behind");
         return Ok(());
@@ -197,24 +211,6 @@ fn report(
             ));
         }
     }
-}
-
-/// A command run as the test user, keeping its pid (setpriv execs; it does not fork).
-fn as_test_user(program: &Path) -> Command {
-    let mut command = Command::new("setpriv");
-    command
-        .args([
-            "--reuid",
-            TEST_USER,
-            "--regid",
-            TEST_USER,
-            "--init-groups",
-            "--",
-        ])
-        .arg(program)
-        .env("HOME", "/tmp")
-        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml");
-    command
 }
 
 /// One `airlock task`, ended the way `ending` says; Ok when it ended as expected and left nothing.
@@ -445,43 +441,6 @@ fn spawn_mcp(airlock: &Path, site: u16, script: &Path) -> anyhow::Result<std::pr
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting airlock mcp")
-}
-
-/// Whether, within `limit`, no task container names `pid` as its owner.
-fn wait_for_no_container_of(pid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        let owners = output(Command::new("docker").args([
-            "ps",
-            "-a",
-            "--filter",
-            "label=airlock.task",
-            "--format",
-            "{{.Label \"airlock.owner\"}}",
-        ]))
-        .unwrap_or_default();
-        if !owners
-            .lines()
-            .any(|owner| owner.contains(&format!("pid={pid};")))
-        {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A process's resident memory in MiB.
-fn rss_mib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.split_whitespace().next()?.parse().ok())
-        .context("no VmRSS")?;
-    Ok(kib / 1024.0)
 }
 
 /// Zombie children of `parent`.

@@ -15,16 +15,7 @@ fn a_browser_that_stops_taking_messages_ends_its_lease_at_the_idle_limit() {
         &["--cdp-pool-size", "0", "--cdp-idle-timeout", "5"],
     );
     let url = format!("ws://127.0.0.1:{}/cdp?token={TOKEN}", served.port);
-    let mut client = node("cdp_raw.js")
-        .args([&url, "flood"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(client.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "open");
+    let client = RawClient::open(&url, "flood");
     let leased = containers_of(served.child.id());
     assert_eq!(leased.len(), 1, "{leased:?}");
     // Frozen, Chromium stops reading its pipe: the writes back up to the server.
@@ -36,11 +27,7 @@ fn a_browser_that_stops_taking_messages_ends_its_lease_at_the_idle_limit() {
             .unwrap()
             .success()
     );
-    writeln!(client.stdin.take().unwrap()).unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    assert!(client.wait().unwrap().success());
-    let out: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    let out = client.go();
     assert_eq!(out["closed"]["code"], 1011, "{out}");
     assert!(
         out["closed"]["reason"]

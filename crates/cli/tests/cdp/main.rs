@@ -118,6 +118,38 @@ fn node(name: &str) -> Command {
 }
 
 /// The one JSON object a client printed.
+/// `cdp_raw.js` in a mode that connects, prints "open" and waits for a line before it acts.
+struct RawClient {
+    child: std::process::Child,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl RawClient {
+    /// Connected to `url` in `mode`, waiting.
+    fn open(url: &str, mode: &str) -> Self {
+        let mut child = node("cdp_raw.js")
+            .args([url, mode])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "open", "{mode}: the client did not get going");
+        Self { child, stdout }
+    }
+
+    /// Let it act; what it printed at the end.
+    fn go(mut self) -> Value {
+        writeln!(self.child.stdin.take().unwrap()).unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.stdout, &mut rest).unwrap();
+        assert!(self.child.wait().unwrap().success());
+        serde_json::from_str(rest.lines().last().unwrap()).unwrap()
+    }
+}
+
 fn printed(output: &Output) -> Value {
     let text = String::from_utf8_lossy(&output.stdout);
     let last = text.lines().last().unwrap_or_default();

@@ -18,22 +18,9 @@ fn a_hostile_clients_largest_messages_keep_the_servers_peak_memory_bounded() {
     let sites = sites();
     let (served, _dir) = start(&sites, false, &["--cdp-pool-size", "0"]);
     let url = format!("ws://127.0.0.1:{}/cdp?token={TOKEN}", served.port);
-    let mut client = node("cdp_raw.js")
-        .args([&url, "hostile"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(client.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "open", "the client could not open a page");
+    let client = RawClient::open(&url, "hostile");
     let leased_kib = served.peak_rss_kib();
-    writeln!(client.stdin.take().unwrap()).unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    assert!(client.wait().unwrap().success());
-    let out: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    let out = client.go();
     let peak_kib = served.peak_rss_kib();
     let growth_mib = peak_kib.saturating_sub(leased_kib) / 1024;
     eprintln!(

@@ -120,18 +120,19 @@ fn processes(name: &str) -> Vec<(String, String, String, String, String, Vec<Str
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
-    if !docker_ready() {
-        return;
-    }
+/// A session with the lab page open (so Chromium and its renderers run), and its container.
+async fn on_the_lab() -> (
+    airlock_driver_docker::DockerDriver,
+    airlock_worker::BrowserSession,
+    String,
+) {
     let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
     let session = driver
         .start(TaskContext::new(CancellationToken::new(), limits))
         .await
         .unwrap();
-    // The page still loads through the proxy with the sandbox on.
+    // The page loads through the proxy with the sandbox on and the profile's refusals in place.
     let opened = call(
         &session,
         json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
@@ -142,6 +143,15 @@ async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
         "{opened:?}"
     );
     let name = my_containers().pop().unwrap();
+    (driver, session, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
+    if !docker_ready() {
+        return;
+    }
+    let (_driver, session, name) = on_the_lab().await;
     let all = processes(&name);
     let container_userns = all
         .iter()
@@ -300,22 +310,7 @@ async fn a_fresh_user_and_network_namespace_reaches_no_netlink_packet_or_raw_soc
     // CAP_NET_ADMIN. The profile keeps what that reaches small: the socket families it would
     // use to reach netfilter, traffic control and raw packets are refused, in the container and
     // in any namespace made inside it.
-    let site = serve_site();
-    let (driver, limits) = driver(site, Duration::from_secs(120)).await;
-    let session = driver
-        .start(TaskContext::new(CancellationToken::new(), limits))
-        .await
-        .unwrap();
-    let opened = call(
-        &session,
-        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
-    )
-    .await;
-    assert!(
-        !opened.is_error,
-        "the browser works with these refused: {opened:?}"
-    );
-    let name = my_containers().pop().unwrap();
+    let (_driver, session, name) = on_the_lab().await;
     for (place, command) in [
         ("the container", "perl -e \"$0\""),
         (
