@@ -106,7 +106,9 @@ pub enum ReplayError {
     },
 }
 
-/// Replays a [`Script`], one turn per call, and keeps every request it was given.
+/// Replays a [`Script`], one turn per call. Made with [`ScriptedModel::new`] it keeps every
+/// request it was given, for a test to look at; loaded with [`ScriptedModel::from_file`] (a
+/// server replaying a script for hours) it keeps none, or its memory would grow with every turn.
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedModel {
     state: Arc<Mutex<State>>,
@@ -117,6 +119,7 @@ struct State {
     turns: std::collections::VecDeque<ScriptedTurn>,
     played: usize,
     requests: Vec<ModelRequest>,
+    keeps_requests: bool,
 }
 
 impl ScriptedModel {
@@ -125,6 +128,7 @@ impl ScriptedModel {
         Self {
             state: Arc::new(Mutex::new(State {
                 turns: script.turns.into(),
+                keeps_requests: true,
                 ..State::default()
             })),
         }
@@ -140,10 +144,12 @@ impl ScriptedModel {
             path: path.display().to_string(),
             source,
         })?;
-        Ok(Self::new(script))
+        let model = Self::new(script);
+        model.lock().keeps_requests = false;
+        Ok(model)
     }
 
-    /// Every request the model was given, in order.
+    /// Every request the model was given, in order (none for a model loaded from a file).
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.lock().requests.clone()
     }
@@ -156,7 +162,9 @@ impl ScriptedModel {
 impl Model for ScriptedModel {
     fn next_turn(&self, request: ModelRequest) -> BoxFuture<'_, Result<AssistantTurn, ModelError>> {
         let mut state = self.lock();
-        state.requests.push(request.clone());
+        if state.keeps_requests {
+            state.requests.push(request.clone());
+        }
         let number = state.played + 1;
         let Some(turn) = state.turns.pop_front() else {
             return Box::pin(async move {
@@ -233,4 +241,41 @@ fn shown(message: &Message) -> (String, usize) {
         .filter(|c| matches!(c, Content::Image { .. }))
         .count();
     (text, images)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> ModelRequest {
+        ModelRequest {
+            system: "s".repeat(10_000),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            max_output_tokens: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_model_made_in_code_keeps_its_requests_and_one_loaded_from_a_file_keeps_none() {
+        let turns = r#"{"turns": [{"text": "a"}, {"text": "b"}]}"#;
+        let made = ScriptedModel::new(serde_json::from_str(turns).unwrap());
+        made.next_turn(request()).await.unwrap();
+        assert_eq!(made.requests().len(), 1);
+
+        let dir = std::env::temp_dir().join(format!("airlock-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("script.json");
+        std::fs::write(&path, turns).unwrap();
+        let loaded = ScriptedModel::from_file(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let loaded = loaded.unwrap();
+        for text in ["a", "b"] {
+            assert_eq!(loaded.next_turn(request()).await.unwrap().text, text);
+        }
+        assert!(
+            loaded.requests().is_empty(),
+            "a long replay would hold every request it was sent"
+        );
+    }
 }
