@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 use crate::soak_support::{as_test_user, rss_mib, wait_for_no_container_of};
-use crate::util::{free_port, succeeds};
+use crate::util::{curl_status, free_port, succeeds};
 
 /// What the second half of a run (from the sample nearest its middle to the last) may add.
 pub(crate) const MAX_LATE_GROWTH_MIB: f64 = 2.0;
@@ -159,16 +159,8 @@ fn run_clients(pid: u32, port: u16, tasks: usize) -> anyhow::Result<ServeReport>
 
 /// One task through `POST /v1/tasks`: whether it was answered 200.
 fn one_task(port: u16) -> bool {
-    Command::new("curl")
-        .args([
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "120",
-        ])
+    curl_status()
+        .args(["--max-time", "120"])
         .args(["-H", &format!("authorization: Bearer {TOKEN}")])
         .args(["-H", "content-type: application/json"])
         .args(["--data", r#"{"task": "soak"}"#])

@@ -78,6 +78,13 @@ pub fn egress_dirs() -> std::collections::BTreeSet<String> {
 }
 
 /// A port on 127.0.0.1 that nothing listens on right now.
+/// curl printing nothing but the answer's HTTP status (`000` when no answer came).
+pub fn curl_status() -> Command {
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"]);
+    curl
+}
+
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use anyhow::bail;
 
+use crate::util::curl_status;
+
 use super::{Made, PathBuf, STACK, output, replica_metric, replicas, run_loud, succeeds, wait_for};
 
 /// The official MCP SDK client, one task per process.
@@ -35,6 +37,13 @@ impl Client {
     /// curl, trusting the balancer's certificate.
     fn curl(&self) -> Command {
         let mut curl = Command::new("curl");
+        curl.arg("--cacert").arg(&self.ca);
+        curl
+    }
+
+    /// `curl_status`, trusting the balancer's certificate.
+    fn curl_status(&self) -> Command {
+        let mut curl = curl_status();
         curl.arg("--cacert").arg(&self.ca);
         curl
     }
@@ -90,12 +99,7 @@ pub(super) fn spread(client: &Client) -> anyhow::Result<()> {
 
 /// A wrong token is refused at the balancer's address.
 pub(super) fn refused(client: &Client) -> anyhow::Result<()> {
-    let status = output(client.curl().args([
-        "-sS",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
+    let status = output(client.curl_status().args([
         "-H",
         "authorization: Bearer wrong-token-0123456789abcdef",
         "-H",
@@ -116,16 +120,8 @@ pub(super) fn refused(client: &Client) -> anyhow::Result<()> {
 
 /// Plain HTTP to the balancer's port gets no HTTP answer: a token sent that way is never served.
 pub(super) fn cleartext_refused(client: &Client) -> anyhow::Result<()> {
-    let plain = Command::new("curl")
-        .args([
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "5",
-        ])
+    let plain = curl_status()
+        .args(["--max-time", "5"])
         .args(["-H", &format!("authorization: Bearer {}", client.token)])
         .arg(format!("http://{}/readyz", client.host))
         .output()?;
@@ -147,12 +143,7 @@ pub(super) fn no_token_in_logs(client: &Client) -> anyhow::Result<()> {
         "https://{}/json/version?token={}",
         client.host, client.token
     );
-    let status =
-        output(
-            client
-                .curl()
-                .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", &discovery]),
-        )?;
+    let status = output(client.curl_status().arg(&discovery))?;
     if status.trim() != "200" {
         bail!(
             "CDP discovery with ?token= got {} at the balancer",
