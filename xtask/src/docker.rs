@@ -1,6 +1,7 @@
 //! `cargo xtask docker`: install and start what Airlock's sealed browsers run on, from the
-//! distribution's packages: Docker's engine (`docker.io`) and gVisor (`runsc`, registered with
-//! dockerd as a runtime). It says exactly what it will install before it does, and does nothing
+//! distribution's packages: Docker's engine (`docker.io`), gVisor (`runsc`, registered with
+//! dockerd as a runtime), and what builds the image's base from Debian packages when no registry
+//! answers (`mmdebstrap`, with `uidmap` so a user can build it without root). It says exactly what it will install before it does, and does nothing
 //! else. As root (the package manager needs it); Debian and Ubuntu.
 
 use std::process::{Command, Stdio};
@@ -10,8 +11,8 @@ use anyhow::{Context, bail};
 
 use crate::util::{is_root, run_loud, succeeds};
 
-/// Docker's engine and gVisor's runtime.
-const PACKAGES: &[&str] = &["docker.io", "runsc"];
+/// Docker's engine, gVisor's runtime, and the base image's builder.
+const PACKAGES: &[&str] = &["docker.io", "runsc", "mmdebstrap", "uidmap"];
 /// Where dockerd logs when this starts it.
 const DOCKERD_LOG: &str = "/tmp/airlock-dockerd.log";
 
@@ -19,7 +20,10 @@ pub fn run() -> anyhow::Result<()> {
     if !is_root() {
         bail!("installing packages and starting dockerd needs root: run `sudo cargo xtask docker`");
     }
-    install(PACKAGES, "Docker's engine and gVisor")?;
+    install(
+        PACKAGES,
+        "Docker's engine, gVisor and the base image's builder",
+    )?;
     register_runsc()?;
     start_dockerd()
 }

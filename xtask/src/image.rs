@@ -2,7 +2,8 @@
 //! `airlock-server:<version>`: the `airlock` binary on the same base, from docker/server/).
 //!
 //! The base image is pulled when a registry answers; otherwise (as on a machine with no registry,
-//! or with `--offline-base`) it is made from Debian packages with `debootstrap` and `docker import`,
+//! or with `--offline-base`) it is made from Debian packages with `mmdebstrap` (as root, or as a user through its
+//! unprivileged `unshare` mode) and `docker import`,
 //! and cached as `airlock-base:bookworm`. agent-browser's npm tarball is fetched on the host and
 //! checked against the checksum pinned in `docker/Dockerfile`, so the build itself needs no npm.
 //! `airlock-relay` and `airlock-runner` are built here from `crates/` as static binaries (they run
@@ -22,7 +23,7 @@ use crate::util::{display, is_root, output, run_loud, succeeds, workspace_root};
 /// The base the Dockerfile names by default.
 const DEFAULT_BASE: &str = "debian:bookworm-slim";
 /// Where a base made from Debian packages is cached.
-const LOCAL_BASE: &str = "airlock-base:bookworm";
+pub(crate) const LOCAL_BASE: &str = "airlock-base:bookworm";
 
 /// Arguments of `cargo xtask image`.
 // Each bool is one command-line switch; an enum would only rename them.
@@ -45,7 +46,7 @@ pub struct ImageArgs {
     /// The base image to build on.
     #[arg(long, default_value = DEFAULT_BASE)]
     base: String,
-    /// Do not try a registry: build the base from Debian packages (debootstrap), or reuse the cached one.
+    /// Do not try a registry: build the base from Debian packages (mmdebstrap), or reuse the cached one.
     #[arg(long)]
     offline_base: bool,
     /// Rebuild even if the tag already exists.
@@ -112,7 +113,7 @@ fn run_server(args: &ImageArgs, root: &Path) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let base = resolve_base(args, root)?;
+    let base = resolve_base(args)?;
     let context = root.join("target/airlock-server-image");
     fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
     fs::copy(&dockerfile, context.join("Dockerfile"))
@@ -149,7 +150,7 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     }
     let started = std::time::Instant::now();
     let pins = Pins::read(&root.join("docker/Dockerfile"))?;
-    let base = resolve_base(args, &root)?;
+    let base = resolve_base(args)?;
     let context = prepare_context(&root, &pins, &binaries)?;
 
     let mut build = docker_build(&base, &fingerprint, &tag, &context);
@@ -303,7 +304,7 @@ impl Pins {
     }
 }
 
-fn resolve_base(args: &ImageArgs, root: &Path) -> anyhow::Result<String> {
+fn resolve_base(args: &ImageArgs) -> anyhow::Result<String> {
     eprintln!("[1/3] base image");
     if !args.offline_base {
         if image_exists(&args.base) {
@@ -324,48 +325,58 @@ fn resolve_base(args: &ImageArgs, root: &Path) -> anyhow::Result<String> {
         eprintln!("  using the cached {LOCAL_BASE}");
         return Ok(LOCAL_BASE.to_owned());
     }
-    build_local_base(root)?;
+    build_local_base()?;
     Ok(LOCAL_BASE.to_owned())
 }
 
-/// `debootstrap --variant=minbase bookworm` into a folder under target/, then `docker import`.
-fn build_local_base(root: &Path) -> anyhow::Result<()> {
-    if !is_root() {
+/// `mmdebstrap --variant=minbase bookworm`, its tarball streamed straight into `docker import`.
+/// As root it builds in a chroot; as a user, in a user namespace of the user's own subordinate ids
+/// (`--mode=unshare`), so a user in the docker group needs no root for the base either.
+fn build_local_base() -> anyhow::Result<()> {
+    if !succeeds(Command::new("mmdebstrap").arg("--version")) {
         bail!(
-            "building the base from Debian packages needs root (debootstrap); run `cargo xtask image --offline-base` as root once, or make {DEFAULT_BASE} pullable"
+            "mmdebstrap is missing (it builds the base from Debian packages): `sudo cargo xtask docker` installs it with uidmap"
         );
     }
-    if !succeeds(Command::new("debootstrap").arg("--version")) {
-        bail!("debootstrap is missing: apt-get install debootstrap");
-    }
-    let rootfs = root.join("target/airlock-base-rootfs");
-    if rootfs.exists() {
-        fs::remove_dir_all(&rootfs).with_context(|| format!("clearing {}", rootfs.display()))?;
-    }
-    eprintln!("  building {LOCAL_BASE} from Debian packages");
-    run_loud(
-        Command::new("debootstrap")
-            .args(["--variant=minbase", "bookworm"])
-            .arg(&rootfs)
-            .arg("http://deb.debian.org/debian"),
-    )?;
-    let mut tar = Command::new("tar")
-        .arg("-C")
-        .arg(&rootfs)
-        .args(["-c", "."])
+    let mode = if is_root() { "root" } else { "unshare" };
+    eprintln!("  building {LOCAL_BASE} from Debian packages (mmdebstrap, {mode} mode)");
+    let mut mmdebstrap = Command::new("mmdebstrap")
+        .args([
+            "--variant=minbase",
+            &format!("--mode={mode}"),
+            "bookworm",
+            "-",
+        ])
+        .arg("http://deb.debian.org/debian")
         .stdout(Stdio::piped())
         .spawn()
-        .context("starting tar")?;
-    let tar_out = tar.stdout.take().context("tar has no stdout")?;
+        .context("starting mmdebstrap")?;
+    let tarball = mmdebstrap
+        .stdout
+        .take()
+        .context("mmdebstrap has no stdout")?;
     let imported = Command::new("docker")
         .args(["import", "-", LOCAL_BASE])
-        .stdin(tar_out)
+        .stdin(tarball)
+        .stdout(Stdio::null())
         .status()
         .context("starting docker import")?;
-    let tarred = tar.wait().context("waiting for tar")?;
-    fs::remove_dir_all(&rootfs).with_context(|| format!("removing {}", rootfs.display()))?;
-    if !tarred.success() || !imported.success() {
-        bail!("importing the Debian base failed (tar {tarred}, docker import {imported})");
+    let built = mmdebstrap.wait().context("waiting for mmdebstrap")?;
+    if !built.success() {
+        let _ = Command::new("docker")
+            .args(["rmi", "--force", LOCAL_BASE])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if is_root() {
+            bail!("mmdebstrap failed ({built}): its messages are above");
+        }
+        bail!(
+            "mmdebstrap failed ({built}): its messages are above. As a user it needs a subordinate id range in /etc/subuid and /etc/subgid (`sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $USER`), or build the base once as root: `sudo cargo xtask image --offline-base`"
+        );
+    }
+    if !imported.success() {
+        bail!("docker import of the Debian base failed ({imported})");
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ mod cluster;
 mod docker;
 mod docker_restart;
 mod front_door;
+mod front_door_fresh;
 mod image;
 mod integration;
 mod soak;
@@ -50,9 +51,13 @@ enum Task {
     /// The front door: set up what is missing (Docker, the image, airlock) with progress, then
     /// open the page in a sealed browser and print what was seen and where the screenshot is.
     Browse(browse::BrowseArgs),
-    /// Install and start Docker's engine and gVisor from the distribution's packages (saying
-    /// exactly what it installs first), and nothing else. As root.
+    /// Install and start Docker's engine, gVisor and the base image's builder from the
+    /// distribution's packages (saying exactly what it installs first), and nothing else. As root.
     Docker,
+    /// Prove the front door from nothing: `cargo xtask browse` of a lab page as a user in the
+    /// docker group with no Airlock image at all, then as root with the browser image removed.
+    /// As root (it removes images and makes the user's clone); `cargo xtask ci` runs it first.
+    FrontDoor,
     /// Every test, as CI runs them, from a fresh machine: installs what is missing, then fmt,
     /// clippy, tidy, cargo test, integration, cluster and soak. As root. `.ci/run` is this.
     Ci,
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
         Task::Docker => docker::run(),
         Task::Browse(args) => browse::run(&args),
         Task::Ci => ci::run(),
+        Task::FrontDoor => front_door_fresh::check(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
