@@ -87,23 +87,28 @@ pub fn server_tag() -> String {
     format!("airlock-server:{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// The server image: a release build of `airlock` on the same base, from docker/server/.
+/// What the server image holds: the server, and the gate that alone holds the Docker socket.
+const SERVER_BINARIES: [&str; 2] = ["airlock", "airlock-gate"];
+
+/// The server image: release builds of `airlock` and `airlock-gate` on the same base, from
+/// docker/server/.
 fn run_server(args: &ImageArgs, root: &Path) -> anyhow::Result<()> {
     let tag = args.tag.clone().unwrap_or_else(server_tag);
-    let (profile, binary) = if args.dev_binary {
-        (&[][..], root.join("target/debug/airlock"))
+    let (profile, out_dir) = if args.dev_binary {
+        (&[][..], root.join("target/debug"))
     } else {
-        (&["--release"][..], root.join("target/release/airlock"))
+        (&["--release"][..], root.join("target/release"))
     };
     run_loud(
         Command::new(env!("CARGO"))
             .arg("build")
             .args(profile)
-            .args(["-p", "airlock"]),
+            .args(["-p", "airlock", "-p", "airlock-gate"]),
     )?;
     let dockerfile = root.join("docker/server/Dockerfile");
+    let binaries = SERVER_BINARIES.map(|name| out_dir.join(name));
     let mut hasher = Sha256::new();
-    for path in [&dockerfile, &binary] {
+    for path in std::iter::once(&dockerfile).chain(&binaries) {
         hasher.update(fs::read(path).with_context(|| format!("reading {}", path.display()))?);
     }
     let fingerprint = hex(&hasher.finalize());
@@ -118,8 +123,10 @@ fn run_server(args: &ImageArgs, root: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(&context).with_context(|| format!("creating {}", context.display()))?;
     fs::copy(&dockerfile, context.join("Dockerfile"))
         .context("copying docker/server/Dockerfile")?;
-    fs::copy(&binary, context.join("airlock"))
-        .with_context(|| format!("copying {}", binary.display()))?;
+    for (name, binary) in SERVER_BINARIES.iter().zip(&binaries) {
+        fs::copy(binary, context.join(name))
+            .with_context(|| format!("copying {}", binary.display()))?;
+    }
     let mut build = docker_build(&base, &fingerprint, &tag, &context);
     eprintln!("building {tag} on {base}");
     run_loud(&mut build)?;

@@ -42,6 +42,9 @@ pub struct DriverConfig {
     pub runtime: String,
     /// Sealed browsers kept ready before tasks ask for them.
     pub pool: PoolConfig,
+    /// The Docker socket to talk to, such as `airlock-gate`'s; `None` is `DOCKER_HOST` (a
+    /// `unix://` one) or the default socket.
+    pub docker_socket: Option<std::path::PathBuf>,
 }
 
 /// The warm pool: how many sealed browsers wait, and for how long.
@@ -87,6 +90,7 @@ impl Default for DriverConfig {
             browser_sandbox: true,
             runtime: "runc".to_owned(),
             pool: PoolConfig::default(),
+            docker_socket: None,
         }
     }
 }

@@ -92,6 +92,10 @@ impl std::fmt::Debug for DockerDriver {
     }
 }
 
+/// How long one Docker call may take on a configured socket: bollard's own default for the
+/// default socket.
+const DOCKER_TIMEOUT_SECS: u64 = 120;
+
 impl DockerDriver {
     /// Connect to the local daemon (`DOCKER_HOST` if it is a unix socket, else the default) and
     /// agree on an API version. Remote daemons are refused: the proxy socket must be on the host
@@ -103,11 +107,18 @@ impl DockerDriver {
         {
             return Err(DockerError::RemoteDaemon { host }.into());
         }
-        let docker = Docker::connect_with_unix_defaults()
-            .map_err(DockerError::Unreachable)?
-            .negotiate_version()
-            .await
-            .map_err(DockerError::NotAnswering)?;
+        let docker = match &config.docker_socket {
+            Some(socket) => Docker::connect_with_unix(
+                &socket.to_string_lossy(),
+                DOCKER_TIMEOUT_SECS,
+                bollard::API_DEFAULT_VERSION,
+            ),
+            None => Docker::connect_with_unix_defaults(),
+        }
+        .map_err(DockerError::Unreachable)?
+        .negotiate_version()
+        .await
+        .map_err(DockerError::NotAnswering)?;
         let user = config.user.unwrap_or(CONTAINER_USER);
         // Before anything is made: a successor must never see this replica's containers without
         // its heartbeat.

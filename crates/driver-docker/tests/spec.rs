@@ -226,3 +226,52 @@ fn tool_schema_snapshot() {
     let schema = serde_json::to_value(schemars::schema_for!(AgentBrowserInput)).unwrap();
     insta::assert_json_snapshot!(schema);
 }
+
+/// The Docker gate admits every container the driver makes, exactly as made (plus its own label),
+/// so a change to the spec that the gate does not know fails here.
+#[test]
+fn the_docker_gate_admits_every_spec_the_driver_makes_as_made() {
+    use airlock_policy::{GateLimits, GateRules, LABEL_GATE, judge_docker_call};
+    let rules = GateRules {
+        image: "airlock-browser:0.1.0".into(),
+        runtimes: vec!["runc".into(), "runsc".into()],
+        egress_parent: "/tmp".into(),
+        gate_id: "node-1".into(),
+        seccomp_profile: SECCOMP_PROFILE.into(),
+        limits: GateLimits::default(),
+    };
+    let made = |options: ContainerOptions| ContainerOptions {
+        user: airlock_driver_docker::CONTAINER_USER,
+        socket_dir: "/tmp/airlock-egress-b1p2s3-AbC123/sockets".into(),
+        ..options
+    };
+    let variants = [
+        made(options("runc")),
+        made(options("runsc")),
+        made(ContainerOptions {
+            browser_sandbox: false,
+            ..options("runc")
+        }),
+        made(ContainerOptions {
+            resources: Resources {
+                dev_shm_mib: 256,
+                ..Resources::default()
+            },
+            ..options("runc")
+        }),
+    ];
+    for options in variants {
+        let spec = serde_json::to_value(container_spec(&options)).unwrap();
+        let target = format!("/v1.41/containers/create?name={}", options.name());
+        let forward =
+            judge_docker_call("POST", &target, &serde_json::to_vec(&spec).unwrap(), &rules)
+                .unwrap_or_else(|refusal| panic!("{}: {refusal}", options.runtime));
+        let mut expected = spec;
+        expected["Labels"][LABEL_GATE] = "node-1".into();
+        let written: serde_json::Value = serde_json::from_slice(&forward.body.unwrap()).unwrap();
+        assert_eq!(written, expected);
+        let admitted = forward.create.unwrap();
+        assert_eq!(admitted.browser_sandbox, options.browser_sandbox);
+        assert_eq!(admitted.bind_source, options.socket_dir.to_str().unwrap());
+    }
+}

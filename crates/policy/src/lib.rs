@@ -14,6 +14,9 @@
 //! - [`EgressPolicy`]: ports, profile and exact allow entries, deciding on a URL or authority
 //!   before resolution ([`EgressPolicy::decide_url`]) and on every resolved address after it
 //!   ([`EgressPolicy::decide_resolved`]). The egress proxy enforces it.
+//! - [`judge_docker_call`]: the Docker gate's judgement (`airlock-gate`): which Docker Engine API
+//!   requests a client that should only make Airlock's sealed browsers may send, re-written by
+//!   the gate, or a [`GateRefusal`] naming the refused call or field.
 //!
 //! ```
 //! use airlock_policy::{check_command, Decision, EgressPolicy};
@@ -38,6 +41,7 @@ mod cdp_message;
 mod cdp_table;
 mod command;
 mod command_table;
+mod docker_api;
 mod egress;
 mod scope;
 mod secret_commands;
@@ -54,6 +58,10 @@ pub use cdp_message::MAX_JSON_ELEMENTS;
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,
+};
+pub use docker_api::{
+    Call as DockerCall, ContainerCall, Forward, GateLimits, GateRefusal, GateRules, LABEL_GATE,
+    MAX_BODY_BYTES as MAX_DOCKER_BODY_BYTES, SealedCreate, judge as judge_docker_call,
 };
 pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Profile};
 pub use scope::{DomainPattern, MAX_PATTERNS, Scope, ScopeError};

@@ -32,16 +32,22 @@ const [mode, a, b] = process.argv.slice(2);
 })().catch((error) => { console.error(error); process.exit(1); });
 ";
 
-/// `airlock cdp` on a free port as the test user, allowing the site; its port.
-fn start_server(
+/// `airlock cdp` on a free port as the test user, allowing the site, on the Docker socket
+/// `docker_host` names (the default when `None`); its port.
+pub(super) fn start_server(
     root: &Path,
     site: u16,
     pool: usize,
+    docker_host: Option<&str>,
     children: &mut Children,
 ) -> anyhow::Result<u16> {
     let port = free_port()?;
-    let server = Command::new("runuser")
-        .args(["-u", crate::integration::TEST_USER, "--"])
+    let mut server = Command::new("runuser");
+    server.args(["-u", crate::integration::TEST_USER, "--", "env"]);
+    if let Some(host) = docker_host {
+        server.arg(format!("DOCKER_HOST={host}"));
+    }
+    let server = server
         .arg(root.join("target/release/airlock"))
         .args(["cdp", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--allow", &format!("127.0.0.1:{site}")])
@@ -77,7 +83,16 @@ fn wait_until_warm(port: u16) -> bool {
     false
 }
 
-fn client_run(script: &Path, modules: &str, args: &[String]) -> Option<f64> {
+/// Write the Playwright client for the test user; its path and the node modules it needs.
+pub(super) fn client(root: &Path) -> anyhow::Result<(std::path::PathBuf, String)> {
+    let (_, modules) = crate::integration::ensure_clients()?;
+    let script = root.join("target/bench/cdp-connect.js");
+    fs::write(&script, CLIENT)?;
+    let _ = Command::new("chmod").arg("a+r").arg(&script).status();
+    Ok((script, modules))
+}
+
+pub(super) fn client_run(script: &Path, modules: &str, args: &[String]) -> Option<f64> {
     let output = Command::new("runuser")
         .args(["-u", crate::integration::TEST_USER, "--", "node"])
         .arg(script)
@@ -99,13 +114,10 @@ pub(super) fn cdp(
     report: &mut String,
 ) -> anyhow::Result<()> {
     eprintln!("== guarded CDP: connect to first page.goto, cold and warm, against a host launch");
-    let (_, modules) = crate::integration::ensure_clients()?;
-    let script = root.join("target/bench/cdp-connect.js");
-    fs::write(&script, CLIENT)?;
-    let _ = Command::new("chmod").arg("a+r").arg(&script).status();
+    let (script, modules) = client(root)?;
     let mut children = Children::default();
-    let cold = start_server(root, site, 0, &mut children)?;
-    let warm = start_server(root, site, 1, &mut children)?;
+    let cold = start_server(root, site, 0, None, &mut children)?;
+    let warm = start_server(root, site, 1, None, &mut children)?;
     let page = format!("http://127.0.0.1:{site}/page-0.html");
     let mut samples = [Samples::default(), Samples::default(), Samples::default()];
     for round in 0..total_rounds(rounds) {
@@ -166,12 +178,6 @@ pub(super) fn cdp(
         Some(&samples[0]),
     );
     let _ = writeln!(report);
-    for child in &mut children.0 {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let _ = child.wait();
-    }
-    children.0.clear();
+    children.terminate();
     Ok(())
 }

@@ -26,6 +26,7 @@ mod cdp;
 mod concurrency;
 mod context;
 mod dev_shm;
+mod gate;
 mod gvisor;
 mod page_load;
 mod pool;
@@ -72,6 +73,7 @@ enum Section {
     Serve,
     Pool,
     Cdp,
+    Gate,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -148,6 +150,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::Cdp) {
         cdp::cdp(&root, site_port, rounds, &mut report)?;
+    }
+    if wanted(Section::Gate) {
+        gate::gate(&root, site_port, args.quick, &mut report)?;
     }
     if wanted(Section::Context) {
         context::context(&root, site_port, &mut report);
@@ -286,6 +291,8 @@ fn prepare(root: &Path) -> anyhow::Result<PathBuf> {
         "airlock",
         "-p",
         "airlock-relay",
+        "-p",
+        "airlock-gate",
     ]))?;
     host_agent_browser(root)
 }

@@ -12,6 +12,19 @@ use anyhow::{Context, bail};
 #[derive(Default)]
 pub(super) struct Children(pub(super) Vec<Child>);
 
+impl Children {
+    /// End every child with SIGTERM (so servers drain and remove what they made), and wait.
+    pub(super) fn terminate(&mut self) {
+        for child in &mut self.0 {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+        self.0.clear();
+    }
+}
+
 impl Drop for Children {
     fn drop(&mut self) {
         for child in &mut self.0 {

@@ -30,15 +30,17 @@ mod proofs;
 
 use manifests::check_manifests;
 use proofs::{
-    Client, cleartext_refused, kill_one, no_token_in_logs, refused, rolling_update, spread,
+    Client, cleartext_refused, gated, kill_one, no_token_in_logs, refused, rolling_update, spread,
 };
 
 /// The stack's name; its services are `airlock-ci_airlock`, `_balancer`, `_lab`.
 const STACK: &str = "airlock-ci";
 /// The host path of the proxies' directories (the same path inside the replicas).
 const STATE_DIR: &str = "/var/lib/airlock";
+/// The host directory of the gate's socket (the same path in the gate and the replicas).
+const GATE_DIR: &str = "/run/airlock-gate";
 /// The uid the server image runs as.
-const SERVER_UID: &str = "10001";
+pub(super) const SERVER_UID: &str = "10001";
 /// The secret holding the tokens.
 const SECRET: &str = "airlock_tokens";
 /// The secret holding the balancer's certificate chain and key (one PEM).
@@ -87,6 +89,7 @@ configs:
 enum Step {
     Swarm,
     StateDir,
+    GateDir,
     Secret,
     Stack,
 }
@@ -137,6 +140,9 @@ fn undo(step: Step) {
         Step::StateDir => {
             let _ = fs::remove_dir_all(STATE_DIR);
         }
+        Step::GateDir => {
+            let _ = fs::remove_dir_all(GATE_DIR);
+        }
         Step::Swarm => {
             let _ = Command::new("docker")
                 .args(["swarm", "leave", "--force"])
@@ -175,6 +181,7 @@ pub fn run() -> anyhow::Result<()> {
     spread(&client)?;
     refused(&client)?;
     cleartext_refused(&client)?;
+    gated()?;
     no_token_in_logs(&client)?;
     kill_one(&client, &mut made)?;
     rolling_update(&client, &mut made, version)?;
@@ -225,6 +232,12 @@ fn deploy(
     }
     run_loud(Command::new("install").args([
         "-d", "-o", SERVER_UID, "-g", SERVER_UID, "-m", "0700", STATE_DIR,
+    ]))?;
+    if !Path::new(GATE_DIR).exists() {
+        made.steps.push(Step::GateDir);
+    }
+    run_loud(Command::new("install").args([
+        "-d", "-o", SERVER_UID, "-g", SERVER_UID, "-m", "0700", GATE_DIR,
     ]))?;
     let token = random_token()?;
     made.steps.push(Step::Secret);
@@ -366,7 +379,7 @@ fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyh
 }
 
 /// The running replica containers' ids.
-fn replicas() -> Vec<String> {
+pub(super) fn replicas() -> Vec<String> {
     output(Command::new("docker").args([
         "ps",
         "-q",

@@ -118,6 +118,71 @@ pub(super) fn refused(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The replicas hold no Docker socket, only the gate's; through it, a privileged create with
+/// the host's root bound, an exec as root into the replica's own container, and a list without
+/// Airlock's label are refused (403) from inside a replica.
+pub(super) fn gated() -> anyhow::Result<()> {
+    let replicas = super::replicas();
+    for replica in &replicas {
+        let mounts = output(Command::new("docker").args([
+            "inspect",
+            "--format",
+            "{{range .Mounts}}{{.Source}} {{end}}",
+            replica,
+        ]))?;
+        if mounts.contains("docker.sock") {
+            bail!("replica {replica} holds the Docker socket: {mounts}");
+        }
+        let groups = output(Command::new("docker").args(["exec", replica, "id", "-G"]))?;
+        if groups
+            .split_whitespace()
+            .any(|gid| gid != super::SERVER_UID)
+        {
+            bail!("replica {replica} runs with groups {groups}, not only its own");
+        }
+        let privileged =
+            r#"{"Image":"airlock-browser","HostConfig":{"Privileged":true,"Binds":["/:/host"]}}"#;
+        // An exec into the replica's own container (not one the gate made), as root.
+        let exec = r#"{"AttachStdout":true,"AttachStderr":true,"User":"0","Cmd":["sh"]}"#;
+        let own_container = format!("/v1.41/containers/{replica}/exec");
+        for (method, path, body) in [
+            ("POST", "/v1.41/containers/create?name=owned", privileged),
+            ("POST", own_container.as_str(), exec),
+            ("GET", "/v1.41/containers/json", ""),
+        ] {
+            let status = output(Command::new("docker").args([
+                "exec",
+                replica,
+                "curl",
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--unix-socket",
+                "/run/airlock-gate/docker.sock",
+                "-X",
+                method,
+                "-H",
+                "content-type: application/json",
+                "--data-raw",
+                body,
+                &format!("http://docker{path}"),
+            ]))?;
+            if status.trim() != "403" {
+                bail!(
+                    "{method} {path} through the gate from replica {replica} got {status}, not 403"
+                );
+            }
+        }
+    }
+    eprintln!(
+        "== {} replicas hold only the gate's socket: a privileged create and calls outside Airlock's are refused (403)",
+        replicas.len()
+    );
+    Ok(())
+}
+
 /// Plain HTTP to the balancer's port gets no HTTP answer: a token sent that way is never served.
 pub(super) fn cleartext_refused(client: &Client) -> anyhow::Result<()> {
     let plain = curl_status()

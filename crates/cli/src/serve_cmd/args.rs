@@ -203,4 +203,19 @@ mod tests {
             "a unit that listens beyond loopback must serve TLS (checked above)"
         );
     }
+
+    /// The server reaches Docker only through airlock-gate's socket: no docker group, and the
+    /// gate's unit comes first (the gate's own test checks its side of the socket).
+    #[test]
+    fn the_shipped_systemd_unit_holds_no_docker_socket() {
+        let unit = include_str!("../../../../deploy/airlock.service");
+        let settings: Vec<&str> = unit.lines().filter(|line| !line.starts_with('#')).collect();
+        assert!(settings.contains(&"Environment=DOCKER_HOST=unix:///run/airlock-gate/docker.sock"));
+        assert!(settings.contains(&"Requires=airlock-gate.service"));
+        assert!(
+            !unit.contains("SupplementaryGroups"),
+            "no docker group for the server"
+        );
+        assert!(!unit.contains("/var/run/docker.sock"));
+    }
 }
