@@ -122,6 +122,7 @@ pub(super) fn refused(client: &Client) -> anyhow::Result<()> {
 /// the host's root bound, an exec as root into the replica's own container, and a list without
 /// Airlock's label are refused (403) from inside a replica.
 pub(super) fn gated() -> anyhow::Result<()> {
+    let since = unix_seconds();
     let replicas = super::replicas();
     for replica in &replicas {
         let mounts = output(Command::new("docker").args([
@@ -176,11 +177,37 @@ pub(super) fn gated() -> anyhow::Result<()> {
             }
         }
     }
+    // dockerd's own record: no container was created or started meanwhile.
+    let made = output(Command::new("docker").args([
+        "events",
+        "--since",
+        &since.to_string(),
+        "--until",
+        &unix_seconds().to_string(),
+        "--filter",
+        "type=container",
+        "--filter",
+        "event=create",
+        "--filter",
+        "event=start",
+        "--format",
+        "{{.Action}} {{.Actor.Attributes.name}}",
+    ]))?;
+    if !made.trim().is_empty() {
+        bail!("containers were made while the gate refused: {made}");
+    }
     eprintln!(
-        "== {} replicas hold only the gate's socket: a privileged create and calls outside Airlock's are refused (403)",
+        "== {} replicas hold only the gate's socket: a privileged create and calls outside Airlock's are refused (403), and dockerd's events show nothing made",
         replicas.len()
     );
     Ok(())
+}
+
+/// Seconds since the epoch, as `docker events` takes them.
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Plain HTTP to the balancer's port gets no HTTP answer: a token sent that way is never served.
