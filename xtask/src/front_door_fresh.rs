@@ -44,8 +44,8 @@ fn as_a_user_from_nothing() -> anyhow::Result<()> {
             "{TEST_USER} has no subordinate id range in /etc/subuid, so mmdebstrap cannot build the base as that user: `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {TEST_USER}`"
         );
     }
-    remove_image(&default_tag());
-    remove_image(LOCAL_BASE);
+    remove_image(&default_tag(), Layers::Drop);
+    remove_image(LOCAL_BASE, Layers::Drop);
     let toolchain = user_toolchain()?;
     let home = Home::new()?;
     let clone = home.path.join("airlock");
@@ -105,7 +105,7 @@ fn as_root_from_no_image() -> anyhow::Result<()> {
     eprintln!("== the front door from no image: cargo xtask browse, as root");
     // The tag goes; its layers, which the user's build just made, stay in Docker's build cache,
     // so this rebuild takes seconds instead of the minutes the user's proof already spent.
-    untag_image(&default_tag());
+    remove_image(&default_tag(), Layers::Keep);
     let (url, allow) = lab_page();
     let browse = shown_as_it_runs(
         Command::new(env!("CARGO")).args(["xtask", "browse", &url, "--allow", &allow]),
@@ -176,19 +176,21 @@ fn seen_through_the_seal(browse: &Output) -> anyhow::Result<PathBuf> {
         .context("the front door kept no screenshot")
 }
 
-/// Untag an image, keeping its layers as build cache; absent is fine.
-fn untag_image(tag: &str) {
-    let _ = Command::new("docker")
-        .args(["rmi", "--force", "--no-prune", tag])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+/// How much of an image [`remove_image`] takes away.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layers {
+    /// Dropped where nothing else uses them.
+    Drop,
+    /// Kept as build cache.
+    Keep,
 }
 
-/// Untag an image (and drop its layers where nothing else uses them); absent is fine.
-fn remove_image(tag: &str) {
+/// Untag an image, with or without its layers; absent is fine.
+fn remove_image(tag: &str, layers: Layers) {
     let _ = Command::new("docker")
-        .args(["rmi", "--force", tag])
+        .args(["rmi", "--force"])
+        .args((layers == Layers::Keep).then_some("--no-prune"))
+        .arg(tag)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();

@@ -60,7 +60,7 @@ pub async fn handle(gate: Arc<Gate>, peer: Peer, mut request: Request<Incoming>)
             );
         }
     };
-    let forward = match judge_docker_call(&method, &target, &body, &gate.rules) {
+    let mut forward = match judge_docker_call(&method, &target, &body, &gate.rules) {
         Ok(forward) => forward,
         Err(refusal) => return refuse(peer, &method, &target, &refusal.to_string()),
     };
@@ -92,7 +92,7 @@ pub async fn handle(gate: Arc<Gate>, peer: Peer, mut request: Request<Incoming>)
             "an exec is started hijacked: send `Connection: Upgrade` and `Upgrade: tcp`",
         );
     }
-    let mut outgoing = upstream::request(forward.method, &forward.target, forward.body.clone());
+    let mut outgoing = upstream::request(forward.method, &forward.target, forward.body.take());
     if upgrade {
         let headers = outgoing.headers_mut();
         headers.insert(
