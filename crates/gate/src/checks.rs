@@ -58,45 +58,53 @@ pub fn bind_is_real(source: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether container `id` was made through this gate.
-pub async fn container(
-    docker: &Docker,
-    id: &str,
-    gate_id: &str,
-) -> Result<Ownership, UpstreamError> {
-    Ok(container_and_user(docker, id, gate_id).await?.0)
+/// What dockerd says of a container: whose it is, its user, its full id.
+struct Container {
+    ownership: Ownership,
+    user: String,
+    id: String,
 }
 
-/// Whether container `id` was made through this gate, and the user it runs as.
-async fn container_and_user(
+/// Whether container `reference` (a name or an id) was made through this gate, and its full id.
+pub async fn container(
     docker: &Docker,
-    id: &str,
+    reference: &str,
     gate_id: &str,
 ) -> Result<(Ownership, String), UpstreamError> {
-    let (status, inspect) = docker.get_json(&format!("/containers/{id}/json")).await?;
-    if status == StatusCode::NOT_FOUND {
-        return Ok((Ownership::Missing, String::new()));
-    }
+    let container = inspect_container(docker, reference, gate_id).await?;
+    Ok((container.ownership, container.id))
+}
+
+async fn inspect_container(
+    docker: &Docker,
+    reference: &str,
+    gate_id: &str,
+) -> Result<Container, UpstreamError> {
+    let (status, inspect) = docker
+        .get_json(&format!("/containers/{reference}/json"))
+        .await?;
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let mut container = Container {
+        ownership: Ownership::Gates,
+        user: text(&inspect["Config"]["User"]),
+        id: text(&inspect["Id"]),
+    };
     let labels = &inspect["Config"]["Labels"];
-    let user = inspect["Config"]["User"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    if labels.get("airlock.task").and_then(Value::as_str).is_none() {
-        return Ok((
-            Ownership::Foreign(format!(
-                "container {id} has no airlock.task label: the gate acts only on Airlock's containers"
-            )),
-            user,
+    if status == StatusCode::NOT_FOUND {
+        container.ownership = Ownership::Missing;
+    } else if labels.get("airlock.task").and_then(Value::as_str).is_none() {
+        container.ownership = Ownership::Foreign(format!(
+            "container {reference} has no airlock.task label: the gate acts only on Airlock's containers"
         ));
-    }
-    if labels.get(LABEL_GATE).and_then(Value::as_str) != Some(gate_id) {
-        return Ok((
-            Ownership::Foreign(format!("container {id} was not made through this gate")),
-            user,
+    } else if labels.get(LABEL_GATE).and_then(Value::as_str) != Some(gate_id) {
+        container.ownership = Ownership::Foreign(format!(
+            "container {reference} was not made through this gate"
         ));
+    } else if container.id.is_empty() {
+        container.ownership =
+            Ownership::Foreign(format!("dockerd named no id for container {reference}"));
     }
-    Ok((Ownership::Gates, user))
+    Ok(container)
 }
 
 /// Whether exec `id` runs in one of this gate's containers, as that container's own user (which
@@ -109,14 +117,14 @@ pub async fn exec(docker: &Docker, id: &str, gate_id: &str) -> Result<Ownership,
     let Some(container_id) = inspect["ContainerID"].as_str() else {
         return Ok(Ownership::Foreign(format!("exec {id} names no container")));
     };
-    let (ownership, container_user) = container_and_user(docker, container_id, gate_id).await?;
-    if !matches!(ownership, Ownership::Gates) {
-        return Ok(ownership);
+    let container = inspect_container(docker, container_id, gate_id).await?;
+    if !matches!(container.ownership, Ownership::Gates) {
+        return Ok(container.ownership);
     }
     let process = &inspect["ProcessConfig"];
     let user = process["user"].as_str().unwrap_or_default();
     // Docker reports the container's user for an exec that named none.
-    if !(user.is_empty() || user == container_user)
+    if !(user.is_empty() || user == container.user)
         || process["privileged"].as_bool() != Some(false)
     {
         return Ok(Ownership::Foreign(format!(

@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::checks::{self, Ownership};
+use crate::known::{self, Known};
 use crate::upstream::{self, Docker};
 
 /// What every connection shares.
@@ -22,7 +23,12 @@ pub struct Gate {
     pub rules: GateRules,
     /// The real daemon.
     pub docker: Docker,
+    /// The containers and execs already established as the gate's.
+    pub known: Known,
 }
+
+/// The most bytes of a create's answer the gate reads to learn the new id.
+const MAX_CREATED_ANSWER_BYTES: usize = 64 << 10;
 
 /// A body streamed back to the client.
 pub type Answer = Response<BoxBody<Bytes, hyper::Error>>;
@@ -64,7 +70,7 @@ pub async fn handle(gate: Arc<Gate>, peer: Peer, mut request: Request<Incoming>)
         Ok(forward) => forward,
         Err(refusal) => return refuse(peer, &method, &target, &refusal.to_string()),
     };
-    match check(&gate, &forward).await {
+    match check(&gate, &mut forward).await {
         Ok(Checked::Pass) => {}
         Ok(Checked::Refuse(why)) => {
             if let DockerCall::Container(id, ContainerCall::Inspect) = &forward.call {
@@ -118,7 +124,49 @@ pub async fn handle(gate: Arc<Gate>, peer: Peer, mut request: Request<Incoming>)
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
         return splice(response, client_upgrade);
     }
-    response.map(BodyExt::boxed)
+    remember(&gate, &forward, response).await
+}
+
+/// Learn from dockerd's answer what later calls would otherwise ask it: the id of a container
+/// or exec just made through the gate, or that a container is gone.
+async fn remember(gate: &Gate, forward: &Forward, response: Response<Incoming>) -> Answer {
+    let made = match &forward.call {
+        DockerCall::Create => true,
+        DockerCall::Container(reference, action) => {
+            let gone = response.status() == StatusCode::NOT_FOUND
+                || (*action == ContainerCall::Remove && response.status().is_success());
+            if gone {
+                gate.known.forget_container(reference);
+            }
+            *action == ContainerCall::Exec
+        }
+        _ => false,
+    };
+    if !made || response.status() != StatusCode::CREATED {
+        return response.map(BodyExt::boxed);
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(body) = Limited::new(body, MAX_CREATED_ANSWER_BYTES).collect().await else {
+        return answer(
+            StatusCode::BAD_GATEWAY,
+            "the Docker daemon's answer to a create could not be read",
+        );
+    };
+    let body = body.to_bytes();
+    let id = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|value| value["Id"].as_str().map(str::to_owned));
+    match (&forward.call, &forward.create, id) {
+        (DockerCall::Create, Some(create), Some(id)) => {
+            gate.known.remember_container(&create.name, &id);
+        }
+        (DockerCall::Container(..), _, Some(id)) => gate.known.remember_exec(&id),
+        _ => {}
+    }
+    Response::from_parts(
+        parts,
+        Full::new(body).map_err(|never| match never {}).boxed(),
+    )
 }
 
 enum Checked {
@@ -127,8 +175,9 @@ enum Checked {
     Refuse(String),
 }
 
-/// What the judgement left to the gate: the bind on disk, the container's or exec's owner.
-async fn check(gate: &Gate, forward: &Forward) -> Result<Checked, upstream::UpstreamError> {
+/// What the judgement left to the gate: the bind on disk, the container's or exec's owner. A
+/// call on a container is then sent to the id the gate established, not the name it was given.
+async fn check(gate: &Gate, forward: &mut Forward) -> Result<Checked, upstream::UpstreamError> {
     let id = &gate.rules.gate_id;
     let ownership = match &forward.call {
         DockerCall::Create => {
@@ -142,11 +191,33 @@ async fn check(gate: &Gate, forward: &Forward) -> Result<Checked, upstream::Upst
                 Err(why) => Checked::Refuse(format!("HostConfig.Binds is refused: {why}")),
             });
         }
-        DockerCall::Container(container, _) => {
-            checks::container(&gate.docker, container, id).await?
+        DockerCall::Container(reference, _) => {
+            let ownership = if let Some(known) = gate.known.container(reference) {
+                forward.target = known::retarget(&forward.target, reference, &known);
+                Ownership::Gates
+            } else {
+                let (ownership, full_id) = checks::container(&gate.docker, reference, id).await?;
+                if matches!(ownership, Ownership::Gates) {
+                    gate.known.remember_container(reference, &full_id);
+                    forward.target = known::retarget(&forward.target, reference, &full_id);
+                }
+                ownership
+            };
+            if matches!(ownership, Ownership::Missing) {
+                gate.known.forget_container(reference);
+            }
+            ownership
         }
         DockerCall::ExecStart(exec) | DockerCall::ExecInspect(exec) => {
-            checks::exec(&gate.docker, exec, id).await?
+            if gate.known.exec(exec) {
+                Ownership::Gates
+            } else {
+                let ownership = checks::exec(&gate.docker, exec, id).await?;
+                if matches!(ownership, Ownership::Gates) {
+                    gate.known.remember_exec(exec);
+                }
+                ownership
+            }
         }
         DockerCall::Ping
         | DockerCall::Version

@@ -11,10 +11,13 @@
 //! - `handle.rs`: one request: read within bounds, judge, check, forward, or refuse with `403`.
 //! - `checks.rs`: what needs the daemon's or the disk's answer (is it the gate's container? is the
 //!   bind a real directory?).
+//! - `known.rs`: what the gate already established (its containers' ids, its execs), so later
+//!   calls skip the daemon's answer and go to the id, not the name.
 //! - `upstream.rs`: the real Docker socket.
 
 mod checks;
 mod handle;
+mod known;
 mod listener;
 mod upstream;
 
@@ -95,7 +98,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let docker = upstream::Docker::new(args.docker);
     docker.ping().await?;
-    let gate = Arc::new(handle::Gate { rules, docker });
+    let gate = Arc::new(handle::Gate {
+        rules,
+        docker,
+        known: known::Known::default(),
+    });
     let listener = listener::Listener::bind(&args.listen, args.group.as_deref())?;
     tracing::info!(
         listen = %args.listen.display(),

@@ -458,3 +458,60 @@ async fn a_gvisor_session_works_through_the_gate() {
     session.dispose.dispose().await;
     driver.shutdown().await;
 }
+
+/// The gate remembers its containers by the id dockerd gave them, so a name it knows that later
+/// means another container (removed behind its back, then taken by one made directly) reaches
+/// nothing: the call goes to the id, which is gone, and the newcomer is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_name_taken_by_another_container_reaches_nothing() {
+    if !docker_ready() {
+        return;
+    }
+    let id = format!("gate-moved-{}", std::process::id());
+    let gate = Gate::start(&id);
+    let site = airlock_testkit::site::simple_site("Moved", "A name moved");
+    let driver = DockerDriver::connect(config(&gate.socket, site, 0))
+        .await
+        .unwrap();
+    let session = driver.start(context()).await.unwrap();
+    assert!(open_page(&session, site).await.contains("Moved"));
+    let (_, listed) = docker(
+        None,
+        &[
+            "ps",
+            "--filter",
+            &format!("label=airlock.gate={id}"),
+            "--format",
+            "{{.Names}}",
+        ],
+    );
+    let name = listed
+        .lines()
+        .next()
+        .expect("the session's container")
+        .to_owned();
+    let (ok, said) = docker(None, &["rm", "-f", &name]);
+    assert!(ok, "{said}");
+    let newcomer = Foreign::run(&name, &["airlock.task=newcomer"]);
+    for (method, path) in [("POST", "kill"), ("POST", "pause"), ("GET", "json")] {
+        let (status, said) = ask(
+            &gate.socket,
+            method,
+            &format!("/v1.41/containers/{name}/{path}"),
+            &Value::Null,
+        )
+        .await;
+        // An inspect of a container not the gate's shows whether it runs, nothing more.
+        let refused = status == 404 || status == 403 || (method == "GET" && status == 200);
+        assert!(refused, "{method} {path}: {status} {said}");
+        assert!(!said.contains("\"Config\""), "{said}");
+    }
+    let (ok, state) = docker(
+        None,
+        &["inspect", "--format", "{{.State.Status}}", &newcomer.0],
+    );
+    assert!(ok && state.trim() == "running", "{state}");
+    drop(newcomer);
+    session.dispose.dispose().await;
+    driver.shutdown().await;
+}
