@@ -8,7 +8,7 @@
 //! `bench warmpool ROUNDS URL` measures task requested → first snapshot with a browser taken
 //! from a warm pool, its phases and Chromium's own load time (and the warm browser's idle memory); `bench pooltasks N URL` runs N one-page
 //! tasks back to back with a pool of `AIRLOCK_BENCH_POOL` browsers (`{n}` in URL names a fresh
-//! page per task). `bench context 1 BASE` runs the context-economy tasks over the corpus under BASE (a fixed
+//! page per task); `bench claims N URL` times N claims from a pool of 2. `bench context 1 BASE` runs the context-economy tasks over the corpus under BASE (a fixed
 //! worker strategy, cut against paged) and prints one JSON line per page and strategy, plus one
 //! with the length of each snapshot form. `AIRLOCK_RUNTIME` picks the container runtime (`runc` by default, `runsc` for gVisor);
 //! `AIRLOCK_BENCH_DEV_SHM_MIB` gives Chromium a `/dev/shm` of that size instead of `/tmp`.
@@ -272,6 +272,24 @@ async fn pool_tasks(url: &str, tasks: usize) -> serde_json::Value {
     let seconds = began.elapsed().as_secs_f64();
     driver.shutdown().await;
     json!({"pool": pool, "tasks": tasks, "warm": warm, "seconds": seconds, "loads_ms": loads})
+}
+
+/// Claims from a pool of 2, each disposed at once: take → session ready. A claim waits only for
+/// one warm browser, so most are made while the pool starts another (a claim's worst case).
+async fn claims(url: &str, count: usize) -> serde_json::Value {
+    let driver = driver_with_pool(url, 2).await;
+    wait_warm(&driver, 2).await;
+    let mut claims = Vec::new();
+    for _ in 0..count {
+        wait_warm(&driver, 1).await;
+        let requested = Instant::now();
+        let session = new_session(&driver).await;
+        // None: the pool was empty, a cold start (counted apart).
+        claims.push(session.warm.then_some(millis(requested.elapsed())));
+        session.dispose.dispose().await;
+    }
+    driver.shutdown().await;
+    json!({ "claims_ms": claims })
 }
 
 /// The facts and pages of `cargo xtask bench --only context` (xtask writes the corpus).
@@ -562,6 +580,7 @@ async fn main() {
             }
         }
         "pooltasks" => println!("{}", pool_tasks(&url, count).await),
+        "claims" => println!("{}", claims(&url, count).await),
         "context" => {
             for page in PAGES {
                 let page_url = format!("{url}{page}.html");

@@ -45,6 +45,11 @@ impl<S> Guarded<S> {
         }
     }
 
+    /// The stream and what is left of its limits, for a tunnel that enforces them itself.
+    pub(crate) fn into_parts(self) -> (S, Duration, u64, ByteCounters) {
+        (self.inner, self.idle, self.budget, self.counters)
+    }
+
     fn progress(&mut self, bytes: usize, counter: &AtomicU64) {
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         self.budget = self.budget.saturating_sub(bytes);

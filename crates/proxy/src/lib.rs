@@ -43,6 +43,7 @@ mod network;
 mod request;
 mod slot;
 mod stop;
+mod tunnel;
 mod vet;
 
 use std::io;
@@ -58,9 +59,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{ProxyConfig, ProxyLimits};
 pub use events::{EventSink, Outcome, ProxyEvent, ProxyStats, Via};
-pub use network::{
-    BoxFuture, Connector, HickoryResolver, ResolveError, Resolver, TcpConnector, Upstream,
-};
+pub use network::{BoxFuture, Connector, HickoryResolver, ResolveError, Resolver, TcpConnector};
 
 use accept::accept_loop;
 use connection::Shared;

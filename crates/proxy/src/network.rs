@@ -9,15 +9,10 @@ use std::pin::Pin;
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// A boxed future, so the traits stay object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A byte stream to a destination.
-pub trait Upstream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Upstream for T {}
 
 /// Why a name has no addresses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,9 +40,12 @@ pub trait Resolver: Send + Sync + 'static {
 }
 
 /// Opens a connection to one address. Only ever called with an address the policy vetted.
+///
+/// A real TCP socket, even in tests (which route a destination to a loopback listener): a
+/// tunnel's bytes move between socket descriptors in the kernel (`splice`).
 pub trait Connector: Send + Sync + 'static {
     /// Connect to `address`.
-    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Upstream>>>;
+    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>>;
 }
 
 /// The real connector: a plain TCP connection with `TCP_NODELAY`.
@@ -55,12 +53,12 @@ pub trait Connector: Send + Sync + 'static {
 pub struct TcpConnector;
 
 impl Connector for TcpConnector {
-    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Upstream>>> {
+    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>> {
         Box::pin(async move {
             let stream = TcpStream::connect(address).await?;
             // Small request/response exchanges dominate browsing; Nagle only adds latency here.
             stream.set_nodelay(true)?;
-            Ok(Box::new(stream) as Box<dyn Upstream>)
+            Ok(stream)
         })
     }
 }

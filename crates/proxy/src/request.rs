@@ -13,18 +13,19 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::REFUSED_HEADER;
+use crate::client::LingeringClose;
 use crate::connection::Shared;
 use crate::events::{Outcome, ProxyEvent, Via};
 use crate::guard::Guarded;
 use crate::http::{
     ProxyBody, empty_response, event_target, origin_form, strip_hop_by_hop, text_response,
 };
-use crate::network::Upstream;
 use crate::slot::Ticket;
 use crate::stop::Stop;
+use crate::tunnel::Tunnel;
 
-/// Buffer per direction for tunnels: large enough that bulk transfers are not syscall-bound.
-const TUNNEL_BUFFER: usize = 64 * 1024;
+/// The client's socket as hyper holds it (`connection::serve`), taken back for a tunnel.
+type ClientIo = TokioIo<Guarded<LingeringClose>>;
 
 impl Shared {
     pub(crate) async fn handle(
@@ -62,16 +63,27 @@ impl Shared {
                     return;
                 }
             };
-            // The client's socket inside `upgraded` is already guarded (idle time-out).
-            let mut client = TokioIo::new(upgraded);
-            let mut upstream = upstream;
-            tokio::select! {
-                result = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, TUNNEL_BUFFER, TUNNEL_BUFFER) => {
-                    if let Err(error) = result {
-                        tracing::debug!(%error, %address, "tunnel ended with an error");
-                    }
-                }
-                () = shutdown.cancelled() => {}
+            // The sockets themselves, for the kernel to splice between; the parser's buffer
+            // goes once its early bytes are sent.
+            let Ok(parts) = upgraded.downcast::<ClientIo>() else {
+                tracing::warn!("a CONNECT's upgraded connection was not the client's socket");
+                return;
+            };
+            let (mut lingering, ..) = parts.io.into_inner().into_parts();
+            let Some(client) = lingering.0.take() else {
+                return;
+            };
+            let (upstream, idle, budget, counters) = upstream.into_parts();
+            let tunnel = Tunnel {
+                client,
+                upstream,
+                early: parts.read_buf,
+                idle,
+                budget,
+                counters,
+            };
+            if let Err(error) = tunnel.run(&shutdown).await {
+                tracing::debug!(%error, %address, "tunnel ended with an error");
             }
         });
         empty_response(StatusCode::OK)
@@ -116,7 +128,7 @@ impl Shared {
     async fn exchange(
         &self,
         request: Request<Incoming>,
-        upstream: Guarded<Box<dyn Upstream>>,
+        upstream: Guarded<tokio::net::TcpStream>,
     ) -> Result<Response<ProxyBody>, hyper::Error> {
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await?;

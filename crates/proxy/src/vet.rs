@@ -6,8 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use airlock_policy::Decision;
 
 use crate::connection::Shared;
+use tokio::net::TcpStream;
+
 use crate::guard::Guarded;
-use crate::network::Upstream;
 use crate::stop::Stop;
 
 impl Shared {
@@ -15,7 +16,7 @@ impl Shared {
     pub(crate) async fn open(
         &self,
         decision: Decision,
-    ) -> Result<(Guarded<Box<dyn Upstream>>, SocketAddr), Stop> {
+    ) -> Result<(Guarded<TcpStream>, SocketAddr), Stop> {
         let (addresses, port) = self.vet(decision).await?;
         self.connect(&addresses, port).await
     }
@@ -49,7 +50,7 @@ impl Shared {
         &self,
         addresses: &[IpAddr],
         port: u16,
-    ) -> Result<(Guarded<Box<dyn Upstream>>, SocketAddr), Stop> {
+    ) -> Result<(Guarded<TcpStream>, SocketAddr), Stop> {
         let mut last = Stop::NoAddress;
         for &ip in addresses {
             let address = SocketAddr::new(ip, port);

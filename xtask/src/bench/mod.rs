@@ -141,7 +141,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             &root,
             site_port,
             if args.quick { 1 } else { 3 },
-            if args.quick { 4 } else { 8 },
+            if args.quick { (4, 10) } else { (8, 100) },
             &mut report,
         );
     }

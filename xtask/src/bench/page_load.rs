@@ -154,14 +154,13 @@ struct Proxies {
 /// Start the Airlock proxy (behind `airlock-relay`, as in the container, and for comparison
 /// behind a copying socat relay), tinyproxy and squid; return each load mode with its proxy URL.
 fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow::Result<Proxies> {
-    let dir = root.join("target/bench/proxies");
-    fs::create_dir_all(&dir)?;
+    let dir = super::processes::proxies_dir(root)?;
     // Airlock's proxy on its sockets, with the relay the container uses.
     let socket = dir.join("airlock.sock");
     let handoff = dir.join("airlock-handoff.sock");
     let _ = fs::remove_file(&socket);
     let _ = fs::remove_file(&handoff);
-    let mut airlock = Command::new(root.join("target/release/airlock"));
+    let mut airlock = super::processes::airlock_as_test_user(root)?;
     airlock.arg("proxy");
     for site in sites {
         airlock.args(["--allow", &format!("127.0.0.1:{site}")]);

@@ -7,10 +7,18 @@ use std::path::Path;
 
 use super::gvisor::example;
 use super::stats::{Samples, is_warmup, rotation, total_rounds};
+use airlock_testkit::stats::nearest_rank;
 
 const POOLS: [&str; 3] = ["0", "1", "2"];
 
-pub(super) fn pool(root: &Path, site: u16, rounds: usize, tasks: usize, report: &mut String) {
+/// `tasks` per run, then `claims` claims on their own.
+pub(super) fn pool(
+    root: &Path,
+    site: u16,
+    rounds: usize,
+    (tasks, claims_count): (usize, usize),
+    report: &mut String,
+) {
     eprintln!("== warm pool: {tasks} one-page tasks back to back, pools 0, 1 and 2");
     let pages = format!("http://127.0.0.1:{site}/page-{{n}}.html");
     let mut per_minute = [Vec::new(), Vec::new(), Vec::new()];
@@ -76,4 +84,35 @@ pub(super) fn pool(root: &Path, site: u16, rounds: usize, tasks: usize, report: 
         );
     }
     let _ = writeln!(report);
+    claims(root, site, claims_count, report);
+}
+
+/// Many claims from a warm pool (take → session ready): its median and its tail.
+fn claims(root: &Path, site: u16, count: usize, report: &mut String) {
+    eprintln!("== warm pool: {count} claims");
+    let page = format!("http://127.0.0.1:{site}/page-0.html");
+    let run = example(root, &[], &["claims", &count.to_string(), &page]);
+    let made: Vec<serde_json::Value> = run
+        .first()
+        .and_then(|run| run["claims_ms"].as_array().cloned())
+        .unwrap_or_default();
+    let mut claims: Vec<f64> = made.iter().filter_map(serde_json::Value::as_f64).collect();
+    claims.sort_by(f64::total_cmp);
+    let cold = made.iter().filter(|claim| claim.is_null()).count();
+    let shown =
+        |q: f64| nearest_rank(&claims, q).map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
+    let _ = writeln!(
+        report,
+        "## Warm pool: claims
+
+         {count} claims from a pool of 2 (`bench claims`), each disposed at once; a claim waits only \
+         for one warm browser, so most are made while the pool starts another. A claim is task \
+         requested → session ready: a warm session taken, its container checked, unpaused and \
+         given its CPU weight.\n\n         | claims | p50 ms | p90 ms | p99 ms | max ms | found the pool empty (cold) |\n|---|---|---|---|---|---|\n         | {} | {} | {} | {} | {} | {cold} |\n",
+        claims.len(),
+        shown(0.5),
+        shown(0.9),
+        shown(0.99),
+        shown(1.0),
+    );
 }

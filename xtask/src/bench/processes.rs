@@ -61,8 +61,41 @@ pub(super) fn wait_for_path(path: &Path, what: &str) -> anyhow::Result<()> {
 }
 
 /// Start tinyproxy on a free port (room for the 256-client micro-benchmark), ended with `children`.
+/// The directory of the proxies' sockets, made and given to the test user.
+pub(super) fn proxies_dir(root: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let dir = root.join("target/bench/proxies");
+    fs::create_dir_all(&dir)?;
+    crate::util::run_loud(
+        Command::new("chown")
+            .arg(crate::integration::TEST_USER)
+            .arg(&dir),
+    )?;
+    Ok(dir)
+}
+
+/// `airlock` as the test user. Started as root it gives root up for `nobody`, who may not write
+/// the bench's directories; and it is started as that user itself, not under `runuser`, so its
+/// pid is the process to measure.
+pub(super) fn airlock_as_test_user(root: &Path) -> anyhow::Result<Command> {
+    use std::os::unix::process::CommandExt as _;
+    let id = |flag: &str| -> anyhow::Result<u32> {
+        Ok(
+            crate::util::output(Command::new("id").args([flag, crate::integration::TEST_USER]))?
+                .trim()
+                .parse()?,
+        )
+    };
+    let mut command = Command::new(root.join("target/release/airlock"));
+    command.uid(id("-u")?).gid(id("-g")?);
+    Ok(command)
+}
+
 pub(super) fn start_tinyproxy(conf: &Path, children: &mut Children) -> anyhow::Result<u16> {
     let port = free_port()?;
+    // A section run alone (`--only proxy-micro`) comes before any other made this directory.
+    if let Some(dir) = conf.parent() {
+        fs::create_dir_all(dir)?;
+    }
     fs::write(
         conf,
         format!(

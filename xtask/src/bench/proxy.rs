@@ -57,11 +57,11 @@ pub(super) fn idle_tunnels(root: &Path, count: usize, report: &mut String) -> an
             held.push(stream);
         }
     });
-    let socket = root.join("target/bench/proxies/idle.sock");
+    let socket = super::processes::proxies_dir(root)?.join("idle.sock");
     let _ = fs::remove_file(&socket);
     let mut children = Children::default();
     children.0.push(
-        Command::new(root.join("target/release/airlock"))
+        super::processes::airlock_as_test_user(root)?
             .args([
                 "proxy",
                 "--allow",

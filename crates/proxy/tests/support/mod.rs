@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use airlock_policy::EgressPolicy;
 use airlock_proxy::{
-    BoxFuture, Connector, EgressProxy, ProxyConfig, ProxyEvent, ProxyLimits, ResolveError,
-    Resolver, Upstream,
+    BoxFuture, Connector, EgressProxy, ProxyConfig, ProxyEvent, ProxyLimits, ResolveError, Resolver,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
@@ -101,7 +100,7 @@ impl MappedConnector {
 }
 
 impl Connector for MappedConnector {
-    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Upstream>>> {
+    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>> {
         Box::pin(async move {
             self.attempts.lock().unwrap().push(address);
             if self.blackholes.lock().unwrap().contains(&address) {
@@ -109,7 +108,7 @@ impl Connector for MappedConnector {
             }
             let local = self.routes.lock().unwrap().get(&address).copied();
             match local {
-                Some(local) => Ok(Box::new(TcpStream::connect(local).await?) as Box<dyn Upstream>),
+                Some(local) => TcpStream::connect(local).await,
                 None => Err(io::Error::new(
                     io::ErrorKind::ConnectionRefused,
                     "nothing listens there",

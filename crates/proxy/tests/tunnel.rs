@@ -1,0 +1,95 @@
+//! A CONNECT tunnel's bytes move by `splice(2)` between the sockets: what a client sent with its
+//! CONNECT head arrives first, a half-close reaches the other side while answers still come
+//! back, and the byte cap holds (`tunnel_pipes.rs`: an idle tunnel holds no pipe).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use airlock_policy::{EgressPolicy, Profile};
+use airlock_proxy::ProxyLimits;
+use support::{Harness, echo_upstream, read_head, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+const CONNECT: &[u8] = b"CONNECT 93.184.216.34:443 HTTP/1.1\r\nHost: x\r\n\r\n";
+
+fn policy() -> EgressPolicy {
+    EgressPolicy::new(Profile::Public, None, std::iter::empty()).unwrap()
+}
+
+async fn tunnel(limits: ProxyLimits) -> (Harness, UnixStream) {
+    let harness = Harness::start(policy(), limits);
+    harness
+        .connector
+        .route("93.184.216.34:443", echo_upstream().await);
+    let mut client = harness.client().await;
+    client.write_all(CONNECT).await.unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200"));
+    (harness, client)
+}
+
+#[tokio::test]
+async fn bytes_sent_with_the_connect_head_arrive_first() {
+    let harness = Harness::start(policy(), ProxyLimits::default());
+    harness
+        .connector
+        .route("93.184.216.34:443", echo_upstream().await);
+    let mut client = harness.client().await;
+    // A client that does not wait for the 200: the parser has read these bytes already.
+    let mut sent = CONNECT.to_vec();
+    sent.extend_from_slice(b"early bytes");
+    client.write_all(&sent).await.unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200"));
+    client.write_all(b", then more").await.unwrap();
+    let mut echoed = [0_u8; 22];
+    within(client.read_exact(&mut echoed)).await.unwrap();
+    assert_eq!(&echoed, b"early bytes, then more");
+}
+
+#[tokio::test]
+async fn a_half_close_reaches_upstream_and_the_answer_still_comes_back() {
+    let (harness, mut client) = tunnel(ProxyLimits::default()).await;
+    let payload: Vec<u8> = (0..300_000_u32).map(|i| (i % 253) as u8).collect();
+    client.write_all(&payload).await.unwrap();
+    // The echo server ends its copy (and closes) only once it sees our end of stream.
+    client.shutdown().await.unwrap();
+    let mut echoed = Vec::new();
+    within(client.read_to_end(&mut echoed)).await.unwrap();
+    assert_eq!(echoed.len(), payload.len());
+    assert!(echoed == payload);
+    let stats = harness.proxy.stats();
+    assert_eq!(stats.bytes_up, payload.len() as u64);
+    assert_eq!(stats.bytes_down, payload.len() as u64);
+}
+
+#[tokio::test]
+async fn a_tunnel_is_cut_at_the_byte_cap() {
+    let cap = 64 * 1024;
+    let (harness, mut client) = tunnel(ProxyLimits {
+        max_bytes_per_connection: cap,
+        ..ProxyLimits::default()
+    })
+    .await;
+    let payload = vec![7_u8; 512 * 1024];
+    let (mut read, mut write) = client.split();
+    let ((), echoed) = tokio::join!(
+        async {
+            // The proxy stops reading at the cap and closes: the rest may not be accepted.
+            let _ = write.write_all(&payload).await;
+        },
+        async {
+            let mut echoed = Vec::new();
+            let _ = within(read.read_to_end(&mut echoed)).await;
+            echoed
+        }
+    );
+    let stats = harness.proxy.stats();
+    assert!(
+        stats.bytes_up + stats.bytes_down <= cap,
+        "{} up and {} down through a {cap}-byte cap",
+        stats.bytes_up,
+        stats.bytes_down
+    );
+    assert!(echoed.len() < payload.len(), "{}", echoed.len());
+}
