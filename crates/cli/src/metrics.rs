@@ -40,6 +40,22 @@ pub(crate) struct Direction {
     direction: &'static str,
 }
 
+/// How a task's browser started: `warm` (from the pool) or `cold` (the pool was empty).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Start {
+    start: &'static str,
+}
+
+impl Metrics {
+    /// The pool's claims so far (the driver counts them; a counter only moves forward).
+    pub(crate) fn set_pool_claims(&self, (warm, cold): (u64, u64)) {
+        for (start, total) in [("warm", warm), ("cold", cold)] {
+            let counter = self.warm_pool_claims.get_or_create(&Start { start });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+}
+
 /// Every metric the server exports.
 pub(crate) struct Metrics {
     registry: Registry,
@@ -49,6 +65,10 @@ pub(crate) struct Metrics {
     pub(crate) ready: Gauge,
     pub(crate) direct_sessions: Gauge,
     pub(crate) warm_sessions: Gauge,
+    /// What the warm pool means to hold now (it grows with demand up to `--pool-max`).
+    pub(crate) warm_pool_target: Gauge,
+    /// Tasks that asked the warm pool, by whether they found a browser.
+    pub(crate) warm_pool_claims: Family<Start, Counter>,
     pub(crate) warm_cdp_browsers: Gauge,
     /// 1 while a warm pool's last attempt to make a browser failed (the reason is in `/readyz`
     /// for a caller with a token, and in the log).
@@ -80,6 +100,8 @@ impl Metrics {
             ready: Gauge::default(),
             direct_sessions: Gauge::default(),
             warm_sessions: Gauge::default(),
+            warm_pool_target: Gauge::default(),
+            warm_pool_claims: Family::default(),
             warm_cdp_browsers: Gauge::default(),
             warm_pool_failing: Gauge::default(),
             unasked_requests: Gauge::default(),
@@ -120,11 +142,6 @@ impl Metrics {
             "ready",
             "1 while the server takes new tasks, 0 while draining",
             metrics.ready.clone(),
-        );
-        registry.register(
-            "direct_sessions",
-            "MCP sessions holding a sealed browser (--direct)",
-            metrics.direct_sessions.clone(),
         );
         metrics.register_pools(&mut registry);
         metrics.register_cdp(&mut registry);
@@ -219,9 +236,24 @@ impl Metrics {
     /// The warm pools' metrics.
     fn register_pools(&self, registry: &mut Registry) {
         registry.register(
+            "direct_sessions",
+            "MCP sessions holding a sealed browser (--direct)",
+            self.direct_sessions.clone(),
+        );
+        registry.register(
             "warm_sessions",
             "Sealed browsers ready in the warm pool",
             self.warm_sessions.clone(),
+        );
+        registry.register(
+            "warm_pool_target",
+            "Sealed browsers the warm pool means to hold now: from --pool-size up to --pool-max with the last minute's tasks",
+            self.warm_pool_target.clone(),
+        );
+        registry.register(
+            "warm_pool_claims",
+            "Tasks that asked the warm pool for a browser, by start: warm (one was ready) or cold (it was empty)",
+            self.warm_pool_claims.clone(),
         );
         registry.register(
             "accept_failures",
@@ -311,5 +343,24 @@ mod tests {
         let text = metrics.encode();
         assert!(text.contains("airlock_warm_pool_failing 1"), "{text}");
         assert!(text.contains("# HELP airlock_warm_pool_failing"), "{text}");
+    }
+
+    #[test]
+    fn the_pools_claims_are_its_own_totals_however_often_scraped() {
+        let metrics = Metrics::new(2);
+        metrics.warm_pool_target.set(3);
+        for _ in 0..2 {
+            metrics.set_pool_claims((5, 2));
+        }
+        let text = metrics.encode();
+        assert!(
+            text.contains("airlock_warm_pool_claims_total{start=\"warm\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("airlock_warm_pool_claims_total{start=\"cold\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("airlock_warm_pool_target 3"), "{text}");
     }
 }

@@ -114,9 +114,19 @@ pub struct SettingFlags {
     #[arg(long, env = "AIRLOCK_NO_BROWSER_SANDBOX")]
     pub no_browser_sandbox: bool,
     /// Sealed browsers kept ready before tasks ask for them, each used by one task (0–8; default
-    /// 0 for `task` and `browse`, 1 for `mcp` and `serve`).
-    #[arg(long, env = "AIRLOCK_POOL_SIZE", value_name = "N")]
+    /// 0 for `task` and `browse`, 1 for `mcp` and `serve`); with --pool-max, the fewest kept.
+    #[arg(
+        long,
+        visible_alias = "pool-min",
+        env = "AIRLOCK_POOL_SIZE",
+        value_name = "N"
+    )]
     pub pool_size: Option<usize>,
+    /// The most sealed browsers kept ready while tasks arrive (up to 8): the pool grows from
+    /// --pool-size with the last minute's arrivals and the tasks that found it empty, and falls
+    /// back after a minute with none. Default: the pool size (a fixed pool).
+    #[arg(long, env = "AIRLOCK_POOL_MAX", value_name = "N")]
+    pub pool_max: Option<usize>,
     /// Seconds a warm browser may wait before it is replaced (10–86400; default 600).
     #[arg(long, env = "AIRLOCK_POOL_MAX_AGE", value_name = "SECONDS")]
     pub pool_max_age: Option<u64>,
@@ -153,5 +163,6 @@ pub(crate) struct FileSettings {
     pub(crate) browser_sandbox: Option<bool>,
     pub(crate) runtime: Option<String>,
     pub(crate) pool_size: Option<usize>,
+    pub(crate) pool_max: Option<usize>,
     pub(crate) pool_max_age: Option<u64>,
 }

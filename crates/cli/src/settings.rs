@@ -325,6 +325,26 @@ impl Resolver<'_> {
                 "--pool-size {pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_POOL_SIZE)"
             );
         }
+        // 0: as many as the pool size (a fixed pool).
+        let pool_max = self.pick(
+            "pool_max",
+            "AIRLOCK_POOL_MAX",
+            flags.pool_max,
+            file.pool_max,
+            0,
+            |v| {
+                if *v == 0 {
+                    "the pool size".to_owned()
+                } else {
+                    v.to_string()
+                }
+            },
+        );
+        if pool_max > 8 || (pool_max != 0 && pool_max < pool_size) {
+            bail!(
+                "--pool-max {pool_max} must be from the pool size ({pool_size}) to 8: the pool grows from its size to this while tasks arrive (AIRLOCK_POOL_MAX)"
+            );
+        }
         if !(10..=86_400).contains(&pool_max_age) {
             bail!(
                 "--pool-max-age {pool_max_age} is out of range: use 10 to 86400 seconds (AIRLOCK_POOL_MAX_AGE)"
@@ -332,6 +352,7 @@ impl Resolver<'_> {
         }
         Ok(PoolConfig {
             size: pool_size,
+            max_size: pool_max,
             max_age: Duration::from_secs(pool_max_age),
             task_timeout,
             // `serve` and `cdp` set the CDP pool from their own flags.

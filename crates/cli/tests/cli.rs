@@ -110,6 +110,10 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert_eq!(row(&table, "allow").0, "127.0.0.1:8080");
     assert_eq!(row(&table, "max_output_chars"), ("10000", "default"));
     assert_eq!(row(&table, "browser_sandbox"), ("on", "default"));
+    assert_eq!(row(&table, "pool_max"), ("the pool size", "default"));
+    let adaptive = settings_table(airlock().args(["doctor", "--pool-min", "1", "--pool-max", "4"]));
+    assert_eq!(row(&adaptive, "pool_size"), ("1", "flag"));
+    assert_eq!(row(&adaptive, "pool_max"), ("4", "flag"));
 
     // Chromium's sandbox goes off only when asked, from any of the three places.
     let off = |command: &mut Command| {
@@ -167,6 +171,12 @@ fn bad_values_name_the_setting_and_the_fix() {
             None,
             "--out",
         ),
+        (
+            vec!["task", "x", "--pool-min", "3", "--pool-max", "2"],
+            None,
+            "--pool-max 2 must be from the pool size (3) to 8",
+        ),
+        (vec!["task", "x", "--pool-max", "9"], None, "--pool-max 9"),
     ] {
         let mut command = airlock();
         command

@@ -50,8 +50,14 @@ pub struct DriverConfig {
 /// The warm pool: how many sealed browsers wait, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolConfig {
-    /// Sessions kept ready; 0 for none (every task starts cold).
+    /// Sessions kept ready at least; 0 for none while no task arrives.
     pub size: usize,
+    /// Sessions kept ready at most while tasks arrive (the pool grows with the arrivals of the
+    /// last `demand_window` and the tasks that found it empty, and falls back to `size` after a
+    /// window with no arrival); `size` or less for a pool of exactly `size`.
+    pub max_size: usize,
+    /// How far back the pool looks at arrivals.
+    pub demand_window: Duration,
     /// A warm session older than this is replaced.
     pub max_age: Duration,
     /// The longest task a warm session may serve (the task time limit), so its container's own
@@ -67,6 +73,8 @@ impl Default for PoolConfig {
     fn default() -> Self {
         Self {
             size: 0,
+            max_size: 0,
+            demand_window: Duration::from_secs(60),
             max_age: Duration::from_secs(600),
             task_timeout: Duration::from_secs(300),
             cdp_size: 0,

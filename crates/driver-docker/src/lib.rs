@@ -19,6 +19,7 @@
 
 mod cdp;
 mod config;
+mod demand;
 mod download_input;
 mod error;
 mod exec;
@@ -281,23 +282,29 @@ impl DockerDriver {
         Ok(prepared.into_cdp(false, scope, &self.maker.unasked))
     }
 
-    /// Start keeping `config.pool.size` browsers warm (nothing if 0, or if already started). Call
-    /// after [`BrowserDriver::check`] passed, so a pool is never filled on a setup that cannot
-    /// run tasks; [`DockerDriver::shutdown`] removes what it holds.
+    /// Start keeping `config.pool.size` (to `max_size`) browsers warm (nothing if both are 0,
+    /// or if already started). Call after [`BrowserDriver::check`] passed, so a pool is never
+    /// filled on a setup that cannot run tasks; [`DockerDriver::shutdown`] removes what it holds.
     pub fn start_pool(&self) -> Result<(), DriverError> {
         let pool = self.config.pool;
-        for (size, lease, kind, slot) in [
-            (pool.size, pool.task_timeout, Kind::AgentBrowser, &self.pool),
-            (pool.cdp_size, pool.cdp_lease, Kind::Cdp, &self.cdp_pool),
+        let sizes = (pool.size, pool.max_size.max(pool.size));
+        for (sizes, lease, kind, slot) in [
+            (sizes, pool.task_timeout, Kind::AgentBrowser, &self.pool),
+            (
+                (pool.cdp_size, pool.cdp_size),
+                pool.cdp_lease,
+                Kind::Cdp,
+                &self.cdp_pool,
+            ),
         ] {
-            if size == 0 || slot.get().is_some() {
+            if sizes.1 == 0 || slot.get().is_some() {
                 continue;
             }
             refuse_root(current_user().0, self.user.0)?;
             let lifetime = pool.max_age + lease + self.config.lifetime_grace;
             let _ = slot.set(pool::Pool::start(
                 Arc::clone(&self.maker),
-                size,
+                demand::Demand::new(sizes.0, sizes.1, pool.demand_window),
                 pool.max_age,
                 lifetime,
                 kind,
@@ -318,6 +325,17 @@ impl DockerDriver {
     /// Warm sessions ready now (0 without a pool).
     pub fn warm_sessions(&self) -> usize {
         self.pool.get().map_or(0, pool::Pool::ready_count)
+    }
+
+    /// Warm sessions the pool means to hold now, from the tasks it has seen (0 without a pool).
+    pub fn pool_target(&self) -> usize {
+        self.pool.get().map_or(0, pool::Pool::target)
+    }
+
+    /// Tasks that took a warm session, and tasks that found the pool empty (both 0 without a
+    /// pool).
+    pub fn pool_claims(&self) -> (u64, u64) {
+        self.pool.get().map_or((0, 0), pool::Pool::claims)
     }
 
     /// Warm CDP browsers ready now (0 without a CDP pool).

@@ -1,6 +1,8 @@
 //! The warm pool: sealed browsers made before they are asked for, each given to exactly one task
-//! and then destroyed. A filler task keeps `size` sessions ready, replaces any older than
-//! `max_age`, and backs off (remembering why) when it cannot make one. Taking checks that the
+//! and then destroyed. A filler task keeps sessions ready (as many as `demand.rs` asks for now,
+//! between the pool's minimum and maximum: more while tasks arrive, the minimum again after a
+//! quiet window), replaces any older than `max_age`, and backs off (remembering why) when it
+//! cannot make one. Taking checks that the
 //! session still answers; a dead one is removed and the next (or a cold start) is used instead,
 //! so the task never notices.
 //!
@@ -18,6 +20,7 @@
 //! pool empty for long.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::demand::Demand;
 use crate::refill_wait::{REFILL_WAIT_LIMIT, Unanswered, Yield};
 use crate::session::{Kind, Maker, Prepared};
 use crate::sync::lock;
@@ -42,7 +46,11 @@ pub(crate) struct Pool {
 
 struct Shared {
     maker: Arc<Maker>,
-    size: usize,
+    /// How many to hold, from the tasks seen.
+    demand: Mutex<Demand>,
+    /// Tasks that found a browser ready, and that did not.
+    warm_claims: AtomicU64,
+    cold_claims: AtomicU64,
     max_age: Duration,
     /// How long a warm container may live: waiting in the pool, then running a task.
     lifetime: Duration,
@@ -58,11 +66,11 @@ struct Shared {
 }
 
 impl Pool {
-    /// Start filling: `size` sessions, each replaced after `max_age`; a warm container exits by
-    /// itself after `lifetime` even if nobody removes it (a killed owner).
+    /// Start filling: as many sessions as `demand` asks for, each replaced after `max_age`; a
+    /// warm container exits by itself after `lifetime` even if nobody removes it (a killed owner).
     pub(crate) fn start(
         maker: Arc<Maker>,
-        size: usize,
+        demand: Demand,
         max_age: Duration,
         lifetime: Duration,
         kind: Kind,
@@ -70,7 +78,9 @@ impl Pool {
         let stop = CancellationToken::new();
         let shared = Arc::new(Shared {
             maker,
-            size,
+            demand: Mutex::new(demand),
+            warm_claims: AtomicU64::new(0),
+            cold_claims: AtomicU64::new(0),
             max_age,
             lifetime,
             kind,
@@ -90,16 +100,25 @@ impl Pool {
     /// A ready session that still answers, if there is one. Stale or dead ones met on the way
     /// are removed; the filler is woken to make more.
     pub(crate) async fn take(&self) -> Option<Prepared> {
+        let taken = self.take_answering().await;
+        let claims = if taken.is_some() {
+            &self.shared.warm_claims
+        } else {
+            &self.shared.cold_claims
+        };
+        claims.fetch_add(1, Ordering::Relaxed);
+        lock(&self.shared.demand).arrived(Instant::now(), taken.is_some());
+        self.shared.taken.notify_one();
+        taken
+    }
+
+    async fn take_answering(&self) -> Option<Prepared> {
         loop {
             let candidate = lock(&self.shared.ready).pop_front();
-            let Some(mut prepared) = candidate else {
-                self.shared.taken.notify_one();
-                return None;
-            };
+            let mut prepared = candidate?;
             let fresh = prepared.made_at.elapsed() < self.shared.max_age;
             if fresh && prepared.answers(&self.shared.maker).await {
                 self.shared.unanswered.add(prepared.first_answer.clone());
-                self.shared.taken.notify_one();
                 return Some(prepared);
             }
             if fresh {
@@ -119,6 +138,19 @@ impl Pool {
     /// Sessions ready now.
     pub(crate) fn ready_count(&self) -> usize {
         lock(&self.shared.ready).len()
+    }
+
+    /// Sessions the pool means to hold now.
+    pub(crate) fn target(&self) -> usize {
+        lock(&self.shared.demand).target(Instant::now())
+    }
+
+    /// Tasks that found a browser ready, and tasks that found the pool empty, so far.
+    pub(crate) fn claims(&self) -> (u64, u64) {
+        (
+            self.shared.warm_claims.load(Ordering::Relaxed),
+            self.shared.cold_claims.load(Ordering::Relaxed),
+        )
     }
 
     /// Why the last attempt to make a session failed, if it did.
@@ -165,14 +197,35 @@ async fn fill(shared: Arc<Shared>) {
         for prepared in expired {
             prepared.dispose(&shared.maker.unasked).await;
         }
-        if lock(&shared.ready).len() < shared.size {
+        let target = lock(&shared.demand).target(Instant::now());
+        // Demand fell: the oldest browsers past the target go (each would age out first).
+        let surplus: Vec<Prepared> = {
+            let mut ready = lock(&shared.ready);
+            let extra = ready.len().saturating_sub(target);
+            ready.drain(..extra).collect()
+        };
+        if !surplus.is_empty() {
+            tracing::info!(
+                target,
+                removed = surplus.len(),
+                "the warm pool shrinks with demand"
+            );
+        }
+        for prepared in surplus {
+            prepared.dispose(&shared.maker.unasked).await;
+        }
+        if lock(&shared.ready).len() < target {
             // Not raced against the stop: a half-made session would be undone on a task of its
             // own that a closing runtime may never run. Making one is bounded; then it goes.
             let patience = Yield::new(&shared.unanswered, Instant::now() + REFILL_WAIT_LIMIT);
+            let began = Instant::now();
             let made = shared
                 .maker
                 .prepare(shared.lifetime, Some(patience), shared.kind)
                 .await;
+            if made.is_ok() {
+                lock(&shared.demand).made(began.elapsed());
+            }
             if shared.stop.is_cancelled() {
                 if let Ok(prepared) = made {
                     prepared.dispose(&shared.maker.unasked).await;
@@ -187,7 +240,7 @@ async fn fill(shared: Arc<Shared>) {
                         ready.push_back(prepared);
                         ready.len()
                     };
-                    tracing::info!(container = %name, ready, kind = ?shared.kind, "a warm browser is ready");
+                    tracing::info!(container = %name, ready, target, kind = ?shared.kind, "a warm browser is ready");
                     *lock(&shared.last_error) = None;
                     backoff = FIRST_BACKOFF;
                 }
@@ -203,16 +256,18 @@ async fn fill(shared: Arc<Shared>) {
             }
             continue;
         }
-        // Full: wait for a take, for the oldest to age out, or for the stop.
+        // Full: wait for a take, for the oldest to age out, for demand to fall, or for the stop.
         let oldest_age = lock(&shared.ready)
             .front()
             .map_or(Duration::ZERO, |prepared| prepared.made_at.elapsed());
+        let aged_out = Instant::now() + shared.max_age.saturating_sub(oldest_age);
+        let falls = lock(&shared.demand).next_fall(Instant::now());
         tokio::select! {
             () = shared.taken.notified() => {
                 let until = Instant::now() + REFILL_WAIT_LIMIT;
                 shared.unanswered.settled_until(until).await;
             }
-            () = tokio::time::sleep(shared.max_age.saturating_sub(oldest_age)) => {}
+            () = tokio::time::sleep_until(falls.map_or(aged_out, |falls| falls.min(aged_out))) => {}
             () = shared.stop.cancelled() => return,
         }
     }
@@ -244,7 +299,7 @@ mod tests {
     async fn a_pool_dropped_without_shutdown_stops_filling() {
         let pool = Pool::start(
             failing_maker(),
-            1,
+            Demand::new(1, 1, Duration::from_secs(60)),
             Duration::from_secs(600),
             Duration::from_secs(60),
             Kind::AgentBrowser,

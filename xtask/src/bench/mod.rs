@@ -283,6 +283,8 @@ fn prepare(root: &Path) -> anyhow::Result<PathBuf> {
         "airlock-driver-docker",
         "--example",
         "bench",
+        "--example",
+        "pool_burst",
     ]))?;
     run_loud(Command::new(env!("CARGO")).args([
         "build",

@@ -85,6 +85,80 @@ pub(super) fn pool(
     }
     let _ = writeln!(report);
     claims(root, site, claims_count, report);
+    burst(root, site, rounds.min(2), report);
+}
+
+/// The contenders of the burst: (min, max) browsers.
+const BURST_POOLS: [(usize, usize); 3] = [(4, 4), (1, 4), (1, 1)];
+
+/// Bursts of tasks arriving faster than one browser starts: a fixed pool of the maximum, the
+/// adaptive pool from 1 to that maximum, and a fixed pool of its minimum, in alternation.
+fn burst(root: &Path, site: u16, rounds: usize, report: &mut String) {
+    eprintln!("== warm pool: bursts, fixed 4 against 1 to 4 and fixed 1 ({rounds} rounds)");
+    let pages = format!("http://127.0.0.1:{site}/page-{{n}}.html");
+    let binary = root.join("target/release/examples/pool_burst");
+    let mut times = [Samples::default(), Samples::default(), Samples::default()];
+    let mut warm = [(0_u64, 0_u64); 3];
+    let mut seconds = [Vec::new(), Vec::new(), Vec::new()];
+    for round in 0..total_rounds(rounds) {
+        for index in rotation(round, BURST_POOLS.len()) {
+            let (min, max) = BURST_POOLS[index];
+            let run = crate::util::output(
+                std::process::Command::new("runuser")
+                    .args(["-u", crate::integration::TEST_USER, "--"])
+                    .arg(&binary)
+                    .args(["2", &pages])
+                    .env("AIRLOCK_BENCH_POOL_MIN", min.to_string())
+                    .env("AIRLOCK_BENCH_POOL_MAX", max.to_string()),
+            )
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text.trim()).ok());
+            if is_warmup(round) {
+                continue;
+            }
+            let Some(run) = run else {
+                times[index].record(None);
+                continue;
+            };
+            warm[index].0 += run["warm"].as_u64().unwrap_or(0);
+            warm[index].1 += run["tasks"].as_u64().unwrap_or(0);
+            seconds[index].extend(run["seconds"].as_f64());
+            for time in run["times_ms"].as_array().into_iter().flatten() {
+                times[index].record(time.as_f64());
+            }
+        }
+    }
+    let _ = writeln!(
+        report,
+        "## Warm pool: bursts\n\n\
+         Two bursts of 4 tasks 250 ms apart (faster than one browser starts), 20 s between them \
+         (`pool_burst`), {rounds} runs each after a warm-up; each contender starts with its \
+         minimum ready. A task: a session, a fresh 100-subresource page, a snapshot, dispose; \
+         its time runs from its arrival to its snapshot.\n\n\
+         | pool (min to max) | tasks started warm | task time median ms | p90 ms | ratio (median) \
+         | run s (median) | failed |\n|---|---|---|---|---|---|---|"
+    );
+    let base = times[0].summary().map(|s| s.median);
+    for (index, (min, max)) in BURST_POOLS.iter().enumerate() {
+        let summary = times[index].summary();
+        let cell = |value: Option<f64>| value.map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"));
+        let ratio = match (summary.map(|s| s.median), base) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}x", v / b),
+            _ => "–".to_owned(),
+        };
+        let run_seconds = super::stats::median(&seconds[index]);
+        let _ = writeln!(
+            report,
+            "| {min} to {max} | {} of {} | {} | {} | {ratio} | {} | {} |",
+            warm[index].0,
+            warm[index].1,
+            cell(summary.map(|s| s.median)),
+            cell(summary.map(|s| s.p90)),
+            run_seconds.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}")),
+            times[index].failed(),
+        );
+    }
+    let _ = writeln!(report);
 }
 
 /// Many claims from a warm pool (take → session ready): its median and its tail.
@@ -103,12 +177,14 @@ fn claims(root: &Path, site: u16, count: usize, report: &mut String) {
         |q: f64| nearest_rank(&claims, q).map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
     let _ = writeln!(
         report,
-        "## Warm pool: claims
-
-         {count} claims from a pool of 2 (`bench claims`), each disposed at once; a claim waits only \
-         for one warm browser, so most are made while the pool starts another. A claim is task \
-         requested → session ready: a warm session taken, its container checked, unpaused and \
-         given its CPU weight.\n\n         | claims | p50 ms | p90 ms | p99 ms | max ms | found the pool empty (cold) |\n|---|---|---|---|---|---|\n         | {} | {} | {} | {} | {} | {cold} |\n",
+        "## Warm pool: claims\n\n\
+         {count} claims from a pool of 2 (`bench claims`), each disposed at once; a claim waits \
+         only for one warm browser, so most are made while the pool starts another. A claim is \
+         task requested → session ready: a warm session taken, its container checked, unpaused \
+         and given its CPU weight.\n\n\
+         | claims | p50 ms | p90 ms | p99 ms | max ms | found the pool empty (cold) |\n\
+         |---|---|---|---|---|---|\n\
+         | {} | {} | {} | {} | {} | {cold} |\n",
         claims.len(),
         shown(0.5),
         shown(0.9),

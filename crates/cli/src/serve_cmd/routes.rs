@@ -195,6 +195,11 @@ async fn metrics(State(app): State<App>) -> Response<Body> {
         .metrics
         .warm_sessions
         .set(i64::try_from(warm).unwrap_or(i64::MAX));
+    app.gate
+        .metrics
+        .warm_pool_target
+        .set(i64::try_from(app.driver.pool_target()).unwrap_or(i64::MAX));
+    app.gate.metrics.set_pool_claims(app.driver.pool_claims());
     let warm_cdp = app.driver.warm_cdp_browsers();
     app.gate
         .metrics

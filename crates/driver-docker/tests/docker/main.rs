@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod adaptive_pool;
 mod runner_pool;
 mod sandbox;
 mod unasked;
