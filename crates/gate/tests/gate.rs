@@ -180,6 +180,25 @@ fn docker(host: Option<&Path>, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// The name of a running container gate `id` made.
+fn made_through(id: &str) -> String {
+    let (_, listed) = docker(
+        None,
+        &[
+            "ps",
+            "--filter",
+            &format!("label=airlock.gate={id}"),
+            "--format",
+            "{{.Names}}",
+        ],
+    );
+    listed
+        .lines()
+        .next()
+        .expect("a container made through the gate")
+        .to_owned()
+}
+
 /// A container made straight on dockerd (not through the gate), removed on drop.
 struct Foreign(String);
 
@@ -237,21 +256,7 @@ async fn the_driver_works_through_the_gate_and_what_would_own_the_node_is_refuse
         .unwrap();
 
     // A task container, made through the gate.
-    let (_, listed) = docker(
-        None,
-        &[
-            "ps",
-            "--filter",
-            &format!("label=airlock.gate={id}"),
-            "--format",
-            "{{.Names}}",
-        ],
-    );
-    let task = listed
-        .lines()
-        .next()
-        .expect("a container made through the gate")
-        .to_owned();
+    let task = made_through(&id);
 
     // What would own the node, each refused with its reason.
     let (ok, said) = docker(
@@ -475,21 +480,7 @@ async fn a_known_name_taken_by_another_container_reaches_nothing() {
         .unwrap();
     let session = driver.start(context()).await.unwrap();
     assert!(open_page(&session, site).await.contains("Moved"));
-    let (_, listed) = docker(
-        None,
-        &[
-            "ps",
-            "--filter",
-            &format!("label=airlock.gate={id}"),
-            "--format",
-            "{{.Names}}",
-        ],
-    );
-    let name = listed
-        .lines()
-        .next()
-        .expect("the session's container")
-        .to_owned();
+    let name = made_through(&id);
     let (ok, said) = docker(None, &["rm", "-f", &name]);
     assert!(ok, "{said}");
     let newcomer = Foreign::run(&name, &["airlock.task=newcomer"]);

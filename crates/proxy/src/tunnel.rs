@@ -133,31 +133,26 @@ trait Socket: AsFd {
     -> io::Result<R>;
 }
 
-impl Socket for TcpStream {
-    async fn wait(&self, interest: Interest) -> io::Result<()> {
-        self.ready(interest).await.map(|_| ())
-    }
-    fn attempt<R>(
-        &self,
-        interest: Interest,
-        call: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.try_io(interest, call)
-    }
+/// Tokio's two stream types have the same readiness methods, but no trait of their own for them.
+macro_rules! socket {
+    ($stream:ty) => {
+        impl Socket for $stream {
+            async fn wait(&self, interest: Interest) -> io::Result<()> {
+                self.ready(interest).await.map(|_| ())
+            }
+            fn attempt<R>(
+                &self,
+                interest: Interest,
+                call: impl FnOnce() -> io::Result<R>,
+            ) -> io::Result<R> {
+                self.try_io(interest, call)
+            }
+        }
+    };
 }
 
-impl Socket for UnixStream {
-    async fn wait(&self, interest: Interest) -> io::Result<()> {
-        self.ready(interest).await.map(|_| ())
-    }
-    fn attempt<R>(
-        &self,
-        interest: Interest,
-        call: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.try_io(interest, call)
-    }
-}
+socket!(TcpStream);
+socket!(UnixStream);
 
 /// Fails with `TimedOut` once `idle` passes with no progress either way.
 async fn watch_idle(shared: &Shared, idle: Duration) -> io::Error {
