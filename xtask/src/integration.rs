@@ -139,6 +139,7 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     let egress_before = egress_dirs();
     let log_dir = tempfile_dir()?;
     let log = format!("{log_dir}/docker-tests.log");
+    let artifacts_text = artifacts_dir(&root, as_root)?;
     let image = crate::image::default_tag();
     let root_text = root.display().to_string();
     // Every test binary runs, as the non-root user, with Docker required: a Docker test in any
@@ -154,6 +155,7 @@ pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         ("INSTA_UPDATE", "no"),
         ("AIRLOCK_TEST_PYTHON", python.as_str()),
         ("AIRLOCK_TEST_NODE_MODULES", node_modules.as_str()),
+        ("AIRLOCK_TEST_ARTIFACTS", artifacts_text.as_str()),
     ];
     let test_command = |binary: &str| test_command(binary, as_root, &root, &env);
     for ((package, target), binary) in &binaries {
@@ -283,6 +285,21 @@ fn report(
         }
     }
     problems
+}
+
+/// Where the tests keep what a person should look at afterwards (a task's record, screenshots
+/// of its page): `target/test-artifacts`, writable by the test user.
+fn artifacts_dir(root: &Path, as_root: bool) -> anyhow::Result<String> {
+    let artifacts = root.join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts)?;
+    if as_root {
+        run_loud(
+            Command::new("chown")
+                .args(["-R", TEST_USER])
+                .arg(&artifacts),
+        )?;
+    }
+    Ok(artifacts.display().to_string())
 }
 
 /// One test binary's command: as the test user when run as root, with Docker required.

@@ -12,6 +12,7 @@ mod metrics;
 mod output;
 mod privsep;
 mod proxy_cmd;
+mod record_page;
 mod scope_request;
 mod secret_flags;
 mod serve_cmd;

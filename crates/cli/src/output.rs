@@ -12,21 +12,26 @@ use anyhow::{Context, bail};
 /// Make `dir` (mode 0700) if missing. An existing one must be a real directory (not a symlink)
 /// that this user owns and nobody else can write to, so no one can swap or plant files in it.
 pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    prepare_dir_for("--out", dir)
+}
+
+/// [`prepare_dir`] for the directory given as `flag`, which its errors name.
+pub fn prepare_dir_for(flag: &str, dir: &Path) -> anyhow::Result<()> {
     match fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_symlink() => {
             bail!(
-                "--out {} is a symlink: give a real directory",
+                "{flag} {} is a symlink: give a real directory",
                 dir.display()
             )
         }
-        Ok(meta) if !meta.is_dir() => bail!("--out {} is not a directory", dir.display()),
+        Ok(meta) if !meta.is_dir() => bail!("{flag} {} is not a directory", dir.display()),
         Ok(meta) if meta.uid() != current_uid() => bail!(
-            "--out {} belongs to uid {}, not to you: give a directory of your own (or a new path, which is created 0700)",
+            "{flag} {} belongs to uid {}, not to you: give a directory of your own (or a new path, which is created 0700)",
             dir.display(),
             meta.uid()
         ),
         Ok(meta) if meta.mode() & 0o022 != 0 => bail!(
-            "--out {} can be written by other users (mode {:o}): run `chmod go-w {}`, or give a private directory",
+            "{flag} {} can be written by other users (mode {:o}): run `chmod go-w {}`, or give a private directory",
             dir.display(),
             meta.mode() & 0o7777,
             dir.display()
@@ -36,8 +41,8 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("creating --out {}", dir.display())),
-        Err(error) => Err(error).with_context(|| format!("checking --out {}", dir.display())),
+            .with_context(|| format!("creating {flag} {}", dir.display())),
+        Err(error) => Err(error).with_context(|| format!("checking {flag} {}", dir.display())),
     }
 }
 
@@ -125,6 +130,20 @@ pub fn save_downloads(dir: &Path, files: &[Download]) -> anyhow::Result<Vec<Path
         saved.push(write_new(dir, names, &file.data)?);
     }
     Ok(saved)
+}
+
+/// Write `<stem>.<ext>` (mode 0600), or `<stem>-<n>.<ext>` where that exists.
+pub fn save_named(
+    flag: &str,
+    dir: &Path,
+    stem: &str,
+    ext: &str,
+    bytes: &[u8],
+) -> anyhow::Result<PathBuf> {
+    prepare_dir_for(flag, dir)?;
+    let names = std::iter::once(format!("{stem}.{ext}"))
+        .chain((2..).map(|number| format!("{stem}-{number}.{ext}")));
+    write_new(dir, names, bytes)
 }
 
 /// Write `bytes` (mode 0600) under the first of `names` that does not exist in `dir`.

@@ -27,6 +27,10 @@ pub struct TaskArgs {
     /// Write kept screenshots here (created 0700 if missing; files 0600; nothing is overwritten).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write the task's flight record here: `record.json` and `record.html`, a page that opens
+    /// offline (created 0700 if missing; files 0600; nothing is overwritten).
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
     /// Print the whole result as JSON instead of the report.
     #[arg(long)]
     json: bool,
@@ -105,6 +109,9 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
+    if let Some(dir) = &args.record {
+        crate::output::prepare_dir_for("--record", dir).map_err(crate::bad_input)?;
+    }
     // The lease is held until the task ends: a second task on its context is refused meanwhile.
     let (state, lease) = starting_state(args, &settings.scope).map_err(crate::bad_input)?;
     let uploads = crate::state_file::uploads(&args.files).map_err(crate::bad_input)?;
@@ -139,8 +146,26 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         uploads,
         max_download_bytes: settings.max_download_bytes,
     };
-    let mut result = runner.run(request, cancel).await?;
+    let (mut result, record) = match &args.record {
+        Some(_) => {
+            let (result, record) = runner.run_recorded(request, cancel, None).await?;
+            (result, Some(record))
+        }
+        None => (runner.run(request, cancel).await?, None),
+    };
     driver.shutdown().await;
+    if let (Some(dir), Some(record)) = (&args.record, &record) {
+        let json = serde_json::to_vec_pretty(record)?;
+        let page = crate::record_page::render(record);
+        let json_path = crate::output::save_named("--record", dir, "record", "json", &json)?;
+        let page_path =
+            crate::output::save_named("--record", dir, "record", "html", page.as_bytes())?;
+        eprintln!(
+            "saved the task's record in {} and {}",
+            json_path.display(),
+            page_path.display()
+        );
+    }
     // The state goes to its file or its context, never to stdout.
     if let Some(state) = result.state.take() {
         if let Some(path) = &args.save_state {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use airlock_policy::{check_command, refused_while_secrets_held};
 use airlock_proxy::Outcome;
 use airlock_worker::{
-    BoxFuture, EgressFailure, EgressRefusal, Image, TaskContext, Tool, ToolDefinition, ToolFailure,
-    ToolOutput,
+    BoxFuture, EgressFailure, EgressRefusal, Image, PageSeen, TaskContext, Tool, ToolDefinition,
+    ToolFailure, ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -131,7 +131,41 @@ impl Tool for AgentBrowserTool {
             Ok(output)
         })
     }
+
+    fn page(&self) -> BoxFuture<'_, Option<PageSeen>> {
+        Box::pin(async {
+            let url = self.read_page("url").await?;
+            let title = self.read_page("title").await.unwrap_or_default();
+            Some(PageSeen { url, title })
+        })
+    }
+
+    fn page_screenshot(&self) -> BoxFuture<'_, Option<Image>> {
+        Box::pin(async {
+            // The same rule as the worker's screenshots: none once a secret may show.
+            if self.secret_on_screen.load(Ordering::SeqCst) {
+                return None;
+            }
+            let number = self.screenshots_taken.fetch_add(1, Ordering::Relaxed) + 1;
+            let path = format!("/tmp/airlock-shot-{number}.png");
+            let command = ["agent-browser", "screenshot", path.as_str()].map(str::to_owned);
+            let taken = self
+                .commands
+                .run(&command, None, LOOK_TIMEOUT, LOOK_OUTPUT_BYTES)
+                .await
+                .ok()?;
+            if taken.exit_code != 0 {
+                return None;
+            }
+            self.read_screenshot(&path).await.ok()
+        })
+    }
 }
+
+/// The most a look at the page for the task's record may take.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a look at the page may print (a URL or a title; longer is cut by the record).
+const LOOK_OUTPUT_BYTES: usize = 8 * 1024;
 
 impl AgentBrowserTool {
     /// In a task with an account (secrets, a loaded state, a state to return): whatever the
@@ -340,6 +374,17 @@ impl AgentBrowserTool {
         let data = read
             .map_err(|error| ToolFailure::new(format!("reading the screenshot failed: {error}")))?;
         Ok(Image::png(data))
+    }
+
+    /// `agent-browser get url` (or `title`), for the task's record.
+    async fn read_page(&self, what: &str) -> Option<String> {
+        let command = ["agent-browser", "get", what].map(str::to_owned);
+        let read = self
+            .commands
+            .run(&command, None, LOOK_TIMEOUT, LOOK_OUTPUT_BYTES)
+            .await
+            .ok()?;
+        (read.exit_code == 0).then(|| String::from_utf8_lossy(&read.stdout).trim().to_owned())
     }
 
     /// Tell the worker which requests the proxy refused, or could not complete, since the

@@ -46,6 +46,7 @@ mod kept_output;
 mod limits;
 mod messages;
 mod ports;
+mod record;
 mod run;
 mod scripted;
 mod scrub;
@@ -73,7 +74,12 @@ pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, T
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, KeepRefusal, Model, ModelError,
-    ModelRequest, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+    ModelRequest, PageSeen, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+};
+pub use record::{
+    FlightRecord, MAX_THUMBNAIL_BYTES, RECORD_FORMAT, RECORD_PAGE_CHARS, RECORD_PREVIEW_CHARS,
+    RECORD_STDIN_CHARS, RecordedDownload, RecordedEgress, RecordedStep, RecordedTurn,
+    THUMBNAIL_SIDE, Thumbnail, ThumbnailCause, Verdict,
 };
 pub use run::TaskRunner;
 pub use scripted::{

@@ -87,13 +87,34 @@ impl ToolFailure {
     }
 }
 
+/// A page as the browser shows it, for the task's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PageSeen {
+    /// Its URL.
+    pub url: String,
+    /// Its title.
+    pub title: String,
+}
+
 /// One tool the worker may call.
 pub trait Tool: Send + Sync {
     /// Its definition for the model.
     fn definition(&self) -> ToolDefinition;
     /// Run it. Cancellation drops the returned future; a tool that starts work outside it (a
-    /// process in a container) must bound that work by itself.
+    /// process in a container) must bound that work by itself. A refusal (the driver's policy
+    /// would not run it) is an error whose text begins `Refused:`: the task's record tells it
+    /// apart by that.
     fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>>;
+    /// The page this tool's browser shows now, for a recorded task; `None` from a tool that
+    /// drives no browser (the default) or when the page cannot be read.
+    fn page(&self) -> BoxFuture<'_, Option<PageSeen>> {
+        Box::pin(async { None })
+    }
+    /// A screenshot of the page now, for a recorded task's thumbnail; `None` from a tool that
+    /// drives no browser (the default) or may not take one now (a secret shows on the page).
+    fn page_screenshot(&self) -> BoxFuture<'_, Option<Image>> {
+        Box::pin(async { None })
+    }
 }
 
 /// Ends a browser session: called exactly once, however the task ends.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use airlock_policy::Scope;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::downloads::{Download, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES};
 use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
@@ -41,7 +41,7 @@ pub struct TaskRequest {
 }
 
 /// How a task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Ended {
     /// The worker wrote its report.
@@ -60,7 +60,9 @@ pub enum Ended {
 }
 
 /// How long the parts of the task took, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Timings {
     /// From request to result.
     pub total_ms: u64,
@@ -77,7 +79,9 @@ pub struct Timings {
 }
 
 /// What the worker was shown of its tools' outputs, to weigh what a task cost its context.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ContextUse {
     /// Characters of tool output shown (previews and pages included).
     pub chars_shown: u64,
@@ -166,7 +170,7 @@ pub struct TaskResult {
 }
 
 /// A task's scope as the caller reads it back.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScopeReport {
     /// The names and `*.` wildcards the browser could reach (empty: any public site).
     pub allowed_domains: Vec<String>,

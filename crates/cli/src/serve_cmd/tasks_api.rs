@@ -1,6 +1,6 @@
 //! `POST /v1/tasks`: the task as plain JSON for clients without MCP, shaped like
 //! `airlock task --json` (screenshots inline as base64, since there is no directory to write to),
-//! and `GET /v1/schema`: both shapes as JSON Schema.
+//! and `GET /v1/schema`: both shapes, and a task's flight record, as JSON Schema.
 
 use std::sync::Arc;
 
@@ -38,6 +38,7 @@ pub(crate) fn schema() -> Response<Body> {
     let body = json!({
         "request": schemars::schema_for!(TaskBody),
         "response": response,
+        "record": schemars::schema_for!(airlock_worker::FlightRecord),
         "error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
     });
     json_response(StatusCode::OK, &body)

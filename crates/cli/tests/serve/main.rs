@@ -309,6 +309,7 @@ fn bad_requests_get_clear_answers_and_only_the_probes_go_without_a_token() {
     let schema: Value = serde_json::from_str(&schema).unwrap();
     assert_eq!(schema["request"]["required"], json!(["task"]));
     assert!(schema["response"]["properties"]["usage"].is_object());
+    assert!(schema["record"]["properties"]["steps"].is_object());
 
     let json = "content-type: application/json";
     let cases: Vec<(Vec<String>, String, u16, &str)> = vec![

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +17,7 @@ use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usa
 use crate::ports::{
     BrowserDriver, Dispose, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
 };
+use crate::record::{FlightRecord, Recorder, Verdict, verdict_of};
 use crate::scrub::scrub;
 use crate::shown::shown;
 use crate::state::SessionState;
@@ -26,6 +26,14 @@ use crate::task::{
     Timings, download_instructions, scope_instructions, secret_instructions, upload_instructions,
 };
 use crate::token_budget;
+
+mod recording;
+mod words;
+
+use words::{
+    cancelled_report, error_result, step_limit_result, summarize, task_message, text_of,
+    timed_out_report,
+};
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
 #[derive(Clone)]
@@ -92,6 +100,34 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Result<TaskResult, RunError> {
+        let (result, _) = self.run_inner(request, cancel, progress, false).await?;
+        Ok(result)
+    }
+
+    /// [`TaskRunner::run_with_progress`], writing the task's flight record as it goes: after
+    /// each browser step the page's URL and title are read, and a thumbnail is made where the
+    /// page changed or the worker took a screenshot.
+    pub async fn run_recorded(
+        &self,
+        request: TaskRequest,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<(TaskResult, FlightRecord), RunError> {
+        let fallback = Recorder::new(&request);
+        let (result, record) = self.run_inner(request, cancel, progress, true).await?;
+        // A recorded run always returns its record; the fallback only keeps this total.
+        let record =
+            record.unwrap_or_else(|| fallback.finish(&result, &crate::secrets::Secrets::default()));
+        Ok((result, record))
+    }
+
+    async fn run_inner(
+        &self,
+        request: TaskRequest,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+        record: bool,
+    ) -> Result<(TaskResult, Option<FlightRecord>), RunError> {
         if request.task.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
@@ -138,6 +174,7 @@ impl TaskRunner {
             usage: Usage::default(),
             kept: KeptOutputs::new(self.limits.max_kept_output_bytes),
             context_use: ContextUse::default(),
+            recorder: record.then(|| Recorder::new(&request)),
         };
         let start_began = Instant::now();
         let session = match run.bounded(self.driver.start(context.clone())).await {
@@ -203,6 +240,7 @@ struct Run<'a> {
     usage: Usage,
     kept: KeptOutputs,
     context_use: ContextUse,
+    recorder: Option<Recorder>,
 }
 
 enum Bounded<T> {
@@ -268,6 +306,9 @@ impl Run<'_> {
                 Bounded::Cancelled => return (Ended::Cancelled, cancelled_report(&self.last_text)),
             };
             self.usage.add(&turn.usage);
+            if let Some(recorder) = &mut self.recorder {
+                recorder.turn(began, &turn, self.context_use.chars_shown);
+            }
             if !turn.text.trim().is_empty() {
                 self.last_text.clone_from(&turn.text);
             }
@@ -300,14 +341,9 @@ impl Run<'_> {
             for call in &turn.tool_calls {
                 if self.steps >= limits.max_steps {
                     final_turn = Some(Ended::StepLimit);
-                    results.push(error_result(
-                        call,
-                        format!(
-                            "Step limit reached: you have used all {} steps. This call was not run. Write your report now, \
-                             as your final message, with no tool calls.",
-                            limits.max_steps
-                        ),
-                    ));
+                    let result = step_limit_result(call, limits.max_steps);
+                    self.record_not_run(call, &result, "the step limit was spent");
+                    results.push(result);
                     continue;
                 }
                 self.steps += 1;
@@ -360,6 +396,7 @@ impl Run<'_> {
         definitions: &[ToolDefinition],
         call: &ToolCall,
     ) -> Bounded<ToolResult> {
+        let began = Instant::now();
         if call.name == READ_OUTPUT && kept_output::offered(&self.runner.limits) {
             let (content, is_error) = match self
                 .kept
@@ -369,6 +406,14 @@ impl Run<'_> {
                 Err(error) => (vec![Content::text(error.to_string())], true),
             };
             self.context_use.record(&content);
+            if let Some(recorder) = &mut self.recorder {
+                let verdict = if is_error {
+                    verdict_of(&Ok(crate::ports::ToolOutput::error(text_of(&content))))
+                } else {
+                    Verdict::Ran
+                };
+                recorder.step(began, call, verdict, &content);
+            }
             return Bounded::Done(ToolResult {
                 call_id: call.id.clone(),
                 content,
@@ -380,14 +425,16 @@ impl Run<'_> {
             .position(|definition| definition.name == call.name);
         let Some(tool) = found.and_then(|index| tools.get(index)) else {
             let names: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
-            return Bounded::Done(error_result(
+            let result = error_result(
                 call,
                 format!(
                     "There is no tool named `{}`. The tools are: {}.",
                     call.name,
                     names.join(", ")
                 ),
-            ));
+            );
+            self.record_not_run(call, &result, "there is no such tool");
+            return Bounded::Done(result);
         };
         let side = self.runner.limits.max_image_side;
         let output = match self
@@ -400,6 +447,13 @@ impl Run<'_> {
             Bounded::TimedOut => return Bounded::TimedOut,
             Bounded::Cancelled => return Bounded::Cancelled,
         };
+        let seen = self.recorder.is_some().then(|| {
+            let screenshot = output
+                .as_ref()
+                .ok()
+                .and_then(|output| output.images.first().cloned());
+            (verdict_of(&output), screenshot)
+        });
         let (content, is_error) = shown(
             &call.name,
             output,
@@ -408,6 +462,14 @@ impl Run<'_> {
             &self.context.secrets,
         );
         self.context_use.record(&content);
+        if let (Some(recorder), Some((verdict, screenshot))) = (&mut self.recorder, seen) {
+            recorder.step(began, call, verdict, &content);
+            match self.record_page(tool.as_ref(), screenshot).await {
+                Bounded::Done(()) => {}
+                Bounded::TimedOut => return Bounded::TimedOut,
+                Bounded::Cancelled => return Bounded::Cancelled,
+            }
+        }
         Bounded::Done(ToolResult {
             call_id: call.id.clone(),
             content,
@@ -425,7 +487,21 @@ impl Run<'_> {
         }
     }
 
-    fn finish(&mut self, ended: Ended, report: &str, started: Instant) -> TaskResult {
+    fn finish(
+        &mut self,
+        ended: Ended,
+        report: &str,
+        started: Instant,
+    ) -> (TaskResult, Option<FlightRecord>) {
+        let result = self.result(ended, report, started);
+        let record = self
+            .recorder
+            .take()
+            .map(|recorder| recorder.finish(&result, &self.context.secrets));
+        (result, record)
+    }
+
+    fn result(&mut self, ended: Ended, report: &str, started: Instant) -> TaskResult {
         self.timings.total_ms = millis(started.elapsed());
         let egress = self.context.egress_record();
         TaskResult {
@@ -479,61 +555,6 @@ impl Drop for DisposeGuard {
             }
         }
     }
-}
-
-fn task_message(request: &TaskRequest) -> String {
-    match &request.url {
-        Some(url) => format!("Task: {}\n\nStart at: {url}", request.task.trim()),
-        None => format!("Task: {}", request.task.trim()),
-    }
-}
-
-fn error_result(call: &ToolCall, text: String) -> ToolResult {
-    ToolResult {
-        call_id: call.id.clone(),
-        content: vec![Content::text(text)],
-        is_error: true,
-    }
-}
-
-fn timed_out_report(limits: &TaskLimits, last_text: &str) -> String {
-    let mut report = format!(
-        "The task timed out after {} seconds.",
-        limits.timeout.as_secs()
-    );
-    if !last_text.trim().is_empty() {
-        report.push_str("\n\nThe worker's last words:\n");
-        report.push_str(last_text.trim());
-    }
-    report
-}
-
-fn cancelled_report(last_text: &str) -> String {
-    let mut report = "The task was cancelled.".to_owned();
-    if !last_text.trim().is_empty() {
-        report.push_str("\n\nThe worker's last words:\n");
-        report.push_str(last_text.trim());
-    }
-    report
-}
-
-/// `agent_browser open https://…` from a call, for progress lines.
-fn summarize(call: &ToolCall) -> String {
-    let args = call
-        .input
-        .get("args")
-        .and_then(Value::as_array)
-        .map(|args| {
-            args.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" ")
-        });
-    let summary = match args {
-        Some(args) => format!("{} {args}", call.name),
-        None => call.name.clone(),
-    };
-    cut(&summary, 120)
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -1,0 +1,87 @@
+//! The words a task's run writes itself: the first message, the results of calls not run, the
+//! reports of tasks that did not finish, progress lines.
+
+use serde_json::Value;
+
+use crate::kept_output::cut;
+use crate::limits::TaskLimits;
+use crate::messages::{Content, ToolCall, ToolResult};
+use crate::task::TaskRequest;
+
+pub(super) fn task_message(request: &TaskRequest) -> String {
+    match &request.url {
+        Some(url) => format!("Task: {}\n\nStart at: {url}", request.task.trim()),
+        None => format!("Task: {}", request.task.trim()),
+    }
+}
+
+pub(super) fn error_result(call: &ToolCall, text: String) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        content: vec![Content::text(text)],
+        is_error: true,
+    }
+}
+
+pub(super) fn timed_out_report(limits: &TaskLimits, last_text: &str) -> String {
+    let mut report = format!(
+        "The task timed out after {} seconds.",
+        limits.timeout.as_secs()
+    );
+    if !last_text.trim().is_empty() {
+        report.push_str("\n\nThe worker's last words:\n");
+        report.push_str(last_text.trim());
+    }
+    report
+}
+
+pub(super) fn cancelled_report(last_text: &str) -> String {
+    let mut report = "The task was cancelled.".to_owned();
+    if !last_text.trim().is_empty() {
+        report.push_str("\n\nThe worker's last words:\n");
+        report.push_str(last_text.trim());
+    }
+    report
+}
+
+/// `agent_browser open https://…` from a call, for progress lines.
+pub(super) fn summarize(call: &ToolCall) -> String {
+    let args = call
+        .input
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|args| {
+            args.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+    let summary = match args {
+        Some(args) => format!("{} {args}", call.name),
+        None => call.name.clone(),
+    };
+    cut(&summary, 120)
+}
+
+/// The text blocks of a tool result, joined.
+pub(super) fn text_of(content: &[Content]) -> String {
+    content
+        .iter()
+        .filter_map(|block| match block {
+            Content::Text { text } => Some(text.as_str()),
+            Content::Image { .. } => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The result of a call past the step limit, which was not run.
+pub(super) fn step_limit_result(call: &ToolCall, max_steps: usize) -> ToolResult {
+    error_result(
+        call,
+        format!(
+            "Step limit reached: you have used all {max_steps} steps. This call was not run. Write your report now, \
+             as your final message, with no tool calls."
+        ),
+    )
+}
