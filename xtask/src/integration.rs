@@ -435,8 +435,14 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<(String, String), String>> {
 /// Where the real protocol clients' Python lives: a virtual environment every user can run.
 const CLIENTS_VENV: &str = "/opt/airlock-ci/venv";
 /// The Python clients, pinned: the official MCP SDK (for `serve`), Playwright and browser-use
-/// (for the CDP endpoint). Playwright's wheel carries its own driver; no browser is downloaded.
-const PYTHON_CLIENTS: &[&str] = &["mcp==2.1.1", "playwright==1.65.2", "browser-use==0.13.14"];
+/// (for the CDP endpoint), and the OpenAPI validator `/v1/openapi.json` must pass. Playwright's
+/// wheel carries its own driver; no browser is downloaded.
+const PYTHON_CLIENTS: &[&str] = &[
+    "mcp==2.1.1",
+    "playwright==1.65.2",
+    "browser-use==0.13.14",
+    "openapi-spec-validator==0.9.0",
+];
 /// Where the Node clients live: a folder of node_modules every user can read.
 const CLIENTS_NODE: &str = "/opt/airlock-ci/node";
 /// The Node clients, pinned: Playwright's and Puppeteer's cores (they connect over CDP and never
@@ -455,7 +461,7 @@ pub(crate) fn ensure_clients() -> anyhow::Result<(String, String)> {
     let modules = format!("{CLIENTS_NODE}/node_modules");
     let python_ready = succeeds(Command::new(&python).args([
         "-c",
-        "import mcp.client.streamable_http, playwright.async_api, browser_use",
+        "import mcp.client.streamable_http, playwright.async_api, browser_use, openapi_spec_validator",
     ]));
     let node_ready = NODE_CLIENTS.iter().all(|(name, version)| {
         fs::read_to_string(format!("{modules}/{name}/package.json"))

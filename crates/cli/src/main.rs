@@ -7,6 +7,8 @@ mod contexts;
 mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
+mod kept_run;
+mod mcp_answer;
 mod mcp_cmd;
 mod metrics;
 mod output;
@@ -20,6 +22,7 @@ mod setting_flags;
 mod settings;
 mod signals;
 mod state_file;
+mod task_book;
 mod task_cmd;
 mod task_request;
 

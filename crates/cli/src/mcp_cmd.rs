@@ -12,16 +12,15 @@ use std::sync::{Arc, PoisonError};
 
 use airlock_driver_docker::{AgentBrowserInput, DockerDriver, TOOL_NAME};
 use airlock_worker::{
-    BrowserDriver, CancellationToken, Content, DirectSession, Ended, Progress, READ_OUTPUT,
-    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskResult, TaskRunner,
+    BrowserDriver, CancellationToken, Content, DirectSession, Progress, READ_OUTPUT,
+    READ_OUTPUT_DESCRIPTION, ReadOutputInput, TaskRunner,
 };
 use anyhow::Context;
-use base64::Engine;
 use clap::{ArgMatches, Args};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ResourceContents, ServerCapabilities, Tool,
+    ProgressNotificationParam, ServerCapabilities, Tool,
 };
 use rmcp::service::RequestContext;
 
@@ -29,7 +28,6 @@ use crate::answer_gone::AnswerGone;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
@@ -100,6 +98,8 @@ pub(crate) struct Server {
     pub(crate) shutdown: CancellationToken,
     /// Over HTTP (`airlock serve`): admission control and metrics, shared by every session.
     pub(crate) gate: Option<Arc<crate::capacity::Gate>>,
+    /// Over HTTP: where each task is kept (followed, recorded, linked), per token.
+    pub(crate) book: Option<Arc<crate::task_book::TaskBook>>,
     /// Over HTTP: cancels `shutdown` when the session's last handle goes (the session ended).
     pub(crate) _session_end: Option<Arc<tokio_util::sync::DropGuard>>,
 }
@@ -250,16 +250,21 @@ impl ServerHandler for Server {
 impl Server {
     /// The request a `browser_task` asked for, held to its caller's ceiling: over HTTP the
     /// ceiling of the token the call came with, on stdio the server's.
+    /// The caller's ceiling: its token's over HTTP, the server's otherwise.
+    fn ceiling(&self, context: &RequestContext<RoleServer>) -> Arc<Ceiling> {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Ceiling>>().cloned())
+            .unwrap_or_else(|| Arc::new(Ceiling::server(self.settings.scope.clone())))
+    }
+
     fn ready(
         &self,
         input: BrowserTaskInput,
         context: &RequestContext<RoleServer>,
     ) -> Result<Ready, String> {
-        let ceiling = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<Ceiling>>().cloned())
-            .unwrap_or_else(|| Arc::new(Ceiling::server(self.settings.scope.clone())));
+        let ceiling = self.ceiling(context);
         let asked = Asked {
             allowed_domains: &input.allowed_domains,
             blocked_domains: &input.blocked_domains,
@@ -349,17 +354,23 @@ impl Server {
         // Run on the tracker, not in this request's future: if the request is dropped, the task
         // still finishes its cleanup, and shutdown waits for it.
         let gate = self.gate.clone();
+        // Kept only once it has its slot: a task is never left queued in the book.
+        let kept = self.book.as_ref().map(|book| crate::kept_run::Kept {
+            book: Arc::clone(book),
+            id: book.open(&self.ceiling(&context).context_owner, cancel.clone()),
+        });
+        let record_id = kept.as_ref().map(|kept| kept.id.clone());
         let task = self.tracker.spawn(async move {
-            let mut result = runner.run_with_progress(request, cancel, progress).await;
-            if let (Some(gate), Ok(result)) = (&gate, &result) {
-                gate.finished(result);
-            }
-            // The calling agent never gets the state: it is saved to its context, if any.
-            if let Ok(result) = &mut result {
+            let settle = |result: &mut airlock_worker::TaskResult| {
+                if let Some(gate) = &gate {
+                    gate.finished(result);
+                }
+                // The calling agent never gets the state: it is saved to its context, if any.
                 crate::task_request::finish(lease, false, result);
-            }
+            };
+            let ran = crate::kept_run::run(&runner, request, cancel, progress, kept, settle).await;
             drop(permit);
-            result
+            ran.map(|(result, _)| result)
         });
         let result = match task.await {
             Ok(Ok(result)) => result,
@@ -375,7 +386,10 @@ impl Server {
                 ));
             }
         };
-        Ok(task_answer(&result))
+        Ok(crate::mcp_answer::task_answer(
+            &result,
+            record_id.as_deref(),
+        ))
     }
 
     async fn direct_call(
@@ -443,91 +457,6 @@ impl Server {
     }
 }
 
-/// A task's result as MCP content (report, egress notes, kept screenshots) and structured content.
-fn task_answer(result: &TaskResult) -> CallToolResult {
-    let mut blocks = vec![ContentBlock::text(result.report.clone())];
-    let refusals = result
-        .egress_refusals
-        .iter()
-        .map(|r| (&r.target, &r.reason, r.count));
-    blocks.extend(listed(
-        "The egress proxy refused:",
-        refusals,
-        result.egress_refusals_not_listed,
-    ));
-    let failures = result
-        .egress_failures
-        .iter()
-        .map(|f| (&f.target, &f.reason, f.count));
-    blocks.extend(listed(
-        "The egress proxy could not reach:",
-        failures,
-        result.egress_failures_not_listed,
-    ));
-    for image in &result.screenshots {
-        blocks.push(ContentBlock::image(
-            image.base64(),
-            image.media_type.clone(),
-        ));
-    }
-    // Downloaded files as embedded resources, typed from their bytes; the client decides what to
-    // do with them (Airlock opens nothing).
-    for file in &result.downloads {
-        blocks.push(ContentBlock::resource(
-            ResourceContents::blob(
-                base64::engine::general_purpose::STANDARD.encode(&file.data),
-                format!("airlock://downloads/{}", file.name),
-            )
-            .with_mime_type(file.media_type.clone()),
-        ));
-    }
-    let mut answer = match result.ended {
-        Ended::Completed | Ended::StepLimit | Ended::TokenBudget => CallToolResult::success(blocks),
-        Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
-    };
-    // The same result for programs: how it ended, what it cost, what the worker was shown.
-    answer.structured_content = Some(json!({
-        "ended": result.ended,
-        "steps_used": result.steps_used,
-        "usage": result.usage,
-        "total_tokens": result.usage.total(),
-        "context": result.context,
-        "timings": result.timings,
-        "egress_refusals": result.egress_refusals,
-        "egress_refusals_not_listed": result.egress_refusals_not_listed,
-        "egress_refusals_by_class": result.egress_refusals_by_class,
-        "egress_failures": result.egress_failures,
-        "egress_failures_not_listed": result.egress_failures_not_listed,
-        "screenshots": result.screenshots.len(),
-        "downloads": result.downloads.iter().map(|file| json!({"name": file.name, "media_type": file.media_type, "bytes": file.bytes})).collect::<Vec<_>>(),
-        "scope": result.scope,
-    }));
-    answer
-}
-
-/// `title` and one `- target: reason` line per item, or nothing when there are none.
-/// One block listing destinations: each quoted as data (the page chose it), with how often, and
-/// how many more were not listed. At most the task's bounded list (100 lines).
-fn listed<'a>(
-    title: &str,
-    items: impl Iterator<Item = (&'a String, &'a String, u64)>,
-    not_listed: u64,
-) -> Option<ContentBlock> {
-    let mut lines: Vec<String> = items
-        .map(|(target, reason, count)| {
-            let target = serde_json::Value::String(target.clone());
-            match count {
-                0 | 1 => format!("- {target}: {reason}"),
-                count => format!("- {target}: {reason} ({count} times)"),
-            }
-        })
-        .collect();
-    if not_listed > 0 {
-        lines.push(format!("- and {not_listed} more, not listed"));
-    }
-    (!lines.is_empty()).then(|| ContentBlock::text(format!("{title}\n{}", lines.join("\n"))))
-}
-
 /// Step counts are small; saturating at u32 keeps the conversion exact.
 fn as_progress(count: usize) -> f64 {
     f64::from(u32::try_from(count).unwrap_or(u32::MAX))
@@ -566,6 +495,7 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         tracker,
         shutdown: CancellationToken::new(),
         gate: None,
+        book: None,
         _session_end: None,
     };
     let (tracker, shutdown) = (server.tracker.clone(), server.shutdown.clone());

@@ -31,12 +31,23 @@ table{border-collapse:collapse;background:#fff}td,th{border:1px solid #d0d7de;pa
 tr.refusal td{background:#fff5f5}
 ";
 
+/// What the page may do: show its inline pictures and style, and run its one script.
+fn policy() -> String {
+    let script_hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT));
+    format!(
+        "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'"
+    )
+}
+
+/// The policy `serve` sends with the page: the same, in an opaque origin (`sandbox`), so the page
+/// can reach nothing of the server's.
+pub fn served_policy() -> String {
+    format!("sandbox allow-scripts; {}", policy())
+}
+
 /// `record` as a page.
 pub fn render(record: &FlightRecord) -> String {
-    let script_hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT));
-    let policy = format!(
-        "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'"
-    );
+    let policy = policy();
     let refused = record
         .steps
         .iter()

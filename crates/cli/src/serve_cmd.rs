@@ -1,7 +1,9 @@
 //! `airlock serve`: Airlock as a network service, one process per host.
 //!
 //! - `/mcp`: MCP over streamable HTTP (rmcp), the same tools as `airlock mcp`.
-//! - `POST /v1/tasks`, `GET /v1/schema`: the task as plain JSON.
+//! - `POST /v1/tasks`, `GET /v1/schema`: the task as plain JSON; `/v1/tasks/{id}` (and its
+//!   `events` and `record`) to follow a task, cancel it and read its record;
+//!   `/v1/openapi.json`: the whole `/v1` API.
 //! - `/healthz` (alive), `/readyz` (Docker answers, image present, room for a task; 503 when
 //!   full or draining), `/metrics` (Prometheus text).
 //!
@@ -14,7 +16,9 @@
 mod args;
 mod cdp;
 mod connections;
+mod followed;
 mod guard;
+mod openapi;
 mod readiness;
 mod routes;
 mod sessions;
@@ -95,6 +99,45 @@ pub(crate) struct App {
     secrets: airlock_worker::Secrets,
     /// The most a request may download (`--max-download-bytes`).
     max_download_bytes: Option<u64>,
+    /// The tasks of `/v1/tasks`, each token's own.
+    book: Arc<crate::task_book::TaskBook>,
+}
+
+/// What `serve` keeps of finished tasks, per token.
+#[derive(Debug, Clone, Copy)]
+struct Keeping {
+    tasks: usize,
+    bytes: usize,
+}
+
+impl Keeping {
+    fn from_args(args: &ServeArgs) -> anyhow::Result<Self> {
+        if !(1..=1000).contains(&args.keep_tasks) {
+            anyhow::bail!(
+                "--keep-tasks {} is out of range: keep 1 to 1000 finished tasks per token (AIRLOCK_KEEP_TASKS)",
+                args.keep_tasks
+            );
+        }
+        if !(1 << 20..=4 << 30).contains(&args.keep_task_bytes) {
+            anyhow::bail!(
+                "--keep-task-bytes {} is out of range: give 1048576 (1 MiB) to 4294967296 (4 GiB) (AIRLOCK_KEEP_TASK_BYTES)",
+                args.keep_task_bytes
+            );
+        }
+        Ok(Self {
+            tasks: args.keep_tasks,
+            bytes: args.keep_task_bytes,
+        })
+    }
+}
+
+impl Default for Keeping {
+    fn default() -> Self {
+        Self {
+            tasks: 1,
+            bytes: 1 << 20,
+        }
+    }
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -108,7 +151,15 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         direct: args.direct,
         stateless: args.stateless,
     };
-    serve(args.listen, &args.service, matches, Endpoints::All, mcp).await
+    let keeping = Keeping::from_args(args).map_err(crate::bad_input)?;
+    serve(
+        args.listen,
+        &args.service,
+        matches,
+        (Endpoints::All, keeping),
+        mcp,
+    )
+    .await
 }
 
 /// `airlock cdp`: the guarded CDP endpoint alone, until SIGTERM or SIGINT.
@@ -117,7 +168,7 @@ pub async fn run_cdp(args: &CdpArgs, matches: &ArgMatches) -> anyhow::Result<u8>
         args.listen,
         &args.service,
         matches,
-        Endpoints::CdpOnly,
+        (Endpoints::CdpOnly, Keeping::default()),
         McpMode::default(),
     )
     .await
@@ -171,7 +222,7 @@ async fn serve(
     listen: SocketAddr,
     args: &ServiceArgs,
     matches: &ArgMatches,
-    endpoints: Endpoints,
+    (endpoints, keeping): (Endpoints, Keeping),
     mcp: McpMode,
 ) -> anyhow::Result<u8> {
     let (settings, limits) =
@@ -237,6 +288,7 @@ async fn serve(
         readiness: Arc::default(),
         secrets: settings.secrets.clone(),
         max_download_bytes: settings.max_download_bytes,
+        book: crate::task_book::TaskBook::new(keeping.tasks, keeping.bytes),
     };
     let metrics_router = metrics_router(app.clone());
     let router = match endpoints {

@@ -24,6 +24,24 @@ pub struct ServeArgs {
     /// Not with --direct, whose browser lives in one server's session.
     #[arg(long, env = "AIRLOCK_STATELESS")]
     pub(super) stateless: bool,
+    /// Finished tasks kept per token, with their answers and flight records, for
+    /// `GET /v1/tasks/{id}` (1 to 1000; the oldest go first).
+    #[arg(
+        long,
+        env = "AIRLOCK_KEEP_TASKS",
+        value_name = "N",
+        default_value_t = 20
+    )]
+    pub(super) keep_tasks: usize,
+    /// Bytes of finished tasks (answers and records) kept per token; past it the oldest go, and
+    /// the newest is kept whatever its size (1 MiB to 4 GiB).
+    #[arg(
+        long,
+        env = "AIRLOCK_KEEP_TASK_BYTES",
+        value_name = "BYTES",
+        default_value_t = 64 * 1024 * 1024
+    )]
+    pub(super) keep_task_bytes: usize,
     #[command(flatten)]
     pub(super) service: ServiceArgs,
 }

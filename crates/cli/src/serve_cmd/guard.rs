@@ -277,8 +277,8 @@ pub(crate) fn busy(message: &str) -> Response<Body> {
 }
 
 /// A JSON answer with this status.
-pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(Body::from(value.to_string()));
+pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+    let mut response = Response::new(Body::from(serde_json::to_string(value).unwrap_or_default()));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
-use super::{App, cdp, task_body, tasks_api};
+use super::{App, cdp, followed, openapi, task_body, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
@@ -33,12 +33,23 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
         .layer(middleware::from_fn(crate::answer_gone::tie_to_answer));
     let routes = common_routes()
         .route("/v1/schema", get(|| async { tasks_api::schema() }))
+        .route(
+            "/v1/openapi.json",
+            get(|| async { json_response(StatusCode::OK, &openapi::document()) }),
+        )
         .route("/v1/tasks", post(tasks))
+        .route(
+            "/v1/tasks/{id}",
+            get(followed::get).delete(followed::cancel),
+        )
+        .route("/v1/tasks/{id}/events", get(followed::events))
+        .route("/v1/tasks/{id}/record", get(followed::record_json))
+        .route("/v1/tasks/{id}/record.html", get(followed::record_page))
         .nest("/mcp", mcp)
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
-                "no such path: the endpoints are /mcp, /v1/tasks, /v1/schema, /cdp, /json/version, /healthz, /readyz and /metrics",
+                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/schema, /v1/openapi.json, /cdp, /json/version, /healthz, /readyz and /metrics",
             )
         });
     guarded(routes, app)
@@ -272,20 +283,19 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
             );
         }
     };
-    tasks_api::run(
-        &parts.headers,
-        body,
+    let service = tasks_api::Service {
         runner,
-        Caller {
-            ceiling: &ceiling,
-            configured: &app.secrets,
-            max_download_bytes: app.max_download_bytes,
-        },
-        app.gate,
-        app.tracker,
-        app.shutdown,
-    )
-    .await
+        gate: app.gate,
+        tracker: app.tracker,
+        shutdown: app.shutdown,
+        book: app.book,
+    };
+    let caller = Caller {
+        ceiling: &ceiling,
+        configured: &app.secrets,
+        max_download_bytes: app.max_download_bytes,
+    };
+    tasks_api::run(&parts.headers, body, service, caller).await
 }
 
 /// The MCP endpoint: one [`Server`] per MCP session, sharing the runner, the gate and the
@@ -315,6 +325,7 @@ fn mcp_service(
             tracker: app.tracker.clone(),
             shutdown: session.clone(),
             gate: Some(Arc::clone(&app.gate)),
+            book: Some(Arc::clone(&app.book)),
             _session_end: Some(Arc::new(session.drop_guard())),
         })
     };

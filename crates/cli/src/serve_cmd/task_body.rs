@@ -60,6 +60,15 @@ pub(crate) struct TaskBody {
     /// result's `downloads`, base64, with their type sniffed from their bytes. Omitted: off.
     #[serde(default)]
     max_download_bytes: Option<u64>,
+    /// Wait for the task and answer with its result (the default), or answer `202` at once
+    /// with its `id` and `links` (`false`), to follow it with `GET /v1/tasks/{id}` and its
+    /// `events`, cancel it with `DELETE`, and fetch its record when it is done.
+    #[serde(default = "yes")]
+    pub(crate) wait: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One entry of `files`.

@@ -8,19 +8,22 @@ use airlock_worker::{CancellationToken, RunError, TaskResult, TaskRunner};
 use axum::body::{Body, Bytes};
 use http::{HeaderMap, Response, StatusCode};
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::task::TaskTracker;
 
 use super::guard::{busy, json_response, refuse};
 use super::task_body::{self, TaskBody};
 use crate::capacity::{Gate, Refusal};
+use crate::kept_run::{self, Kept};
 use crate::scope_request::Caller;
+use crate::task_book::{TaskBook, TaskLinks, TaskState};
 use crate::task_request::Ready;
 
 /// A kept screenshot as `POST /v1/tasks` returns it (inline, where `airlock task` writes a file).
 #[derive(JsonSchema)]
 #[allow(dead_code)] // only its schema is used
-struct InlineScreenshot {
+pub(super) struct InlineScreenshot {
     /// `image/png`.
     media_type: String,
     /// Its size.
@@ -44,16 +47,23 @@ pub(crate) fn schema() -> Response<Body> {
     json_response(StatusCode::OK, &body)
 }
 
-/// `POST /v1/tasks`: check the body, wait for a slot, run, answer. The task is cancelled if the
-/// caller goes away (this future is dropped).
+/// Where a task's run reports and answers.
+pub(crate) struct Service {
+    pub(crate) runner: TaskRunner,
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) book: Arc<TaskBook>,
+}
+
+/// `POST /v1/tasks`: check the body, then either wait for a slot, run and answer (`wait`, the
+/// default: the task is cancelled if the caller goes away), or answer `202` at once with the
+/// task's id and links while it queues and runs on its own.
 pub(crate) async fn run(
     headers: &HeaderMap,
     body: Bytes,
-    runner: TaskRunner,
+    service: Service,
     caller: Caller<'_>,
-    gate: Arc<Gate>,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 ) -> Response<Body> {
     let input = match task_body::read(headers, &body) {
         Ok(input) => input,
@@ -62,57 +72,131 @@ pub(crate) async fn run(
     if input.task.trim().is_empty() {
         return refuse(StatusCode::BAD_REQUEST, &RunError::EmptyTask.to_string());
     }
-    let Ready {
-        request,
-        lease,
-        give_state,
-    } = match input.into_ready(caller) {
+    let wait = input.wait;
+    let ready = match input.into_ready(caller) {
         Ok(ready) => ready,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
     };
-    let cancel = shutdown.child_token();
-    let _cancel_if_dropped = cancel.clone().drop_guard();
-    let slot = match gate.admit(&cancel).await {
-        Ok(slot) => slot,
-        // A cancelled wait is the client's own doing: nothing to retry.
-        Err(Refusal::Cancelled) => {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &Refusal::Cancelled.to_string(),
-            );
+    if !wait && !service.gate.has_room() {
+        // The same words a waiting caller would get, at once.
+        let refusal = match service.gate.admit(&CancellationToken::new()).await {
+            Ok(slot) => {
+                drop(slot);
+                None
+            }
+            Err(refusal) => Some(refusal),
+        };
+        if let Some(refusal) = refusal {
+            return busy(&refusal.to_string());
         }
-        Err(refusal) => return busy(&refusal.to_string()),
+    }
+    let cancel = service.shutdown.child_token();
+    let owner = caller.ceiling.context_owner.clone();
+    let id = service.book.open(&owner, cancel.clone());
+    let job = Job {
+        id: id.clone(),
+        ready,
+        cancel: cancel.clone(),
+        service,
     };
-    // On the tracker, so cleanup finishes (and shutdown waits) even if the caller goes away.
-    let task = tracker.spawn(async move {
-        let mut result = runner.run(request, cancel).await;
-        if let Ok(result) = &mut result {
-            gate.finished(result);
-            crate::task_request::finish(lease, give_state, result);
-        }
+    // On the tracker, so the task finishes (its container removed, the book told) and shutdown
+    // waits for it even if the caller goes away.
+    let tracker = job.service.tracker.clone();
+    let handle = tracker.spawn(job.queue_and_run());
+    if !wait {
+        return json_response(
+            StatusCode::ACCEPTED,
+            &TaskAccepted {
+                links: TaskLinks::of(&id),
+                id,
+                state: TaskState::Queued,
+            },
+        );
+    }
+    let _cancel_if_dropped = cancel.drop_guard();
+    match handle.await {
+        Ok(Finished::Answered(answer)) => json_response(StatusCode::OK, &answer),
+        Ok(Finished::Refused(refusal)) => match refusal {
+            // A cancelled wait is the client's own doing: nothing to retry.
+            Refusal::Cancelled => refuse(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string()),
+            refusal => busy(&refusal.to_string()),
+        },
+        Ok(Finished::NotRun(why)) => refuse(StatusCode::BAD_REQUEST, &why),
+        Err(_) => refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the task stopped unexpectedly; the server's log has the details",
+        ),
+    }
+}
+
+/// A task on its way through the gate and the runner.
+struct Job {
+    id: String,
+    ready: Ready,
+    cancel: CancellationToken,
+    service: Service,
+}
+
+/// How a job ended.
+enum Finished {
+    /// It ran: the answer.
+    Answered(Value),
+    /// The gate turned it away.
+    Refused(Refusal),
+    /// The runner would not run it (a 400's words).
+    NotRun(String),
+}
+
+impl Job {
+    async fn queue_and_run(self) -> Finished {
+        let Self {
+            id,
+            ready,
+            cancel,
+            service,
+        } = self;
+        let book = service.book;
+        let slot = match service.gate.admit(&cancel).await {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                book.done(&id, Err(refusal.to_string()), None);
+                return Finished::Refused(refusal);
+            }
+        };
+        let Ready {
+            request,
+            lease,
+            give_state,
+        } = ready;
+        let gate = Arc::clone(&service.gate);
+        let kept = Kept { book, id };
+        let ran = kept_run::run(
+            &service.runner,
+            request,
+            cancel,
+            None,
+            Some(kept),
+            |result| {
+                gate.finished(result);
+                crate::task_request::finish(lease, give_state, result);
+            },
+        )
+        .await;
         drop(slot);
-        result
-    });
-    match task.await {
-        Ok(Ok(result)) => json_response(StatusCode::OK, &answer(&result)),
-        Ok(Err(error)) => refuse(StatusCode::BAD_REQUEST, &error.to_string()),
-        Err(error) => {
-            tracing::error!(%error, "a task stopped unexpectedly");
-            refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the task stopped unexpectedly; the server's log has the details",
-            )
+        match ran {
+            Ok((_, answer)) => Finished::Answered(answer.unwrap_or_default()),
+            Err(error) => Finished::NotRun(error.to_string()),
         }
     }
 }
 
-/// The result as `airlock task --json` prints it, with the screenshots inline.
-fn answer(result: &TaskResult) -> Value {
-    let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
-    value["screenshots"] = result
-        .screenshots
-        .iter()
-        .map(|image| json!({"media_type": image.media_type, "bytes": image.data.len(), "data": image.base64()}))
-        .collect();
-    value
+/// `POST /v1/tasks` with `"wait": false`: the task queued.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct TaskAccepted {
+    /// The task's id.
+    id: String,
+    /// `queued`.
+    state: TaskState,
+    /// Where to follow it.
+    links: TaskLinks,
 }

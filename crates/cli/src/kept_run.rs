@@ -1,0 +1,56 @@
+//! A task run that `serve` keeps: followed step by step in the [`TaskBook`] under its id,
+//! recorded, and kept with its answer and record once done. `POST /v1/tasks` and MCP's
+//! `browser_task` on `serve` both run this way; `airlock mcp` over stdio keeps nothing.
+
+use std::sync::Arc;
+
+use airlock_worker::{
+    CancellationToken, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner,
+};
+use serde_json::Value;
+
+use crate::task_book::TaskBook;
+
+/// A task's place in the book: the book, and the task's id there.
+pub(crate) struct Kept {
+    pub(crate) book: Arc<TaskBook>,
+    pub(crate) id: String,
+}
+
+/// Run `request`, reporting each step to `progress` and, when `kept`, to the book. `settle`
+/// sees the result before anything keeps it (to count it, save its state, drop what the caller
+/// must not get). Returns the result and, when kept, the answer as the API gives it.
+pub(crate) async fn run(
+    runner: &TaskRunner,
+    request: TaskRequest,
+    cancel: CancellationToken,
+    progress: Option<ProgressSink>,
+    kept: Option<Kept>,
+    settle: impl FnOnce(&mut TaskResult),
+) -> Result<(TaskResult, Option<Value>), RunError> {
+    let Some(kept) = kept else {
+        let mut result = runner.run_with_progress(request, cancel, progress).await?;
+        settle(&mut result);
+        return Ok((result, None));
+    };
+    kept.book.running(&kept.id);
+    let book = Arc::clone(&kept.book);
+    let id = kept.id.clone();
+    let both: ProgressSink = Arc::new(move |step: Progress| {
+        book.step(&id, &step);
+        if let Some(sink) = &progress {
+            sink(step);
+        }
+    });
+    match runner.run_recorded(request, cancel, Some(both)).await {
+        Ok((mut result, record)) => {
+            settle(&mut result);
+            let answer = kept.book.finished(&kept.id, &result, &record);
+            Ok((result, Some(answer)))
+        }
+        Err(error) => {
+            kept.book.done(&kept.id, Err(error.to_string()), None);
+            Err(error)
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Following a task of one's own: `GET /v1/tasks/{id}` (its state and steps so far, its answer
+//! once done), `GET /v1/tasks/{id}/events` (the same as Server-Sent Events, ending when it is
+//! done), `DELETE /v1/tasks/{id}` (cancel it), and its record once done (`/record` as JSON,
+//! `/record.html` as a page). A task of another token answers exactly as a task that does not
+//! exist.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::stream::{self, Stream, StreamExt};
+use http::{HeaderValue, Response, StatusCode};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::App;
+use super::guard::{json_response, refuse};
+use crate::scope_request::Ceiling;
+use crate::task_book::{Snapshot, StepSeen, TaskBook, TaskLinks, TaskState};
+
+/// Comments sent while nothing happens, so proxies keep the stream open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+fn not_found() -> Response<Body> {
+    refuse(
+        StatusCode::NOT_FOUND,
+        "no such task for this token: a task is seen only with the token that started it, and only the last ones are kept",
+    )
+}
+
+/// A task as `GET /v1/tasks/{id}` (and `DELETE`) answer it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct TaskStatus {
+    /// The task's id.
+    id: String,
+    /// How it stands.
+    state: TaskState,
+    /// When it was asked for, in milliseconds since the Unix epoch.
+    created_unix_ms: u64,
+    /// Its steps so far.
+    steps: Vec<StepSeen>,
+    /// Where to follow it.
+    links: TaskLinks,
+    /// How it ended, once done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<airlock_worker::Ended>")]
+    ended: Option<Value>,
+    /// Its result, once done (the same body `"wait": true` answers with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::task_book::answer_reference")]
+    result: Option<Value>,
+    /// Why it never ran, once done without running (the gate turned it away, or the runner).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl TaskStatus {
+    fn of(id: &str, snapshot: &Snapshot) -> Self {
+        Self {
+            id: id.to_owned(),
+            state: snapshot.state,
+            created_unix_ms: snapshot.created_unix_ms,
+            steps: snapshot.steps.clone(),
+            links: TaskLinks::of(id),
+            ended: snapshot
+                .answer
+                .as_ref()
+                .map(|answer| answer["ended"].clone()),
+            result: snapshot.answer.as_ref().map(|answer| (**answer).clone()),
+            error: snapshot.error.clone(),
+        }
+    }
+}
+
+/// The `state` event: the task queued, or began to run.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct StateEvent {
+    /// How it stands now.
+    state: TaskState,
+}
+
+/// The `done` event, the stream's last.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct DoneEvent {
+    /// Always `done`.
+    state: TaskState,
+    /// Where its result and record are.
+    links: TaskLinks,
+    /// How it ended (absent when it never ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<airlock_worker::Ended>")]
+    ended: Option<Value>,
+    /// Tool calls made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<u64>")]
+    steps_used: Option<Value>,
+    /// Why it never ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn status(id: &str, snapshot: &Snapshot) -> TaskStatus {
+    TaskStatus::of(id, snapshot)
+}
+
+/// `GET /v1/tasks/{id}`.
+pub(super) async fn get(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    match app.book.get(&ceiling.context_owner, &id) {
+        Some(snapshot) => json_response(StatusCode::OK, &status(&id, &snapshot)),
+        None => not_found(),
+    }
+}
+
+/// `DELETE /v1/tasks/{id}`: cancel it; `202` while it stops, `200` once it has ended.
+pub(super) async fn cancel(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    let owner = &ceiling.context_owner;
+    if !app.book.cancel(owner, &id) {
+        return not_found();
+    }
+    match app.book.get(owner, &id) {
+        Some(snapshot) if snapshot.state == TaskState::Done => {
+            json_response(StatusCode::OK, &status(&id, &snapshot))
+        }
+        Some(snapshot) => json_response(StatusCode::ACCEPTED, &status(&id, &snapshot)),
+        None => not_found(),
+    }
+}
+
+/// `GET /v1/tasks/{id}/record`.
+pub(super) async fn record_json(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    record(&app.book, &ceiling.context_owner, &id, false)
+}
+
+/// `GET /v1/tasks/{id}/record.html`.
+pub(super) async fn record_page(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    record(&app.book, &ceiling.context_owner, &id, true)
+}
+
+fn record(book: &TaskBook, owner: &str, id: &str, page: bool) -> Response<Body> {
+    let Some(snapshot) = book.get(owner, id) else {
+        return not_found();
+    };
+    let Some(record) = snapshot.record else {
+        return refuse(
+            StatusCode::CONFLICT,
+            "this task has no record yet: it is recorded when it ends (follow it at its events link)",
+        );
+    };
+    let (body, media_type) = if page {
+        (record.html.clone(), "text/html; charset=utf-8")
+    } else {
+        (record.json.clone(), "application/json")
+    };
+    let mut response = Response::new(Body::from(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(media_type),
+    );
+    headers.insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    // The page runs in an opaque origin: it can reach nothing of this server's, whatever it holds.
+    if let Ok(policy) = HeaderValue::from_str(&crate::record_page::served_policy()) {
+        headers.insert(http::header::CONTENT_SECURITY_POLICY, policy);
+    }
+    response
+}
+
+/// `GET /v1/tasks/{id}/events`: `state` when it changes, each `step`, and `done` with how it
+/// ended, then the stream ends.
+pub(super) async fn events(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    let owner = ceiling.context_owner.clone();
+    let Some(changes) = app.book.follow(&owner, &id) else {
+        return not_found();
+    };
+    let follower = Follower {
+        book: Arc::clone(&app.book),
+        owner,
+        id,
+        changes,
+        steps_sent: 0,
+        state_sent: None,
+        over: false,
+    };
+    Sse::new(follower.stream())
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+struct Follower {
+    book: Arc<TaskBook>,
+    owner: String,
+    id: String,
+    changes: tokio::sync::watch::Receiver<u64>,
+    steps_sent: usize,
+    state_sent: Option<TaskState>,
+    over: bool,
+}
+
+impl Follower {
+    fn stream(self) -> impl Stream<Item = Result<Event, Infallible>> {
+        stream::unfold(self, |mut follower| async move {
+            if follower.over {
+                return None;
+            }
+            loop {
+                // Gone (evicted, or the server stops): the stream ends.
+                let snapshot = follower.book.get(&follower.owner, &follower.id)?;
+                let events = follower.news(&snapshot);
+                if !events.is_empty() {
+                    return Some((stream::iter(events.into_iter().map(Ok)), follower));
+                }
+                follower.changes.changed().await.ok()?;
+            }
+        })
+        .flatten()
+    }
+
+    /// What happened since the last look.
+    fn news(&mut self, snapshot: &Snapshot) -> Vec<Event> {
+        let mut events = Vec::new();
+        if self.state_sent != Some(snapshot.state) && snapshot.state != TaskState::Done {
+            self.state_sent = Some(snapshot.state);
+            let state = StateEvent {
+                state: snapshot.state,
+            };
+            events.push(json_event("state", &state));
+        }
+        for step in snapshot.steps.iter().skip(self.steps_sent) {
+            events.push(json_event("step", step));
+        }
+        self.steps_sent = snapshot.steps.len();
+        if snapshot.state == TaskState::Done {
+            let done = DoneEvent {
+                state: snapshot.state,
+                links: TaskLinks::of(&self.id),
+                ended: snapshot.answer.as_ref().map(|a| a["ended"].clone()),
+                steps_used: snapshot.answer.as_ref().map(|a| a["steps_used"].clone()),
+                error: snapshot.error.clone(),
+            };
+            events.push(json_event("done", &done));
+            self.over = true;
+        }
+        events
+    }
+}
+
+fn json_event(name: &str, data: &impl Serialize) -> Event {
+    Event::default()
+        .event(name)
+        .data(serde_json::to_string(data).unwrap_or_default())
+}

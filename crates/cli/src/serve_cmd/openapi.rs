@@ -1,0 +1,205 @@
+//! `GET /v1/openapi.json`: the `/v1` API as one OpenAPI 3.1 document, its schemas generated
+//! (schemars, JSON Schema 2020-12 as OpenAPI 3.1 takes it) from the same Rust types the handlers
+//! read and answer with.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use super::followed::{DoneEvent, StateEvent, TaskStatus};
+use super::task_body::TaskBody;
+use super::tasks_api::{InlineScreenshot, TaskAccepted};
+use crate::task_book::StepSeen;
+
+/// An error's body.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // only its schema is used; `guard::refuse` writes the body
+struct ApiError {
+    /// What was wrong, and how to put it right.
+    error: String,
+}
+
+fn reference(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn json_content(name: &str) -> Value {
+    json!({"application/json": {"schema": reference(name)}})
+}
+
+fn answer(description: &str, name: &str) -> Value {
+    json!({"description": description, "content": json_content(name)})
+}
+
+fn error(description: &str) -> Value {
+    answer(description, "ApiError")
+}
+
+fn task_id() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "description": "The task's id, from `POST /v1/tasks`.", "schema": {"type": "string", "pattern": "^task_[0-9a-f]{32}$"}})
+}
+
+/// The components: every type's schema, and `TaskAnswer` (a task's result with its
+/// screenshots inline, its id and its links).
+fn components() -> Map<String, Value> {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.definitions_path = "/components/schemas".into();
+    let mut generator = settings.into_generator();
+    let mut named = Map::new();
+    macro_rules! register {
+        ($($type:ty => $name:literal),* $(,)?) => {$(
+            let schema = generator.subschema_for::<$type>();
+            if schema.get("$ref").is_none() {
+                named.insert($name.to_owned(), schema.to_value());
+            }
+        )*};
+    }
+    register!(
+        TaskBody => "TaskBody",
+        airlock_worker::TaskResult => "TaskResult",
+        InlineScreenshot => "InlineScreenshot",
+        TaskAccepted => "TaskAccepted",
+        TaskStatus => "TaskStatus",
+        StateEvent => "StateEvent",
+        StepSeen => "StepSeen",
+        DoneEvent => "DoneEvent",
+        airlock_worker::FlightRecord => "FlightRecord",
+        ApiError => "ApiError",
+    );
+    let mut schemas = generator.take_definitions(true);
+    schemas.extend(named);
+    schemas.insert(
+        "TaskAnswer".to_owned(),
+        json!({
+            "description": "A task's result as the API answers it: `TaskResult` with its screenshots inline, and the task's id and links.",
+            "allOf": [reference("TaskResult")],
+            "properties": {
+                "screenshots": {"type": "array", "items": reference("InlineScreenshot")},
+                "id": {"type": "string"},
+                "links": {"$ref": "#/components/schemas/TaskLinks"}
+            }
+        }),
+    );
+    schemas
+}
+
+/// The document.
+pub(super) fn document() -> Value {
+    let errors = |extra: &[(&str, &str)]| {
+        let mut map = Map::new();
+        map.insert("401".into(), error("No token, or a wrong one."));
+        for (status, words) in extra {
+            map.insert((*status).into(), error(words));
+        }
+        Value::Object(map)
+    };
+    let mut post_answers = errors(&[
+        (
+            "400",
+            "The body is not a task, or asks for more than the token may.",
+        ),
+        ("413", "The body is too large."),
+        ("415", "The body is not JSON."),
+        (
+            "503",
+            "No slot and no queue place (or the wait ran out); try again shortly.",
+        ),
+    ]);
+    post_answers["200"] = answer(
+        "The task ran (`wait`, the default): its result.",
+        "TaskAnswer",
+    );
+    post_answers["202"] = answer("`\"wait\": false`: the task is queued.", "TaskAccepted");
+    let mut status_answers = errors(&[("404", "No such task for this token.")]);
+    status_answers["200"] = answer("The task.", "TaskStatus");
+    let mut cancel_answers = status_answers.clone();
+    cancel_answers["200"] = answer("The task had ended; it stays as it ended.", "TaskStatus");
+    cancel_answers["202"] = answer("The task is being cancelled.", "TaskStatus");
+    let mut event_answers = errors(&[("404", "No such task for this token.")]);
+    event_answers["200"] = json!({
+        "description": "Server-Sent Events: `state` (a `StateEvent`) when the task queues or runs, `step` (a `StepSeen`) for each step, and `done` (a `DoneEvent`), after which the stream ends.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}}
+    });
+    let mut record_answers = errors(&[
+        ("404", "No such task for this token."),
+        ("409", "The task has not ended yet."),
+    ]);
+    record_answers["200"] = answer("The task's flight record.", "FlightRecord");
+    let mut page_answers = record_answers.clone();
+    page_answers["200"] = json!({
+        "description": "The task's flight record as one self-contained page (sent in a sandbox: it reaches nothing).",
+        "content": {"text/html": {"schema": {"type": "string"}}}
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Airlock",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Browser tasks in a sealed browser whose only way out is an egress proxy that refuses anything but public addresses."
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/tasks": {"post": {
+                "operationId": "createTask",
+                "summary": "Run a browser task, or queue it (`\"wait\": false`).",
+                "requestBody": {"required": true, "content": json_content("TaskBody")},
+                "responses": post_answers
+            }},
+            "/v1/tasks/{id}": {
+                "parameters": [task_id()],
+                "get": {"operationId": "getTask", "summary": "A task's state, steps so far, and result once done.", "responses": status_answers},
+                "delete": {"operationId": "cancelTask", "summary": "Cancel a task.", "responses": cancel_answers}
+            },
+            "/v1/tasks/{id}/events": {
+                "parameters": [task_id()],
+                "get": {"operationId": "followTask", "summary": "A task's progress as Server-Sent Events.", "responses": event_answers}
+            },
+            "/v1/tasks/{id}/record": {
+                "parameters": [task_id()],
+                "get": {"operationId": "getTaskRecord", "summary": "A finished task's flight record.", "responses": record_answers}
+            },
+            "/v1/tasks/{id}/record.html": {
+                "parameters": [task_id()],
+                "get": {"operationId": "getTaskRecordPage", "summary": "A finished task's flight record as a page.", "responses": page_answers}
+            },
+            "/v1/schema": {"get": {
+                "operationId": "getSchemas",
+                "summary": "The task's request, response and record as JSON Schema.",
+                "responses": {"200": {"description": "The schemas.", "content": {"application/json": {"schema": {"type": "object"}}}}}
+            }},
+            "/v1/openapi.json": {"get": {
+                "operationId": "getOpenApi",
+                "summary": "This document.",
+                "responses": {"200": {"description": "This document.", "content": {"application/json": {"schema": {"type": "object"}}}}}
+            }}
+        },
+        "components": {
+            "schemas": components(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "A token from --tokens-file or AIRLOCK_TOKENS."}}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reference_names_a_component() {
+        let document = document();
+        let text = document.to_string();
+        let schemas = document["components"]["schemas"].as_object().unwrap();
+        for name in text.split("#/components/schemas/").skip(1) {
+            let name: String = name.chars().take_while(|c| *c != '"').collect();
+            assert!(
+                schemas.contains_key(&name),
+                "{name} is referred to but missing"
+            );
+        }
+        assert!(
+            !text.contains("#/$defs/"),
+            "a reference left in schemars' own place"
+        );
+    }
+}

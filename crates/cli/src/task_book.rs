@@ -1,0 +1,392 @@
+//! The tasks `serve` knows: each under an unguessable id, owned by the token that asked for it
+//! (a token sees only its own), with its state, its steps so far, and, once done, its answer and
+//! its flight record. Everything is bounded: a task's steps by its step limit, running and queued
+//! tasks by the gate, and finished ones to the last `keep` per token within `bytes` per token
+//! (the oldest go first).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use airlock_worker::{CancellationToken, FlightRecord, Progress, TaskResult};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// How a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TaskState {
+    /// Waiting for a slot.
+    Queued,
+    /// Its browser runs.
+    Running,
+    /// Over: `ended` says how (or `error` why it never ran).
+    Done,
+}
+
+/// A finished task's record, as stored and served.
+#[derive(Debug)]
+pub(crate) struct StoredRecord {
+    pub(crate) json: Vec<u8>,
+    pub(crate) html: Vec<u8>,
+}
+
+/// One step as `GET /v1/tasks/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub(crate) struct StepSeen {
+    /// Its number, from 1.
+    pub(crate) step: usize,
+    /// The step limit.
+    pub(crate) max_steps: usize,
+    /// What it does (`agent_browser open https://…`).
+    pub(crate) summary: String,
+}
+
+/// A task as its owner sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    pub(crate) state: TaskState,
+    pub(crate) created_unix_ms: u64,
+    pub(crate) steps: Vec<StepSeen>,
+    /// The answer, once done (the same body `wait: true` answers with).
+    pub(crate) answer: Option<Arc<Value>>,
+    /// Why it never ran, once done without running.
+    pub(crate) error: Option<String>,
+    pub(crate) record: Option<Arc<StoredRecord>>,
+}
+
+struct Entry {
+    owner: String,
+    snapshot: Snapshot,
+    cancel: CancellationToken,
+    /// Bumped on every change; followers wake and read the snapshot.
+    changed: watch::Sender<u64>,
+    /// Bytes it holds once done (answer and record), counted against its owner's budget.
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct Book {
+    tasks: HashMap<String, Entry>,
+    /// Each owner's finished tasks, oldest first.
+    finished: HashMap<String, VecDeque<String>>,
+}
+
+/// The tasks of one server.
+pub(crate) struct TaskBook {
+    book: Mutex<Book>,
+    keep: usize,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for TaskBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskBook")
+            .field("keep", &self.keep)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskBook {
+    /// A book keeping `keep` (at least one) finished tasks per token within `bytes` per token
+    /// (the newest is kept whatever its size).
+    pub(crate) fn new(keep: usize, bytes: usize) -> Arc<Self> {
+        Arc::new(Self {
+            book: Mutex::default(),
+            keep: keep.max(1),
+            bytes,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
+        // A poisoned book only means a thread panicked mid-update; its entries stay usable.
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Enter a new task of `owner`, queued; its id.
+    pub(crate) fn open(&self, owner: &str, cancel: CancellationToken) -> String {
+        let id = new_id();
+        let (changed, _) = watch::channel(0);
+        let entry = Entry {
+            owner: owner.to_owned(),
+            snapshot: Snapshot {
+                state: TaskState::Queued,
+                created_unix_ms: now_unix_ms(),
+                steps: Vec::new(),
+                answer: None,
+                error: None,
+                record: None,
+            },
+            cancel,
+            changed,
+            bytes: 0,
+        };
+        self.lock().tasks.insert(id.clone(), entry);
+        id
+    }
+
+    fn update(&self, id: &str, change: impl FnOnce(&mut Snapshot)) {
+        let mut book = self.lock();
+        if let Some(entry) = book.tasks.get_mut(id) {
+            change(&mut entry.snapshot);
+            entry.changed.send_modify(|version| *version += 1);
+        }
+    }
+
+    /// The task has a slot and runs.
+    pub(crate) fn running(&self, id: &str) {
+        self.update(id, |snapshot| snapshot.state = TaskState::Running);
+    }
+
+    /// One more step (bounded by the task's step limit, which the runner holds to).
+    pub(crate) fn step(&self, id: &str, progress: &Progress) {
+        self.update(id, |snapshot| {
+            if snapshot.steps.len() < progress.max_steps {
+                snapshot.steps.push(StepSeen {
+                    step: progress.step,
+                    max_steps: progress.max_steps,
+                    summary: progress.summary.clone(),
+                });
+            }
+        });
+    }
+
+    /// The task is over: keep its answer (or why it never ran) and record, and let the oldest of
+    /// its owner's finished tasks go past the bounds.
+    pub(crate) fn done(
+        &self,
+        id: &str,
+        answer: Result<Value, String>,
+        record: Option<StoredRecord>,
+    ) {
+        let bytes = answer.as_ref().map_or(0, |value| value.to_string().len())
+            + record
+                .as_ref()
+                .map_or(0, |record| record.json.len() + record.html.len());
+        let mut book = self.lock();
+        let Some(entry) = book.tasks.get_mut(id) else {
+            return;
+        };
+        let snapshot = &mut entry.snapshot;
+        snapshot.state = TaskState::Done;
+        match answer {
+            Ok(value) => snapshot.answer = Some(Arc::new(value)),
+            Err(error) => snapshot.error = Some(error),
+        }
+        snapshot.record = record.map(Arc::new);
+        entry.bytes = bytes;
+        entry.changed.send_modify(|version| *version += 1);
+        let owner = entry.owner.clone();
+        book.finished
+            .entry(owner.clone())
+            .or_default()
+            .push_back(id.to_owned());
+        self.evict(&mut book, &owner);
+    }
+
+    /// The task ran: keep its answer (as the API answers it, with its id and links) and its
+    /// record (JSON and page); the answer.
+    pub(crate) fn finished(&self, id: &str, result: &TaskResult, record: &FlightRecord) -> Value {
+        let mut value = answer(result);
+        value["id"] = json!(id);
+        value["links"] = json!(TaskLinks::of(id));
+        let stored = StoredRecord {
+            html: crate::record_page::render(record).into_bytes(),
+            json: serde_json::to_vec(record).unwrap_or_default(),
+        };
+        self.done(id, Ok(value.clone()), Some(stored));
+        value
+    }
+
+    /// Past `keep` finished tasks or `bytes` for `owner`, the oldest go.
+    fn evict(&self, book: &mut Book, owner: &str) {
+        loop {
+            let Some(finished) = book.finished.get(owner) else {
+                return;
+            };
+            let held: usize = finished
+                .iter()
+                .filter_map(|id| book.tasks.get(id))
+                .map(|entry| entry.bytes)
+                .sum();
+            if finished.len() <= self.keep && (held <= self.bytes || finished.len() <= 1) {
+                return;
+            }
+            let oldest = book.finished.get_mut(owner).and_then(VecDeque::pop_front);
+            if let Some(oldest) = oldest {
+                book.tasks.remove(&oldest);
+            }
+        }
+    }
+
+    /// The task `id` as `owner` sees it: `None` when there is none, or it is another's (the two
+    /// are not told apart).
+    pub(crate) fn get(&self, owner: &str, id: &str) -> Option<Snapshot> {
+        let book = self.lock();
+        let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
+        Some(entry.snapshot.clone())
+    }
+
+    /// Follow the task: a receiver that wakes on every change.
+    pub(crate) fn follow(&self, owner: &str, id: &str) -> Option<watch::Receiver<u64>> {
+        let book = self.lock();
+        let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
+        Some(entry.changed.subscribe())
+    }
+
+    /// Cancel the task (a finished one stays as it ended); whether `owner` has it.
+    pub(crate) fn cancel(&self, owner: &str, id: &str) -> bool {
+        let book = self.lock();
+        match book.tasks.get(id).filter(|entry| entry.owner == owner) {
+            Some(entry) => {
+                entry.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Where a task is followed.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct TaskLinks {
+    /// Its state and steps: `GET` (and `DELETE` to cancel it).
+    #[serde(rename = "self")]
+    this: String,
+    /// Its progress as Server-Sent Events.
+    events: String,
+    /// Its flight record as JSON, once done.
+    pub(crate) record: String,
+    /// Its flight record as a page, once done.
+    pub(crate) record_html: String,
+}
+
+impl TaskLinks {
+    pub(crate) fn of(id: &str) -> Self {
+        Self {
+            this: format!("/v1/tasks/{id}"),
+            events: format!("/v1/tasks/{id}/events"),
+            record: format!("/v1/tasks/{id}/record"),
+            record_html: format!("/v1/tasks/{id}/record.html"),
+        }
+    }
+}
+
+/// The result as `airlock task --json` prints it, with the screenshots inline.
+pub(crate) fn answer(result: &TaskResult) -> Value {
+    let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
+    value["screenshots"] = result
+        .screenshots
+        .iter()
+        .map(|image| json!({"media_type": image.media_type, "bytes": image.data.len(), "data": image.base64()}))
+        .collect();
+    value
+}
+
+/// The OpenAPI document's `TaskAnswer` (a task's answer as JSON: [`answer`] with its id and
+/// links), for fields that carry one.
+pub(crate) fn answer_reference(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = schemars::Schema::default();
+    schema.insert("$ref".to_owned(), json!("#/components/schemas/TaskAnswer"));
+    schema
+}
+
+/// 128 random bits, from the OS: an id nobody can guess or count up to.
+fn new_id() -> String {
+    let mut bytes = [0u8; 16];
+    // A failing OS random source would make every id the same; a time-and-counter fallback
+    // keeps them distinct, and the owner check still keeps them private.
+    if getrandom::fill(&mut bytes).is_err() {
+        static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let count = FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        bytes[..8].copy_from_slice(&now_unix_ms().to_le_bytes());
+        bytes[8..].copy_from_slice(&count.to_le_bytes());
+    }
+    let mut id = String::with_capacity(5 + 32);
+    id.push_str("task_");
+    for byte in bytes {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(book: &TaskBook, owner: &str, bytes: usize) -> String {
+        let id = book.open(owner, CancellationToken::new());
+        let record = StoredRecord {
+            json: vec![b'x'; bytes],
+            html: Vec::new(),
+        };
+        book.done(&id, Ok(Value::Null), Some(record));
+        id
+    }
+
+    #[test]
+    fn a_token_sees_only_its_own_tasks() {
+        let book = TaskBook::new(4, 1 << 20);
+        let id = book.open("alice", CancellationToken::new());
+        assert!(book.get("alice", &id).is_some());
+        assert!(book.get("bob", &id).is_none());
+        assert!(book.follow("bob", &id).is_none());
+        assert!(!book.cancel("bob", &id));
+        assert!(book.cancel("alice", &id));
+        assert!(book.get("alice", "task_0").is_none());
+    }
+
+    #[test]
+    fn finished_tasks_are_kept_to_the_count_and_the_bytes_per_token() {
+        let book = TaskBook::new(2, 1000);
+        let first = finished(&book, "alice", 10);
+        let second = finished(&book, "alice", 10);
+        let bobs = finished(&book, "bob", 10);
+        let third = finished(&book, "alice", 10);
+        assert!(book.get("alice", &first).is_none(), "past the count");
+        assert!(book.get("alice", &second).is_some() && book.get("alice", &third).is_some());
+        assert!(
+            book.get("bob", &bobs).is_some(),
+            "another token's are its own"
+        );
+        let big = finished(&book, "alice", 995);
+        assert!(book.get("alice", &third).is_none(), "past the bytes");
+        assert!(book.get("alice", &big).is_some(), "the newest stays");
+    }
+
+    #[test]
+    fn ids_are_distinct_and_unguessable_in_form() {
+        let book = TaskBook::new(1, 1);
+        let a = book.open("o", CancellationToken::new());
+        let b = book.open("o", CancellationToken::new());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "task_".len() + 32);
+    }
+
+    #[test]
+    fn steps_stop_at_the_step_limit() {
+        let book = TaskBook::new(1, 1);
+        let id = book.open("o", CancellationToken::new());
+        for step in 1..=5 {
+            book.step(
+                &id,
+                &Progress {
+                    step,
+                    max_steps: 3,
+                    summary: "x".into(),
+                },
+            );
+        }
+        assert_eq!(book.get("o", &id).unwrap().steps.len(), 3);
+    }
+}
