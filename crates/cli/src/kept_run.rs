@@ -42,7 +42,11 @@ pub(crate) async fn run(
             sink(step);
         }
     });
-    match runner.run_recorded(request, cancel, Some(both)).await {
+    let live = kept.book.live_slot(&kept.id);
+    match runner
+        .run_recorded(request, cancel, Some(both), &live)
+        .await
+    {
         Ok((mut result, record)) => {
             settle(&mut result);
             let answer = kept.book.finished(&kept.id, &result, &record);

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use airlock_worker::{CancellationToken, FlightRecord, Progress, TaskResult};
+use airlock_worker::{CancellationToken, FlightRecord, LiveSlot, Progress, TaskResult};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -62,6 +62,8 @@ struct Entry {
     cancel: CancellationToken,
     /// Bumped on every change; followers wake and read the snapshot.
     changed: watch::Sender<u64>,
+    /// Where the driver offers the task's live view while it runs.
+    live: LiveSlot,
     /// Bytes it holds once done (answer and record), counted against its owner's budget.
     bytes: usize,
 }
@@ -121,6 +123,7 @@ impl TaskBook {
             },
             cancel,
             changed,
+            live: LiveSlot::default(),
             bytes: 0,
         };
         self.lock().tasks.insert(id.clone(), entry);
@@ -229,6 +232,22 @@ impl TaskBook {
         Some(entry.snapshot.clone())
     }
 
+    /// Where the task's live view is offered (for its run).
+    pub(crate) fn live_slot(&self, id: &str) -> LiveSlot {
+        let book = self.lock();
+        book.tasks
+            .get(id)
+            .map(|entry| entry.live.clone())
+            .unwrap_or_default()
+    }
+
+    /// The task's state and where its live view is offered, for `owner`.
+    pub(crate) fn live(&self, owner: &str, id: &str) -> Option<(TaskState, LiveSlot)> {
+        let book = self.lock();
+        let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
+        Some((entry.snapshot.state, entry.live.clone()))
+    }
+
     /// Follow the task: a receiver that wakes on every change.
     pub(crate) fn follow(&self, owner: &str, id: &str) -> Option<watch::Receiver<u64>> {
         let book = self.lock();
@@ -257,6 +276,8 @@ pub(crate) struct TaskLinks {
     this: String,
     /// Its progress as Server-Sent Events.
     events: String,
+    /// Its page as it runs: a WebSocket of JPEG frames, while it runs.
+    live: String,
     /// Its flight record as JSON, once done.
     pub(crate) record: String,
     /// Its flight record as a page, once done.
@@ -268,6 +289,7 @@ impl TaskLinks {
         Self {
             this: format!("/v1/tasks/{id}"),
             events: format!("/v1/tasks/{id}/events"),
+            live: format!("/v1/tasks/{id}/live"),
             record: format!("/v1/tasks/{id}/record"),
             record_html: format!("/v1/tasks/{id}/record.html"),
         }

@@ -148,7 +148,9 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     };
     let (mut result, record) = match &args.record {
         Some(_) => {
-            let (result, record) = runner.run_recorded(request, cancel, None).await?;
+            let (result, record) = runner
+                .run_recorded(request, cancel, None, &airlock_worker::LiveSlot::default())
+                .await?;
             (result, Some(record))
         }
         None => (runner.run(request, cancel).await?, None),

@@ -25,6 +25,7 @@ mod error;
 mod exec;
 mod heartbeat;
 mod host;
+mod live;
 mod made;
 mod orphans;
 mod owner;

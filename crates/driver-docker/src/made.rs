@@ -32,6 +32,10 @@ impl Made {
         if let Some(first_answer) = &self.first_answer {
             first_answer.cancel();
         }
+        // No new watch of a browser that is going away.
+        if let Some(context) = &self.context {
+            context.live.withdraw();
+        }
         if let (Some((commands, timeout)), Some(context)) = (self.state_saver.take(), &self.context)
             && let Some(state) = crate::session_state::save(&commands, timeout).await
         {

@@ -323,6 +323,13 @@ impl Maker {
         }
         made.context = Some(context.clone());
         made.first_answer = Some(first_answer.clone());
+        if let Some(container) = &made.container {
+            context.live.offer(Arc::new(crate::live::DockerLive {
+                docker: self.docker.clone(),
+                container: container.clone(),
+                watches: Arc::default(),
+            }));
+        }
         let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(2);
         if context.downloads.limit().is_some() {
             tools.push(Arc::new(crate::download_input::ReadDocumentTool {

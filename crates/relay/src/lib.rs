@@ -146,6 +146,38 @@ pub fn relay_copying(listener: &TcpListener, proxy: &Path) -> RelayStopped {
     }
 }
 
+/// Copy this process's stdin to a connection to `target` on the container's loopback, and the
+/// connection's bytes to stdout, until the connection ends. Blocks.
+///
+/// This is how the host reaches a port inside the sealed container that only the host may use
+/// (agent-browser's stream server, for a task's live view): through an exec's stdio, which
+/// dockerd attaches, never through a listener the host could be reached by. Only loopback
+/// targets are taken.
+pub fn copy_stdio(target: std::net::SocketAddr) -> std::io::Result<()> {
+    if !target.ip().is_loopback() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{target} is not on the container's loopback; only loopback ports are reached"),
+        ));
+    }
+    let connection = TcpStream::connect(target)?;
+    let _ = connection.set_nodelay(true);
+    let mut to_target = connection.try_clone()?;
+    let upward = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to_target);
+        let _ = to_target.shutdown(Shutdown::Write);
+    });
+    let mut from_target = connection;
+    let mut stdout = std::io::stdout().lock();
+    let copied = std::io::copy(&mut from_target, &mut stdout).and_then(|_| {
+        use std::io::Write;
+        stdout.flush()
+    });
+    // The host closing stdin ends the upward copy; the connection's end ends this one.
+    drop(upward);
+    copied
+}
+
 /// Copy client → proxy on a second thread and proxy → client on this one; each direction's end
 /// is passed on as a half-close, so both sides see the other finish.
 fn copy_both_ways(client: TcpStream, proxy: UnixStream) {
@@ -292,6 +324,14 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn stdio_reaches_only_the_containers_loopback() {
+        // Refused before any connection is tried (TEST-NET-1: nothing is sent anywhere).
+        let refused = copy_stdio("192.0.2.1:9223".parse().unwrap()).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(refused.to_string().contains("loopback"), "{refused}");
+    }
 
     fn connected_pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -7,7 +7,11 @@
 //! ```text
 //! airlock-relay --listen 127.0.0.1:3128 --handoff /egress/handoff.sock [--ready-file PATH]
 //! airlock-relay --listen 127.0.0.1:3128 --copy-to /egress/proxy.sock [--ready-file PATH]
+//! airlock-relay --stdio-to 127.0.0.1:PORT
 //! ```
+//!
+//! `--stdio-to` copies stdin and stdout to a port on the container's loopback, for the host's own
+//! use through an exec (a task's live view); it listens for nothing.
 //!
 //! `--copy-to` is for runtimes whose sockets cannot be passed to a host process (gVisor): each
 //! connection is copied to a new connection to the proxy's own socket instead.
@@ -80,7 +84,11 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match parse(std::env::args().skip(1)) {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--stdio-to") {
+        return stdio_to(args.nth(1));
+    }
+    let options = match parse(args) {
         Ok(options) => options,
         Err(message) => {
             eprintln!("airlock-relay: {message}");
@@ -91,6 +99,23 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("airlock-relay: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--stdio-to ADDR`: stdio to a loopback port, until it ends.
+fn stdio_to(target: Option<String>) -> ExitCode {
+    let Some(target) = target.and_then(|text| text.parse::<SocketAddr>().ok()) else {
+        eprintln!(
+            "airlock-relay: --stdio-to needs a loopback address and port such as 127.0.0.1:9223"
+        );
+        return ExitCode::from(2);
+    };
+    match airlock_relay::copy_stdio(target) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("airlock-relay: --stdio-to {target}: {error}");
             ExitCode::FAILURE
         }
     }

@@ -44,6 +44,7 @@ mod fit_image;
 mod instructions;
 mod kept_output;
 mod limits;
+mod live;
 mod messages;
 mod ports;
 mod record;
@@ -71,6 +72,7 @@ pub use instructions::STANDING_INSTRUCTIONS;
 pub use kept_output::cut;
 pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
+pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, WatchFuture};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, KeepRefusal, Model, ModelError,

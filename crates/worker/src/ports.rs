@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::downloads::Downloads;
 use crate::egress_record::{EgressBytes, EgressFailure, EgressRecord, EgressRefusal};
 use crate::limits::TaskLimits;
+use crate::live::LiveSlot;
 use crate::messages::{AssistantTurn, Image, Message};
 use crate::secrets::Secrets;
 use crate::state::SessionState;
@@ -189,6 +190,8 @@ pub struct TaskContext {
     pub uploads: Uploads,
     /// What the worker may download, and what it has: the driver saves and keeps them here.
     pub downloads: Downloads,
+    /// Where the driver offers the task's live view while its session runs.
+    pub live: LiveSlot,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -207,6 +210,7 @@ impl TaskContext {
             final_state: Arc::default(),
             uploads: Uploads::default(),
             downloads: Downloads::default(),
+            live: LiveSlot::default(),
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
@@ -239,6 +243,13 @@ impl TaskContext {
     #[must_use]
     pub fn with_downloads(mut self, limit: Option<u64>) -> Self {
         self.downloads = Downloads::new(limit);
+        self
+    }
+
+    /// The same context offering its live view in `slot` (the caller's).
+    #[must_use]
+    pub fn with_live(mut self, slot: LiveSlot) -> Self {
+        self.live = slot;
         self
     }
 

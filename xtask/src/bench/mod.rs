@@ -28,6 +28,7 @@ mod context;
 mod dev_shm;
 mod gate;
 mod gvisor;
+mod live;
 mod page_load;
 mod pool;
 mod processes;
@@ -74,6 +75,7 @@ enum Section {
     Pool,
     Cdp,
     Gate,
+    Live,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -153,6 +155,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::Gate) {
         gate::gate(&root, site_port, args.quick, &mut report)?;
+    }
+    if wanted(Section::Live) {
+        live::live(&root, site_port, load_rounds, &mut report);
     }
     if wanted(Section::Context) {
         context::context(&root, site_port, &mut report);
@@ -285,6 +290,8 @@ fn prepare(root: &Path) -> anyhow::Result<PathBuf> {
         "bench",
         "--example",
         "pool_burst",
+        "--example",
+        "live_load",
     ]))?;
     run_loud(Command::new(env!("CARGO")).args([
         "build",

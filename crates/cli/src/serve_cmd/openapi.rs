@@ -83,8 +83,8 @@ fn components() -> Map<String, Value> {
     schemas
 }
 
-/// The document.
-pub(super) fn document() -> Value {
+/// Each operation's answers, by operation.
+fn responses() -> Map<String, Value> {
     let errors = |extra: &[(&str, &str)]| {
         let mut map = Map::new();
         map.insert("401".into(), error("No token, or a wrong one."));
@@ -120,6 +120,15 @@ pub(super) fn document() -> Value {
         "description": "Server-Sent Events: `state` (a `StateEvent`) when the task queues or runs, `step` (a `StepSeen`) for each step, and `done` (a `DoneEvent`), after which the stream ends.",
         "content": {"text/event-stream": {"schema": {"type": "string"}}}
     });
+    let mut live_answers = errors(&[
+        ("404", "No such task for this token."),
+        ("409", "The task's browser is not running."),
+        (
+            "503",
+            "The live view could not start, or the task's watches are all taken.",
+        ),
+    ]);
+    live_answers["101"] = json!({"description": "The WebSocket is open."});
     let mut record_answers = errors(&[
         ("404", "No such task for this token."),
         ("409", "The task has not ended yet."),
@@ -130,6 +139,24 @@ pub(super) fn document() -> Value {
         "description": "The task's flight record as one self-contained page (sent in a sandbox: it reaches nothing).",
         "content": {"text/html": {"schema": {"type": "string"}}}
     });
+    let mut all = Map::new();
+    for (name, answers) in [
+        ("post", post_answers),
+        ("status", status_answers),
+        ("cancel", cancel_answers),
+        ("events", event_answers),
+        ("live", live_answers),
+        ("record", record_answers),
+        ("page", page_answers),
+    ] {
+        all.insert(name.to_owned(), answers);
+    }
+    all
+}
+
+/// The document.
+pub(super) fn document() -> Value {
+    let answers = responses();
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -144,24 +171,28 @@ pub(super) fn document() -> Value {
                 "operationId": "createTask",
                 "summary": "Run a browser task, or queue it (`\"wait\": false`).",
                 "requestBody": {"required": true, "content": json_content("TaskBody")},
-                "responses": post_answers
+                "responses": answers["post"]
             }},
             "/v1/tasks/{id}": {
                 "parameters": [task_id()],
-                "get": {"operationId": "getTask", "summary": "A task's state, steps so far, and result once done.", "responses": status_answers},
-                "delete": {"operationId": "cancelTask", "summary": "Cancel a task.", "responses": cancel_answers}
+                "get": {"operationId": "getTask", "summary": "A task's state, steps so far, and result once done.", "responses": answers["status"]},
+                "delete": {"operationId": "cancelTask", "summary": "Cancel a task.", "responses": answers["cancel"]}
             },
             "/v1/tasks/{id}/events": {
                 "parameters": [task_id()],
-                "get": {"operationId": "followTask", "summary": "A task's progress as Server-Sent Events.", "responses": event_answers}
+                "get": {"operationId": "followTask", "summary": "A task's progress as Server-Sent Events.", "responses": answers["events"]}
+            },
+            "/v1/tasks/{id}/live": {
+                "parameters": [task_id()],
+                "get": {"operationId": "watchTask", "summary": "A WebSocket (upgrade) carrying the task's page as it runs: one binary message per frame, a JPEG, the newest only. It takes nothing from the viewer.", "responses": answers["live"]}
             },
             "/v1/tasks/{id}/record": {
                 "parameters": [task_id()],
-                "get": {"operationId": "getTaskRecord", "summary": "A finished task's flight record.", "responses": record_answers}
+                "get": {"operationId": "getTaskRecord", "summary": "A finished task's flight record.", "responses": answers["record"]}
             },
             "/v1/tasks/{id}/record.html": {
                 "parameters": [task_id()],
-                "get": {"operationId": "getTaskRecordPage", "summary": "A finished task's flight record as a page.", "responses": page_answers}
+                "get": {"operationId": "getTaskRecordPage", "summary": "A finished task's flight record as a page.", "responses": answers["page"]}
             },
             "/v1/schema": {"get": {
                 "operationId": "getSchemas",

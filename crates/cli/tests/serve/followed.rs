@@ -43,13 +43,13 @@ fn call(args: &Value) -> Value {
 }
 
 /// `curl -N` on a task's events: the events as they arrive.
-struct Events {
+pub(super) struct Events {
     child: Child,
     lines: BufReader<std::process::ChildStdout>,
 }
 
 impl Events {
-    fn open(served: &Served, token: &str, id: &str) -> Self {
+    pub(super) fn open(served: &Served, token: &str, id: &str) -> Self {
         let mut child = Command::new("curl")
             .args(["-sSN", "--max-time", "300", "-H"])
             .arg(format!("authorization: Bearer {token}"))
@@ -62,7 +62,7 @@ impl Events {
     }
 
     /// The next event's name and data; `None` once the stream has ended.
-    fn next(&mut self) -> Option<(String, Value)> {
+    pub(super) fn next(&mut self) -> Option<(String, Value)> {
         let mut name = String::new();
         let mut data = String::new();
         loop {

@@ -12,6 +12,7 @@ mod direct;
 mod downloads;
 mod followed;
 mod limits;
+mod live;
 mod scope;
 mod secrets;
 mod state;

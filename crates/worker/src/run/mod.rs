@@ -13,6 +13,7 @@ use crate::fit_image;
 use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
 use crate::limits::{LimitError, TaskLimits};
+use crate::live::LiveSlot;
 use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
 use crate::ports::{
     BrowserDriver, Dispose, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
@@ -100,21 +101,33 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Result<TaskResult, RunError> {
-        let (result, _) = self.run_inner(request, cancel, progress, false).await?;
+        let hooks = Hooks {
+            progress,
+            record: false,
+            live: LiveSlot::default(),
+        };
+        let (result, _) = self.run_inner(request, cancel, hooks).await?;
         Ok(result)
     }
 
     /// [`TaskRunner::run_with_progress`], writing the task's flight record as it goes: after
     /// each browser step the page's URL and title are read, and a thumbnail is made where the
     /// page changed or the worker took a screenshot.
+    /// The driver offers the task's live view in `live` while the session runs (if it can).
     pub async fn run_recorded(
         &self,
         request: TaskRequest,
         cancel: CancellationToken,
         progress: Option<ProgressSink>,
+        live: &LiveSlot,
     ) -> Result<(TaskResult, FlightRecord), RunError> {
         let fallback = Recorder::new(&request);
-        let (result, record) = self.run_inner(request, cancel, progress, true).await?;
+        let hooks = Hooks {
+            progress,
+            record: true,
+            live: live.clone(),
+        };
+        let (result, record) = self.run_inner(request, cancel, hooks).await?;
         // A recorded run always returns its record; the fallback only keeps this total.
         let record =
             record.unwrap_or_else(|| fallback.finish(&result, &crate::secrets::Secrets::default()));
@@ -125,9 +138,13 @@ impl TaskRunner {
         &self,
         request: TaskRequest,
         cancel: CancellationToken,
-        progress: Option<ProgressSink>,
-        record: bool,
+        hooks: Hooks,
     ) -> Result<(TaskResult, Option<FlightRecord>), RunError> {
+        let Hooks {
+            progress,
+            record,
+            live,
+        } = hooks;
         if request.task.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
@@ -159,7 +176,8 @@ impl TaskRunner {
             .with_secrets(request.secrets.clone().hiding(&hidden))
             .with_state(request.state.clone(), request.return_state)
             .with_uploads(request.uploads.clone())
-            .with_downloads(request.max_download_bytes);
+            .with_downloads(request.max_download_bytes)
+            .with_live(live);
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -225,6 +243,15 @@ impl TaskRunner {
         run.timings.dispose_ms = millis(dispose_began.elapsed());
         Ok(run.finish(ended, &report, started))
     }
+}
+
+/// What a run's caller hears of it.
+struct Hooks {
+    progress: Option<ProgressSink>,
+    /// Write its flight record.
+    record: bool,
+    /// Where the driver offers its live view.
+    live: LiveSlot,
 }
 
 /// One task in progress.

@@ -174,7 +174,12 @@ fn script() -> Vec<ScriptedTurn> {
 async fn a_recorded_task_keeps_every_step_its_verdict_page_and_thumbnails() {
     let (runner, page) = runner(script(), 40);
     let (result, record) = runner
-        .run_recorded(signed_in_request(), CancellationToken::new(), None)
+        .run_recorded(
+            signed_in_request(),
+            CancellationToken::new(),
+            None,
+            &LiveSlot::default(),
+        )
         .await
         .unwrap();
     assert_eq!(result.ended, Ended::Completed);
@@ -269,7 +274,12 @@ async fn a_task_not_recorded_never_looks_at_the_page() {
 async fn calls_past_the_step_limit_are_recorded_as_not_run() {
     let (runner, _page) = runner(script(), 3);
     let (result, record) = runner
-        .run_recorded(signed_in_request(), CancellationToken::new(), None)
+        .run_recorded(
+            signed_in_request(),
+            CancellationToken::new(),
+            None,
+            &LiveSlot::default(),
+        )
         .await
         .unwrap();
     assert_eq!(result.ended, Ended::StepLimit);

@@ -1,0 +1,210 @@
+//! A task's live view: agent-browser's own screencast, from its stream server on the container's
+//! loopback. Pages cannot reach that port (Chromium sends even loopback through the egress proxy,
+//! which refuses it) and the worker cannot ask for it (the command policy refuses `stream`). The
+//! host reaches it through an exec of `airlock-relay --stdio-to`, whose stdio dockerd attaches:
+//! the host opens no port and nothing in the container can reach the host. The host speaks the
+//! WebSocket itself (tokio-tungstenite over the exec's stdio), every message bounded, and keeps
+//! only the newest frame, so a slow watcher never builds a backlog.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use airlock_worker::{LiveError, LiveFeed, LiveFrame, LiveSource, WatchFuture};
+use base64::Engine;
+use bollard::Docker;
+use bollard::container::LogOutput;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::exec;
+
+/// Where agent-browser's stream server listens in the container (`AGENT_BROWSER_STREAM_PORT` in
+/// the image): known, so a watch asks the daemon nothing (it answers one command at a time, and
+/// may be busy with the worker's).
+const STREAM_PORT: u16 = 9223;
+/// Frames per second a watch asks for: enough to follow a page, little to carry.
+pub const LIVE_MAX_FPS: u32 = 5;
+/// The largest stream message taken: a frame of the 1280×720 viewport is about 54 KB as JPEG
+/// (base64 in JSON adds a third). Larger messages end the watch.
+const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// How long to wait before trying the stream server again.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+/// The most the stream's start (the relay's exec, the handshake) may take.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Watches of one task at once (each is an exec and a stream client in its container).
+pub const MAX_LIVE_WATCHES: usize = 4;
+
+/// One session's live view.
+pub(crate) struct DockerLive {
+    pub(crate) docker: Docker,
+    pub(crate) container: String,
+    /// Watches open now.
+    pub(crate) watches: Arc<AtomicUsize>,
+}
+
+/// One message of the stream server (only frames are read).
+#[derive(Deserialize)]
+struct StreamMessage {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    data: String,
+}
+
+/// Counts a watch, and stops its reader when it is dropped (the WebSocket, the exec and its
+/// relay end with it).
+struct Watching {
+    reader: Option<tokio::task::JoinHandle<()>>,
+    watches: Arc<AtomicUsize>,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Some(reader) = &self.reader {
+            reader.abort();
+        }
+        self.watches.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn failure(what: &str, error: impl std::fmt::Display) -> LiveError {
+    LiveError(format!("{what}: {error}"))
+}
+
+impl DockerLive {
+    async fn open(&self) -> Result<LiveFeed, LiveError> {
+        let taken = self
+            .watches
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |open| {
+                (open < MAX_LIVE_WATCHES).then_some(open + 1)
+            });
+        if taken.is_err() {
+            return Err(LiveError(format!(
+                "{MAX_LIVE_WATCHES} watches of this task are open already, the most it takes; close one"
+            )));
+        }
+        let mut watching = Watching {
+            reader: None,
+            watches: Arc::clone(&self.watches),
+        };
+        let socket = loop {
+            match self.connect().await {
+                Ok(socket) => break socket,
+                // The stream server starts with agent-browser's daemon, which a session that
+                // has run no command yet may not have started: try again, within the start's
+                // time limit.
+                Err(error) if error.0.contains("handshake") => {
+                    tokio::time::sleep(RETRY_AFTER).await;
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        let (sender, frames) = watch::channel(None);
+        watching.reader = Some(tokio::spawn(read_frames(socket, sender)));
+        Ok(LiveFeed {
+            frames,
+            guard: Box::new(watching),
+        })
+    }
+}
+
+impl DockerLive {
+    /// The relay's exec, and the WebSocket handshake over its stdio.
+    async fn connect(
+        &self,
+    ) -> Result<
+        tokio_tungstenite::WebSocketStream<
+            tokio::io::Join<tokio_util::io::StreamReader<Bytes, bytes::Bytes>, exec::AttachedInput>,
+        >,
+        LiveError,
+    > {
+        let port = STREAM_PORT;
+        let command = vec![
+            "/usr/local/bin/airlock-relay".to_owned(),
+            "--stdio-to".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ];
+        let (_, output, input) =
+            exec::attach(&self.docker, &self.container, command, true, 256 * 1024)
+                .await
+                .map_err(|_| failure("exec", "Docker did not start the relay"))?;
+        // The exec's stdout is the connection's bytes; its stderr (the relay's complaints) is
+        // dropped.
+        let bytes: Bytes = Box::pin(output.filter_map(|item| {
+            std::future::ready(match item {
+                Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+                Ok(_) => None,
+                Err(error) => Some(Err(std::io::Error::other(error))),
+            })
+        }));
+        let connection = tokio::io::join(tokio_util::io::StreamReader::new(bytes), input);
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        let url = format!("ws://127.0.0.1:{port}/?maxFps={LIVE_MAX_FPS}");
+        let (socket, _) =
+            tokio_tungstenite::client_async_with_config(url, connection, Some(config))
+                .await
+                .map_err(|error| failure("the stream's handshake", error))?;
+        Ok(socket)
+    }
+}
+
+/// The relay's stdout as a stream of byte chunks.
+type Bytes =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send>>;
+
+impl LiveSource for DockerLive {
+    fn watch(&self) -> WatchFuture<'_> {
+        Box::pin(async move {
+            tokio::time::timeout(START_TIMEOUT, self.open())
+                .await
+                .map_err(|_| failure("start", "timed out"))?
+        })
+    }
+}
+
+/// Keep the newest frame until the stream or every watcher ends.
+async fn read_frames<S>(
+    mut socket: tokio_tungstenite::WebSocketStream<S>,
+    sender: watch::Sender<Option<Arc<LiveFrame>>>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        let message = match socket.next().await {
+            Some(Ok(message)) => message,
+            Some(Err(error)) => {
+                tracing::debug!(%error, "a live view's stream ended");
+                return;
+            }
+            None => return,
+        };
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let Ok(message) = serde_json::from_str::<StreamMessage>(&text) else {
+            continue;
+        };
+        if message.kind != "frame" {
+            continue;
+        }
+        let Ok(jpeg) = base64::engine::general_purpose::STANDARD.decode(message.data) else {
+            continue;
+        };
+        let frame = LiveFrame {
+            seq: message.seq,
+            jpeg,
+        };
+        if sender.send(Some(Arc::new(frame))).is_err() {
+            return;
+        }
+    }
+}
