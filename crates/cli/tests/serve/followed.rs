@@ -140,6 +140,32 @@ pub(super) fn its_record_is_linked_for_its_token_alone(served: &Served, result: 
     assert_eq!(request(served.port, "GET", record, &[other], "").0, 404);
 }
 
+/// A server allowing the lab site on `port`, running `script`, and a task it queued at once
+/// (`"wait": false`) for `TOKEN`: the server, its directory, the `202`'s body and the task's id.
+pub(super) fn queued(
+    script: &Value,
+    port: u16,
+    task: &Value,
+) -> (Served, tempfile::TempDir, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let allow = format!("127.0.0.1:{port}");
+    let served = serve(script, dir.path(), &["--allow", &allow]);
+    let (status, accepted) = curl_task(&served, TOKEN, task);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["id"].as_str().unwrap().to_owned();
+    (served, dir, accepted, id)
+}
+
+/// Read a task's events until step `step` has begun.
+pub(super) fn until_step(events: &mut Events, step: u64) {
+    while let Some((name, data)) = events.next() {
+        if name == "step" && data["step"] == step {
+            return;
+        }
+    }
+    panic!("the events ended before step {step}");
+}
+
 /// The headers `path` is answered with (lower case), by curl.
 fn headers_of(served: &Served, path: &str) -> String {
     let answer = Command::new("curl")
@@ -168,16 +194,8 @@ fn a_task_answered_at_once_is_followed_to_its_record_and_no_other_token_sees_it(
         {"tool_calls": [call(&json!(["cookies"])), call(&json!(["get", "text", "body"]))]},
         {"text": "Open 9 to 5."}
     ]});
-    let dir = tempfile::tempdir().unwrap();
-    let allow = format!("127.0.0.1:{port}");
-    let served = serve(&script, dir.path(), &["--allow", &allow]);
-    let (status, accepted) = curl_task(
-        &served,
-        TOKEN,
-        &json!({"task": "Find the hours", "url": home, "wait": false}),
-    );
-    assert_eq!(status, 202, "{accepted}");
-    let id = accepted["id"].as_str().unwrap().to_owned();
+    let task = json!({"task": "Find the hours", "url": home, "wait": false});
+    let (served, _dir, accepted, id) = queued(&script, port, &task);
     assert_eq!(
         accepted["links"]["events"],
         format!("/v1/tasks/{id}/events")
@@ -275,23 +293,11 @@ fn deleting_a_running_task_cancels_it_and_removes_its_container() {
         {"tool_calls": [call(&json!(["open", home])), call(&json!(["wait", "120000"]))]},
         {"text": "never reached"}
     ]});
-    let dir = tempfile::tempdir().unwrap();
-    let allow = format!("127.0.0.1:{port}");
-    let served = serve(&script, dir.path(), &["--allow", &allow]);
-    let (status, accepted) = curl_task(
-        &served,
-        TOKEN,
-        &json!({"task": "Wait", "url": home, "wait": false}),
-    );
-    assert_eq!(status, 202, "{accepted}");
-    let id = accepted["id"].as_str().unwrap().to_owned();
+    let task = json!({"task": "Wait", "url": home, "wait": false});
+    let (served, _dir, _, id) = queued(&script, port, &task);
     let mut events = Events::open(&served, TOKEN, &id);
     // Step 2 (the long wait) has begun.
-    while let Some((name, data)) = events.next() {
-        if name == "step" && data["step"] == 2 {
-            break;
-        }
-    }
+    until_step(&mut events, 2);
     let container = containers_of(served.child.id()).remove(0);
     let asked = std::time::SystemTime::now();
     let auth = bearer();

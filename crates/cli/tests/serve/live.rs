@@ -9,7 +9,7 @@ use std::process::Stdio;
 use airlock_testkit::site::site;
 use base64::Engine;
 
-use super::followed::Events;
+use super::followed::{Events, queued, until_step};
 use super::*;
 
 /// Two pages of one colour each; the red one links to the blue one.
@@ -89,22 +89,10 @@ fn a_viewer_sees_the_task_s_page_change_as_it_navigates() {
         {"tool_calls": [call(json!(["click", "#next"])), call(json!(["wait", "3000"]))]},
         {"text": "Seen both."}
     ]});
-    let dir = tempfile::tempdir().unwrap();
-    let allow = format!("127.0.0.1:{port}");
-    let served = serve(&script, dir.path(), &["--allow", &allow]);
-    let (status, accepted) = curl_task(
-        &served,
-        TOKEN,
-        &json!({"task": "Look", "url": home, "wait": false}),
-    );
-    assert_eq!(status, 202, "{accepted}");
-    let id = accepted["id"].as_str().unwrap().to_owned();
+    let task = json!({"task": "Look", "url": home, "wait": false});
+    let (served, _dir, _, id) = queued(&script, port, &task);
     let mut events = Events::open(&served, TOKEN, &id);
-    while let Some((name, data)) = events.next() {
-        if name == "step" && data["step"] == 2 {
-            break;
-        }
-    }
+    until_step(&mut events, 2);
     // Another token is told what a missing task's viewer is told.
     let mut other = viewer(&served, "second-token-abcdef0123456", &id);
     let mut said = String::new();

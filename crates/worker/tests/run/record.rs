@@ -170,10 +170,8 @@ fn script() -> Vec<ScriptedTurn> {
     ]
 }
 
-#[tokio::test]
-async fn a_recorded_task_keeps_every_step_its_verdict_page_and_thumbnails() {
-    let (runner, page) = runner(script(), 40);
-    let (result, record) = runner
+async fn recorded(runner: &TaskRunner) -> (TaskResult, FlightRecord) {
+    runner
         .run_recorded(
             signed_in_request(),
             CancellationToken::new(),
@@ -181,7 +179,13 @@ async fn a_recorded_task_keeps_every_step_its_verdict_page_and_thumbnails() {
             &LiveSlot::default(),
         )
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_recorded_task_keeps_every_step_its_verdict_page_and_thumbnails() {
+    let (runner, page) = runner(script(), 40);
+    let (result, record) = recorded(&runner).await;
     assert_eq!(result.ended, Ended::Completed);
     assert_eq!(record.ended, Ended::Completed);
     assert_eq!(record.format, RECORD_FORMAT);
@@ -273,15 +277,7 @@ async fn a_task_not_recorded_never_looks_at_the_page() {
 #[tokio::test]
 async fn calls_past_the_step_limit_are_recorded_as_not_run() {
     let (runner, _page) = runner(script(), 3);
-    let (result, record) = runner
-        .run_recorded(
-            signed_in_request(),
-            CancellationToken::new(),
-            None,
-            &LiveSlot::default(),
-        )
-        .await
-        .unwrap();
+    let (result, record) = recorded(&runner).await;
     assert_eq!(result.ended, Ended::StepLimit);
     let not_run = record
         .steps
