@@ -197,3 +197,15 @@ pub enum Message {
         results: Vec<ToolResult>,
     },
 }
+
+/// The text blocks of `content`, joined by newlines (images left out).
+pub(crate) fn text_of(content: &[Content]) -> String {
+    content
+        .iter()
+        .filter_map(|block| match block {
+            Content::Text { text } => Some(text.as_str()),
+            Content::Image { .. } => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

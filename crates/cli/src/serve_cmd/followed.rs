@@ -104,10 +104,6 @@ pub(super) struct DoneEvent {
     error: Option<String>,
 }
 
-fn status(id: &str, snapshot: &Snapshot) -> TaskStatus {
-    TaskStatus::of(id, snapshot)
-}
-
 /// `GET /v1/tasks/{id}`.
 pub(super) async fn get(
     State(app): State<App>,
@@ -115,7 +111,7 @@ pub(super) async fn get(
     Path(id): Path<String>,
 ) -> Response<Body> {
     match app.book.get(&ceiling.context_owner, &id) {
-        Some(snapshot) => json_response(StatusCode::OK, &status(&id, &snapshot)),
+        Some(snapshot) => json_response(StatusCode::OK, &TaskStatus::of(&id, &snapshot)),
         None => not_found(),
     }
 }
@@ -132,9 +128,9 @@ pub(super) async fn cancel(
     }
     match app.book.get(owner, &id) {
         Some(snapshot) if snapshot.state == TaskState::Done => {
-            json_response(StatusCode::OK, &status(&id, &snapshot))
+            json_response(StatusCode::OK, &TaskStatus::of(&id, &snapshot))
         }
-        Some(snapshot) => json_response(StatusCode::ACCEPTED, &status(&id, &snapshot)),
+        Some(snapshot) => json_response(StatusCode::ACCEPTED, &TaskStatus::of(&id, &snapshot)),
         None => not_found(),
     }
 }

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::fit_image::fit_for_model;
 use crate::kept_output::cut;
-use crate::messages::{AssistantTurn, Content, Image, ToolCall};
+use crate::messages::{AssistantTurn, Content, Image, ToolCall, text_of};
 use crate::ports::{PageSeen, ToolFailure, ToolOutput};
 use crate::secrets::Secrets;
 use crate::task::{TaskRequest, TaskResult};
@@ -81,14 +81,7 @@ impl Recorder {
         verdict: Verdict,
         shown: &[Content],
     ) -> &mut RecordedStep {
-        let text: String = shown
-            .iter()
-            .filter_map(|block| match block {
-                Content::Text { text } => Some(text.as_str()),
-                Content::Image { .. } => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = text_of(shown);
         let (command, stdin) = written(call);
         self.steps.push(RecordedStep {
             step: self.steps.len() + 1,
@@ -195,21 +188,26 @@ impl Recorder {
 /// driver's refusal is an error whose text begins `Refused:`.
 pub(crate) fn verdict_of(outcome: &Result<ToolOutput, ToolFailure>) -> Verdict {
     match outcome {
-        Ok(output) if !output.is_error => Verdict::Ran,
-        Ok(output) => {
-            let text = output.text.trim_start();
-            match text.strip_prefix("Refused:") {
-                Some(reason) => Verdict::Refused {
-                    reason: first_line(reason),
-                },
-                None => Verdict::Failed {
-                    reason: first_line(text),
-                },
-            }
-        }
+        Ok(output) => verdict_of_text(output.is_error, &output.text),
         // The details are in the host's log under the reference the worker was shown.
         Err(_) => Verdict::Failed {
             reason: "the tool failed unexpectedly (see the host's log)".to_owned(),
+        },
+    }
+}
+
+/// What became of a call whose result was `text`, an error or not.
+pub(crate) fn verdict_of_text(is_error: bool, text: &str) -> Verdict {
+    if !is_error {
+        return Verdict::Ran;
+    }
+    let text = text.trim_start();
+    match text.strip_prefix("Refused:") {
+        Some(reason) => Verdict::Refused {
+            reason: first_line(reason),
+        },
+        None => Verdict::Failed {
+            reason: first_line(text),
         },
     }
 }

@@ -14,11 +14,12 @@ use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
 use crate::limits::{LimitError, TaskLimits};
 use crate::live::LiveSlot;
+use crate::messages::text_of;
 use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
 use crate::ports::{
     BrowserDriver, Dispose, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
 };
-use crate::record::{FlightRecord, Recorder, Verdict, verdict_of};
+use crate::record::{FlightRecord, Recorder, verdict_of, verdict_of_text};
 use crate::scrub::scrub;
 use crate::shown::shown;
 use crate::state::SessionState;
@@ -32,8 +33,7 @@ mod recording;
 mod words;
 
 use words::{
-    cancelled_report, error_result, step_limit_result, summarize, task_message, text_of,
-    timed_out_report,
+    cancelled_report, error_result, step_limit_result, summarize, task_message, timed_out_report,
 };
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
@@ -434,11 +434,7 @@ impl Run<'_> {
             };
             self.context_use.record(&content);
             if let Some(recorder) = &mut self.recorder {
-                let verdict = if is_error {
-                    verdict_of(&Ok(crate::ports::ToolOutput::error(text_of(&content))))
-                } else {
-                    Verdict::Ran
-                };
+                let verdict = verdict_of_text(is_error, &text_of(&content));
                 recorder.step(began, call, verdict, &content);
             }
             return Bounded::Done(ToolResult {

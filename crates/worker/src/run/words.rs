@@ -63,18 +63,6 @@ pub(super) fn summarize(call: &ToolCall) -> String {
     cut(&summary, 120)
 }
 
-/// The text blocks of a tool result, joined.
-pub(super) fn text_of(content: &[Content]) -> String {
-    content
-        .iter()
-        .filter_map(|block| match block {
-            Content::Text { text } => Some(text.as_str()),
-            Content::Image { .. } => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// The result of a call past the step limit, which was not run.
 pub(super) fn step_limit_result(call: &ToolCall, max_steps: usize) -> ToolResult {
     error_result(
