@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use airlock_worker::{
-    CancellationToken, Progress, ProgressSink, RunError, TaskRequest, TaskResult, TaskRunner,
+    CancellationToken, HelpDesk, Progress, ProgressSink, RunError, TaskRequest, TaskResult,
+    TaskRunner,
 };
 use serde_json::Value;
 
@@ -42,11 +43,18 @@ pub(crate) async fn run(
             sink(step);
         }
     });
-    let live = kept.book.live_slot(&kept.id);
-    match runner
-        .run_recorded(request, cancel, Some(both), &live)
-        .await
-    {
+    let window = kept.book.window(&kept.id);
+    // The book follows the task's help desk while it runs (state `waiting_for_human`).
+    let relay = tokio::spawn(follow_help(
+        Arc::clone(&kept.book),
+        kept.id.clone(),
+        window.help.clone(),
+    ));
+    let ran = runner
+        .run_recorded(request, cancel, Some(both), &window)
+        .await;
+    relay.abort();
+    match ran {
         Ok((mut result, record)) => {
             settle(&mut result);
             let answer = kept.book.finished(&kept.id, &result, &record);
@@ -55,6 +63,17 @@ pub(crate) async fn run(
         Err(error) => {
             kept.book.done(&kept.id, Err(error.to_string()), None);
             Err(error)
+        }
+    }
+}
+
+/// Tell the book each time the task's call for help opens or closes.
+async fn follow_help(book: Arc<TaskBook>, id: String, desk: HelpDesk) {
+    let mut changes = desk.changes();
+    loop {
+        book.help(&id, desk.call());
+        if changes.changed().await.is_err() {
+            return;
         }
     }
 }

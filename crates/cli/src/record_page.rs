@@ -5,7 +5,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use airlock_worker::{FlightRecord, Image, RecordedStep, RecordedTurn, ThumbnailCause, Verdict};
+use airlock_worker::{
+    FlightRecord, HelpOutcome, Image, RecordedHelp, RecordedStep, RecordedTurn, ThumbnailCause,
+    Verdict,
+};
 use base64::Engine;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use sha2::{Digest, Sha256};
@@ -19,6 +22,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
 .meta{color:#57606a}.report{white-space:pre-wrap;background:#fff;border:1px solid #d0d7de;padding:10px;border-radius:6px}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600}
 .ran{background:#dafbe1;color:#116329}.refused{background:#ffebe9;color:#a40e26}.failed{background:#fff8c5;color:#7d4e00}
+.help{margin-top:4px;padding:4px 8px;border-left:3px solid #8250df;background:#fbefff}
 .not_run{background:#eaeef2;color:#57606a}
 .step{display:grid;grid-template-columns:64px 1fr auto;gap:10px;background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:8px;margin:6px 0}
 .step.is-refused{border-left:5px solid #cf222e;background:#fff5f5}
@@ -115,6 +119,9 @@ fn step_row(step: &RecordedStep) -> Markup {
                 code.command { (step.tool) " " (step.command.join(" ")) }
                 @if let Some(reason) = reason { div.reason { (reason) } }
                 @if let Some(stdin) = &step.stdin { pre { (stdin) } }
+                @if let Some(help) = &step.help {
+                    div.help { (help_words(help)) }
+                }
                 @if let Some(page) = &step.page {
                     div.page { (page.title) " — " (page.url) }
                 }
@@ -130,6 +137,22 @@ fn step_row(step: &RecordedStep) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// A call for a person's help, in a line: who was asked what, and what came of it.
+fn help_words(help: &RecordedHelp) -> String {
+    let waited = seconds(help.waited_ms);
+    match help.outcome {
+        HelpOutcome::HandedBack => format!(
+            "A person was asked: \u{201c}{}\u{201d}. They acted ({}) and handed back after {waited} s.",
+            help.reason,
+            help.actions.words()
+        ),
+        HelpOutcome::NobodyCame => format!(
+            "A person was asked: \u{201c}{}\u{201d}. Nobody came within {waited} s.",
+            help.reason
+        ),
     }
 }
 

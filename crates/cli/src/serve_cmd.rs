@@ -18,6 +18,7 @@ mod cdp;
 mod connections;
 mod followed;
 mod guard;
+mod hand_back;
 mod live;
 mod openapi;
 mod readiness;

@@ -25,6 +25,11 @@ pub struct SettingFlags {
     /// Time limit of a task, in seconds (5–3600; default 300).
     #[arg(long, env = "AIRLOCK_TIMEOUT", value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// How long a task that asked a person for help waits for them, in seconds (10–3600;
+    /// default 600). The task's own time limit stands still meanwhile. `serve` only: elsewhere
+    /// no person can be reached and the worker is not offered `ask_human`.
+    #[arg(long, env = "AIRLOCK_HUMAN_TIMEOUT", value_name = "SECONDS")]
+    pub human_timeout: Option<u64>,
     /// Tool calls a worker may make (1–500; default 40).
     #[arg(long, env = "AIRLOCK_MAX_STEPS", value_name = "N")]
     pub max_steps: Option<usize>,
@@ -145,6 +150,7 @@ pub(crate) struct FileSettings {
     pub(crate) base_url: Option<String>,
     pub(crate) image: Option<String>,
     pub(crate) timeout: Option<u64>,
+    pub(crate) human_timeout: Option<u64>,
     pub(crate) max_steps: Option<usize>,
     pub(crate) max_screenshots: Option<usize>,
     pub(crate) max_screenshot_bytes: Option<usize>,

@@ -375,14 +375,18 @@ impl Resolver<'_> {
         };
         let number = |v: &usize| v.to_string();
         let limits = TaskLimits {
-            timeout: Duration::from_secs(self.pick(
-                "timeout",
-                "AIRLOCK_TIMEOUT",
+            timeout: self.seconds(
+                ("timeout", "AIRLOCK_TIMEOUT"),
                 flags.timeout,
                 file.timeout,
-                defaults.timeout.as_secs(),
-                |v| format!("{v} s"),
-            )),
+                defaults.timeout,
+            ),
+            human_timeout: self.seconds(
+                ("human_timeout", "AIRLOCK_HUMAN_TIMEOUT"),
+                flags.human_timeout,
+                file.human_timeout,
+                defaults.human_timeout,
+            ),
             max_steps: self.pick(
                 "max_steps",
                 "AIRLOCK_MAX_STEPS",
@@ -462,6 +466,18 @@ impl Resolver<'_> {
             )
         })?;
         Ok(limits)
+    }
+
+    fn seconds(
+        &mut self,
+        (name, env): (&'static str, &'static str),
+        flag: Option<u64>,
+        file: Option<u64>,
+        default: Duration,
+    ) -> Duration {
+        Duration::from_secs(self.pick(name, env, flag, file, default.as_secs(), |v| {
+            format!("{v} s")
+        }))
     }
 
     /// The scope, and the secrets (which it must cover).

@@ -7,7 +7,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use airlock_worker::{CancellationToken, FlightRecord, LiveSlot, Progress, TaskResult};
+use airlock_worker::{
+    CancellationToken, FlightRecord, HelpCall, HelpDesk, LiveSlot, Progress, TaskResult, TaskWindow,
+};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -21,6 +23,8 @@ pub(crate) enum TaskState {
     Queued,
     /// Its browser runs.
     Running,
+    /// It asked a person for help and waits (its time stands still): `help` says why.
+    WaitingForHuman,
     /// Over: `ended` says how (or `error` why it never ran).
     Done,
 }
@@ -49,6 +53,8 @@ pub(crate) struct Snapshot {
     pub(crate) state: TaskState,
     pub(crate) created_unix_ms: u64,
     pub(crate) steps: Vec<StepSeen>,
+    /// Its open call for help, while it waits for a person.
+    pub(crate) help: Option<HelpCall>,
     /// The answer, once done (the same body `wait: true` answers with).
     pub(crate) answer: Option<Arc<Value>>,
     /// Why it never ran, once done without running.
@@ -62,8 +68,8 @@ struct Entry {
     cancel: CancellationToken,
     /// Bumped on every change; followers wake and read the snapshot.
     changed: watch::Sender<u64>,
-    /// Where the driver offers the task's live view while it runs.
-    live: LiveSlot,
+    /// Where the driver offers the task's live view while it runs, and where it asks for help.
+    window: TaskWindow,
     /// Bytes it holds once done (answer and record), counted against its owner's budget.
     bytes: usize,
 }
@@ -117,13 +123,17 @@ impl TaskBook {
                 state: TaskState::Queued,
                 created_unix_ms: now_unix_ms(),
                 steps: Vec::new(),
+                help: None,
                 answer: None,
                 error: None,
                 record: None,
             },
             cancel,
             changed,
-            live: LiveSlot::default(),
+            window: TaskWindow {
+                live: LiveSlot::default(),
+                help: HelpDesk::staffed(),
+            },
             bytes: 0,
         };
         self.lock().tasks.insert(id.clone(), entry);
@@ -141,6 +151,21 @@ impl TaskBook {
     /// The task has a slot and runs.
     pub(crate) fn running(&self, id: &str) {
         self.update(id, |snapshot| snapshot.state = TaskState::Running);
+    }
+
+    /// The task's call for help opened (`Some`) or closed (`None`).
+    pub(crate) fn help(&self, id: &str, call: Option<HelpCall>) {
+        self.update(id, |snapshot| {
+            if snapshot.state == TaskState::Done {
+                return;
+            }
+            snapshot.state = if call.is_some() {
+                TaskState::WaitingForHuman
+            } else {
+                TaskState::Running
+            };
+            snapshot.help = call;
+        });
     }
 
     /// One more step (bounded by the task's step limit, which the runner holds to).
@@ -174,6 +199,7 @@ impl TaskBook {
         };
         let snapshot = &mut entry.snapshot;
         snapshot.state = TaskState::Done;
+        snapshot.help = None;
         match answer {
             Ok(value) => snapshot.answer = Some(Arc::new(value)),
             Err(error) => snapshot.error = Some(error),
@@ -232,20 +258,20 @@ impl TaskBook {
         Some(entry.snapshot.clone())
     }
 
-    /// Where the task's live view is offered (for its run).
-    pub(crate) fn live_slot(&self, id: &str) -> LiveSlot {
+    /// Where the task's live view is offered and its help desk (for its run).
+    pub(crate) fn window(&self, id: &str) -> TaskWindow {
         let book = self.lock();
         book.tasks
             .get(id)
-            .map(|entry| entry.live.clone())
+            .map(|entry| entry.window.clone())
             .unwrap_or_default()
     }
 
-    /// The task's state and where its live view is offered, for `owner`.
-    pub(crate) fn live(&self, owner: &str, id: &str) -> Option<(TaskState, LiveSlot)> {
+    /// The task's state, where its live view is offered and its help desk, for `owner`.
+    pub(crate) fn live(&self, owner: &str, id: &str) -> Option<(TaskState, TaskWindow)> {
         let book = self.lock();
         let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
-        Some((entry.snapshot.state, entry.live.clone()))
+        Some((entry.snapshot.state, entry.window.clone()))
     }
 
     /// Follow the task: a receiver that wakes on every change.
@@ -276,8 +302,11 @@ pub(crate) struct TaskLinks {
     this: String,
     /// Its progress as Server-Sent Events.
     events: String,
-    /// Its page as it runs: a WebSocket of JPEG frames, while it runs.
+    /// Its page as it runs: a WebSocket of JPEG frames, while it runs; while it waits for a
+    /// person, it also takes their input events.
     live: String,
+    /// Hand the page back to the worker after helping: `POST`, while it waits for a person.
+    hand_back: String,
     /// Its flight record as JSON, once done.
     pub(crate) record: String,
     /// Its flight record as a page, once done.
@@ -290,6 +319,7 @@ impl TaskLinks {
             this: format!("/v1/tasks/{id}"),
             events: format!("/v1/tasks/{id}/events"),
             live: format!("/v1/tasks/{id}/live"),
+            hand_back: format!("/v1/tasks/{id}/hand-back"),
             record: format!("/v1/tasks/{id}/record"),
             record_html: format!("/v1/tasks/{id}/record.html"),
         }

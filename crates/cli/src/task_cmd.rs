@@ -149,7 +149,12 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let (mut result, record) = match &args.record {
         Some(_) => {
             let (result, record) = runner
-                .run_recorded(request, cancel, None, &airlock_worker::LiveSlot::default())
+                .run_recorded(
+                    request,
+                    cancel,
+                    None,
+                    &airlock_worker::TaskWindow::default(),
+                )
                 .await?;
             (result, Some(record))
         }

@@ -4,19 +4,20 @@
 //! host reaches it through an exec of `airlock-relay --stdio-to`, whose stdio dockerd attaches:
 //! the host opens no port and nothing in the container can reach the host. The host speaks the
 //! WebSocket itself (tokio-tungstenite over the exec's stdio), every message bounded, and keeps
-//! only the newest frame, so a slow watcher never builds a backlog.
+//! only the newest frame, so a slow watcher never builds a backlog. A helping person's input
+//! goes the other way, as typed events the caller admitted (see `airlock_policy::HumanInput`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use airlock_worker::{LiveError, LiveFeed, LiveFrame, LiveSource, WatchFuture};
+use airlock_worker::{HumanInput, LiveError, LiveFeed, LiveFrame, LiveSource, WatchFuture};
 use base64::Engine;
 use bollard::Docker;
 use bollard::container::LogOutput;
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -58,21 +59,24 @@ struct StreamMessage {
     data: String,
 }
 
-/// Counts a watch, and stops its reader when it is dropped (the WebSocket, the exec and its
-/// relay end with it).
+/// Counts a watch, and stops its reader and writer when it is dropped (the WebSocket, the exec
+/// and its relay end with them).
 struct Watching {
-    reader: Option<tokio::task::JoinHandle<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     watches: Arc<AtomicUsize>,
 }
 
 impl Drop for Watching {
     fn drop(&mut self) {
-        if let Some(reader) = &self.reader {
-            reader.abort();
+        for task in &self.tasks {
+            task.abort();
         }
         self.watches.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+/// Input events waiting for the stream; past this a burst (mouse moves) drops.
+const INPUT_QUEUE: usize = 64;
 
 fn failure(what: &str, error: impl std::fmt::Display) -> LiveError {
     LiveError(format!("{what}: {error}"))
@@ -91,7 +95,7 @@ impl DockerLive {
             )));
         }
         let mut watching = Watching {
-            reader: None,
+            tasks: Vec::new(),
             watches: Arc::clone(&self.watches),
         };
         let socket = loop {
@@ -107,9 +111,17 @@ impl DockerLive {
             }
         };
         let (sender, frames) = watch::channel(None);
-        watching.reader = Some(tokio::spawn(read_frames(socket, sender)));
+        let (input, events) = mpsc::channel(INPUT_QUEUE);
+        let (writer, reader) = socket.split();
+        watching
+            .tasks
+            .push(tokio::spawn(read_frames(reader, sender)));
+        watching
+            .tasks
+            .push(tokio::spawn(write_input(writer, events)));
         Ok(LiveFeed {
             frames,
+            input: Some(input),
             guard: Box::new(watching),
         })
     }
@@ -171,12 +183,23 @@ impl LiveSource for DockerLive {
     }
 }
 
+/// Write each input event the caller admitted, as the guard wrote it (never a viewer's text).
+async fn write_input<S>(mut writer: S, mut events: mpsc::Receiver<HumanInput>)
+where
+    S: futures_util::Sink<Message> + Unpin,
+{
+    while let Some(event) = events.recv().await {
+        let message = Message::Text(event.to_stream_message().into());
+        if writer.send(message).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Keep the newest frame until the stream or every watcher ends.
-async fn read_frames<S>(
-    mut socket: tokio_tungstenite::WebSocketStream<S>,
-    sender: watch::Sender<Option<Arc<LiveFrame>>>,
-) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+async fn read_frames<S>(mut socket: S, sender: watch::Sender<Option<Arc<LiveFrame>>>)
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
     loop {
         let message = match socket.next().await {

@@ -140,6 +140,15 @@ impl Tool for AgentBrowserTool {
         })
     }
 
+    fn look(&self) -> BoxFuture<'_, Option<Result<ToolOutput, ToolFailure>>> {
+        // The worker's own first look at a page, through the same path as its commands (so
+        // values a person's sign-in stored are learned and scrubbed like any others).
+        Box::pin(async {
+            let snapshot = serde_json::json!({ "args": ["snapshot", "-i"] });
+            Some(self.execute(snapshot).await)
+        })
+    }
+
     fn page_screenshot(&self) -> BoxFuture<'_, Option<Image>> {
         Box::pin(async {
             // The same rule as the worker's screenshots: none once a secret may show.

@@ -43,6 +43,7 @@ mod command;
 mod command_table;
 mod docker_api;
 mod egress;
+mod human_input;
 mod scope;
 mod secret_commands;
 mod url;
@@ -64,6 +65,10 @@ pub use docker_api::{
     MAX_BODY_BYTES as MAX_DOCKER_BODY_BYTES, SealedCreate, judge as judge_docker_call,
 };
 pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Profile};
+pub use human_input::{
+    HumanAction, HumanInput, InputRefusal, KeyEvent, KeyInput, MAX_HUMAN_MESSAGE_BYTES,
+    MouseButton, MouseEvent, MouseInput, TouchEvent, TouchInput, TouchPoint,
+};
 pub use scope::{DomainPattern, MAX_PATTERNS, Scope, ScopeError};
 pub use secret_commands::refused_while_secrets_held;
 pub use url::{UrlTarget, parse_http_url};

@@ -41,6 +41,7 @@ mod direct;
 mod downloads;
 mod egress_record;
 mod fit_image;
+mod help;
 mod instructions;
 mod kept_output;
 mod limits;
@@ -59,7 +60,7 @@ mod token_budget;
 mod token_estimate;
 mod uploads;
 
-pub use airlock_policy::{DomainPattern, Scope, ScopeError};
+pub use airlock_policy::{DomainPattern, HumanInput, Scope, ScopeError};
 pub use direct::{DirectOutput, DirectSession};
 pub use downloads::{
     Download, DownloadRefusal, Downloads, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES, sniff,
@@ -68,11 +69,15 @@ pub use egress_record::{
     EGRESS_LIST_LIMIT, EgressBytes, EgressFailure, EgressRecord, EgressRefusal, TARGET_CHARS,
 };
 pub use fit_image::fit_for_model;
+pub use help::{
+    ASK_HUMAN, DeskState, HelpCall, HelpDesk, HelpOutcome, HumanActions, MAX_HELP_REASON_CHARS,
+    RecordedHelp,
+};
 pub use instructions::STANDING_INSTRUCTIONS;
 pub use kept_output::cut;
 pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
-pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, WatchFuture};
+pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, TaskWindow, WatchFuture};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, KeepRefusal, Model, ModelError,

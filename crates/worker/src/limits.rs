@@ -32,6 +32,10 @@ pub struct TaskLimits {
     pub max_image_side: u32,
     /// Tasks one runner runs at once; the next is refused, not queued.
     pub max_concurrent_tasks: usize,
+    /// How long a call for a human's help may wait (the task's own time stands still
+    /// meanwhile); offered only where a person can be reached.
+    #[serde(with = "seconds")]
+    pub human_timeout: Duration,
 }
 
 mod seconds {
@@ -56,6 +60,7 @@ impl Default for TaskLimits {
             max_task_tokens: 0,
             max_image_side: DEFAULT_MAX_IMAGE_SIDE,
             max_concurrent_tasks: 2,
+            human_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -89,10 +94,17 @@ pub struct LimitError {
 
 impl TaskLimits {
     /// Each limit's name, value, range and unit, in one place.
-    fn ranges(&self) -> [(&'static str, u64, u64, u64, &'static str); 9] {
+    fn ranges(&self) -> [(&'static str, u64, u64, u64, &'static str); 10] {
         let as_u64 = |value: usize| u64::try_from(value).unwrap_or(u64::MAX);
         [
             ("timeout", self.timeout.as_secs(), 5, 3600, " seconds"),
+            (
+                "human_timeout",
+                self.human_timeout.as_secs(),
+                10,
+                3600,
+                " seconds",
+            ),
             ("max_steps", as_u64(self.max_steps), 1, 500, ""),
             ("max_screenshots", as_u64(self.max_screenshots), 0, 20, ""),
             (

@@ -1,7 +1,8 @@
 //! A live picture of a task's page, for whoever watches it run. A driver that can show one offers
 //! a [`LiveSource`] in the task's [`LiveSlot`] once its session has started, and withdraws it
 //! when the session ends; the task's caller, who gave the run the slot, watches through it.
-//! Watching never changes what the task does: a source only reads pictures of the page.
+//! Watching never changes what the task does: a source only reads pictures of the page, and
+//! takes a human's input only while the task has asked for help.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -28,6 +29,9 @@ impl std::fmt::Debug for LiveFrame {
 pub struct LiveFeed {
     /// The newest frame (`None` before the first); closed when the source ends.
     pub frames: tokio::sync::watch::Receiver<Option<Arc<LiveFrame>>>,
+    /// Where a helping human's input goes to the page, for a source that takes it; the caller
+    /// sends only what the task's [`crate::HelpDesk`] admits. Full (a burst of moves) drops.
+    pub input: Option<tokio::sync::mpsc::Sender<airlock_policy::HumanInput>>,
     /// Keeps the watch running; dropping it stops it.
     pub guard: Box<dyn Send + Sync>,
 }
@@ -86,4 +90,14 @@ impl LiveSlot {
     pub fn source(&self) -> Option<Arc<dyn LiveSource>> {
         self.lock().clone()
     }
+}
+
+/// What a task's caller holds while it runs: where its live view is offered, and the desk where
+/// it may ask a person for help (unstaffed by default: no `ask_human`).
+#[derive(Clone, Debug, Default)]
+pub struct TaskWindow {
+    /// The live view.
+    pub live: LiveSlot,
+    /// The help desk.
+    pub help: crate::help::HelpDesk,
 }

@@ -116,6 +116,11 @@ pub trait Tool: Send + Sync {
     fn page_screenshot(&self) -> BoxFuture<'_, Option<Image>> {
         Box::pin(async { None })
     }
+    /// A fresh look at the page, as the worker would see it after a snapshot, for the worker
+    /// after a person acted on it; `None` from a tool that drives no browser (the default).
+    fn look(&self) -> BoxFuture<'_, Option<Result<ToolOutput, ToolFailure>>> {
+        Box::pin(async { None })
+    }
 }
 
 /// Ends a browser session: called exactly once, however the task ends.

@@ -8,6 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_worker::HelpCall;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
@@ -26,7 +27,7 @@ use crate::task_book::{Snapshot, StepSeen, TaskBook, TaskLinks, TaskState};
 /// Comments sent while nothing happens, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-fn not_found() -> Response<Body> {
+pub(super) fn not_found() -> Response<Body> {
     refuse(
         StatusCode::NOT_FOUND,
         "no such task for this token: a task is seen only with the token that started it, and only the last ones are kept",
@@ -44,6 +45,10 @@ pub(super) struct TaskStatus {
     created_unix_ms: u64,
     /// Its steps so far.
     steps: Vec<StepSeen>,
+    /// While it waits for a person: why, and how long it waits. Help through the `live` link
+    /// (input events), then `POST` the `hand_back` link; `DELETE` the task to end it instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    help: Option<HelpCall>,
     /// Where to follow it.
     links: TaskLinks,
     /// How it ended, once done.
@@ -60,12 +65,13 @@ pub(super) struct TaskStatus {
 }
 
 impl TaskStatus {
-    fn of(id: &str, snapshot: &Snapshot) -> Self {
+    pub(super) fn of(id: &str, snapshot: &Snapshot) -> Self {
         Self {
             id: id.to_owned(),
             state: snapshot.state,
             created_unix_ms: snapshot.created_unix_ms,
             steps: snapshot.steps.clone(),
+            help: snapshot.help.clone(),
             links: TaskLinks::of(id),
             ended: snapshot
                 .answer
@@ -77,11 +83,14 @@ impl TaskStatus {
     }
 }
 
-/// The `state` event: the task queued, or began to run.
+/// The `state` event: the task queued, began to run, or began or stopped waiting for a person.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(super) struct StateEvent {
     /// How it stands now.
     state: TaskState,
+    /// While it waits for a person: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    help: Option<HelpCall>,
 }
 
 /// The `done` event, the stream's last.
@@ -246,6 +255,7 @@ impl Follower {
             self.state_sent = Some(snapshot.state);
             let state = StateEvent {
                 state: snapshot.state,
+                help: snapshot.help.clone(),
             };
             events.push(json_event("state", &state));
         }

@@ -1,13 +1,18 @@
 //! `GET /v1/tasks/{id}/live`: a WebSocket that carries the task's page as it runs, one binary
 //! message per frame (JPEG, the newest only: a slow viewer skips frames). Watching changes nothing
-//! the task does, and the socket takes nothing from the viewer: anything it sends is read and
-//! dropped, and a message over 1 KiB closes it. For the task's own token only.
+//! the task does. While the task waits for a person, the viewer may act on the page: each text
+//! message must be one input event (`airlock_policy::HumanInput`: mouse, keyboard, touch), which
+//! the guard re-writes and the task's help desk admits; at any other time an event is answered
+//! with a refusal and goes nowhere. Anything else (another message type, a field the guard does
+//! not know, a value out of range, over 1 KiB) closes the socket with a policy violation (1008).
+//! For the task's own token only.
 
 use std::sync::Arc;
 
-use airlock_worker::LiveFeed;
+use airlock_policy::{HumanInput, MAX_HUMAN_MESSAGE_BYTES};
+use airlock_worker::{HelpDesk, LiveFeed};
 use axum::body::Body;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, State};
 use http::{Response, StatusCode};
 
@@ -16,9 +21,6 @@ use super::guard::refuse;
 use crate::scope_request::Ceiling;
 use crate::task_book::TaskState;
 
-/// The most a viewer may send in one message (it has nothing to say yet).
-const MAX_VIEWER_MESSAGE_BYTES: usize = 1024;
-
 /// `GET /v1/tasks/{id}/live`.
 pub(super) async fn watch(
     State(app): State<App>,
@@ -26,15 +28,14 @@ pub(super) async fn watch(
     Path(id): Path<String>,
     upgrade: WebSocketUpgrade,
 ) -> Response<Body> {
-    let Some((state, slot)) = app.book.live(&ceiling.context_owner, &id) else {
+    let Some((state, window)) = app.book.live(&ceiling.context_owner, &id) else {
         return refuse(
             StatusCode::NOT_FOUND,
             "no such task for this token: a task is seen only with the token that started it, and only the last ones are kept",
         );
     };
-    let source = (state == TaskState::Running)
-        .then(|| slot.source())
-        .flatten();
+    let running = matches!(state, TaskState::Running | TaskState::WaitingForHuman);
+    let source = running.then(|| window.live.source()).flatten();
     let Some(source) = source else {
         return refuse(
             StatusCode::CONFLICT,
@@ -49,18 +50,20 @@ pub(super) async fn watch(
         }
     };
     let shutdown = app.shutdown.clone();
+    let desk = window.help;
     upgrade
-        .max_message_size(MAX_VIEWER_MESSAGE_BYTES)
+        .max_message_size(MAX_HUMAN_MESSAGE_BYTES)
         .on_upgrade(move |socket| async move {
             tokio::select! {
-                () = send_frames(socket, feed) => {}
+                () = send_frames(socket, feed, desk) => {}
                 () = shutdown.cancelled() => {}
             }
         })
 }
 
-/// Send each newest frame until the feed ends (the task's browser is gone) or the viewer goes.
-async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed) {
+/// Send each newest frame until the feed ends (the task's browser is gone) or the viewer goes;
+/// pass on the input events the desk admits.
+async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed, desk: HelpDesk) {
     loop {
         tokio::select! {
             changed = feed.frames.changed() => {
@@ -76,9 +79,52 @@ async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed) {
             }
             incoming = socket.recv() => match incoming {
                 None | Some(Err(_) | Ok(Message::Close(_))) => return,
+                Some(Ok(Message::Text(text))) => match HumanInput::parse(text.as_str()) {
+                    Ok(input) => {
+                        if let Some(notice) = pass_on(input, &feed, &desk)
+                            && socket.send(Message::Text(notice.into())).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(refusal) => {
+                        let frame = CloseFrame {
+                            code: close_code::POLICY,
+                            reason: refusal.to_string().chars().take(120).collect::<String>().into(),
+                        };
+                        let _ = socket.send(Message::Close(Some(frame))).await;
+                        return;
+                    }
+                },
+                Some(Ok(Message::Binary(_))) => {
+                    let frame = CloseFrame {
+                        code: close_code::POLICY,
+                        reason: "send input events as JSON text".into(),
+                    };
+                    let _ = socket.send(Message::Close(Some(frame))).await;
+                    return;
+                }
                 Some(Ok(_)) => {}
             },
         }
     }
     let _ = socket.send(Message::Close(None)).await;
+}
+
+/// Pass `input` to the page if the desk admits it (the task waits for a person); otherwise the
+/// notice the viewer is sent.
+fn pass_on(input: HumanInput, feed: &LiveFeed, desk: &HelpDesk) -> Option<&'static str> {
+    if !desk.admit(&input) {
+        return Some(
+            r#"{"refused":"the task is not waiting for a person: input reaches its page only while it asks for help"}"#,
+        );
+    }
+    match &feed.input {
+        // Full: a burst (mouse moves) outran the stream; this event drops.
+        Some(sender) => {
+            let _ = sender.try_send(input);
+            None
+        }
+        None => Some(r#"{"refused":"this live view takes no input"}"#),
+    }
 }

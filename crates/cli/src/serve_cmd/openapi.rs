@@ -117,7 +117,7 @@ fn responses() -> Map<String, Value> {
     cancel_answers["202"] = answer("The task is being cancelled.", "TaskStatus");
     let mut event_answers = errors(&[("404", "No such task for this token.")]);
     event_answers["200"] = json!({
-        "description": "Server-Sent Events: `state` (a `StateEvent`) when the task queues or runs, `step` (a `StepSeen`) for each step, and `done` (a `DoneEvent`), after which the stream ends.",
+        "description": "Server-Sent Events: `state` (a `StateEvent`) when the task queues, runs, or waits for a person (with why), `step` (a `StepSeen`) for each step, and `done` (a `DoneEvent`), after which the stream ends.",
         "content": {"text/event-stream": {"schema": {"type": "string"}}}
     });
     let mut live_answers = errors(&[
@@ -129,6 +129,11 @@ fn responses() -> Map<String, Value> {
         ),
     ]);
     live_answers["101"] = json!({"description": "The WebSocket is open."});
+    let mut hand_back_answers = errors(&[
+        ("404", "No such task for this token."),
+        ("409", "The task is not waiting for a person."),
+    ]);
+    hand_back_answers["200"] = answer("The task, running again.", "TaskStatus");
     let mut record_answers = errors(&[
         ("404", "No such task for this token."),
         ("409", "The task has not ended yet."),
@@ -146,6 +151,7 @@ fn responses() -> Map<String, Value> {
         ("cancel", cancel_answers),
         ("events", event_answers),
         ("live", live_answers),
+        ("hand_back", hand_back_answers),
         ("record", record_answers),
         ("page", page_answers),
     ] {
@@ -184,7 +190,11 @@ pub(super) fn document() -> Value {
             },
             "/v1/tasks/{id}/live": {
                 "parameters": [task_id()],
-                "get": {"operationId": "watchTask", "summary": "A WebSocket (upgrade) carrying the task's page as it runs: one binary message per frame, a JPEG, the newest only. It takes nothing from the viewer.", "responses": answers["live"]}
+                "get": {"operationId": "watchTask", "summary": "A WebSocket (upgrade) carrying the task's page as it runs: one binary message per frame, a JPEG, the newest only. While the task waits for a person, each text message the viewer sends is one input event (`{\"type\": \"input_mouse\" | \"input_keyboard\" | \"input_touch\", …}`, agent-browser's fields) passed to the page; at other times an event is answered with a refusal. Any other message closes the socket (1008).", "responses": answers["live"]}
+            },
+            "/v1/tasks/{id}/hand-back": {
+                "parameters": [task_id()],
+                "post": {"operationId": "handBackTask", "summary": "Hand the page back to a task that asked for a person's help; it resumes with a fresh look at the page.", "responses": answers["hand_back"]}
             },
             "/v1/tasks/{id}/record": {
                 "parameters": [task_id()],

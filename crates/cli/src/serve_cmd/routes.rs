@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
-use super::{App, cdp, followed, live, openapi, task_body, tasks_api};
+use super::{App, cdp, followed, hand_back, live, openapi, task_body, tasks_api};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
@@ -44,6 +44,7 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
         )
         .route("/v1/tasks/{id}/events", get(followed::events))
         .route("/v1/tasks/{id}/live", get(live::watch))
+        .route("/v1/tasks/{id}/hand-back", post(hand_back::hand_back))
         .route("/v1/tasks/{id}/record", get(followed::record_json))
         .route("/v1/tasks/{id}/record.html", get(followed::record_page))
         .nest("/mcp", mcp)

@@ -90,7 +90,7 @@ impl Drop for Events {
 }
 
 /// Whether `instance` is a `name` as the server's own OpenAPI document describes it.
-fn conforms(document: &Value, name: &str, instance: &Value) {
+pub(super) fn conforms(document: &Value, name: &str, instance: &Value) {
     let mut schema = document.clone();
     schema["$ref"] = json!(format!("#/components/schemas/{name}"));
     let validator = jsonschema::validator_for(&schema).unwrap();
@@ -103,7 +103,7 @@ fn conforms(document: &Value, name: &str, instance: &Value) {
 
 /// The server's OpenAPI document, after the maintained validator (openapi-spec-validator, from
 /// PyPI) passed it.
-fn openapi(served: &Served) -> Value {
+pub(super) fn openapi(served: &Served) -> Value {
     let (status, text) = get(served, TOKEN, "/v1/openapi.json");
     assert_eq!(status, 200, "{text}");
     let dir = tempfile::tempdir().unwrap();
@@ -177,7 +177,7 @@ fn headers_of(served: &Served, path: &str) -> String {
     String::from_utf8_lossy(&answer.stdout).to_ascii_lowercase()
 }
 
-fn get(served: &Served, token: &str, path: &str) -> (u16, String) {
+pub(super) fn get(served: &Served, token: &str, path: &str) -> (u16, String) {
     let auth = format!("authorization: Bearer {token}");
     request(served.port, "GET", path, &[&auth], "")
 }

@@ -39,7 +39,7 @@ fn coloured_site() -> u16 {
 }
 
 /// The mean colour of a JPEG, as (red, green, blue).
-fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
+pub(super) fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
     let picture = image::load_from_memory(jpeg).unwrap().to_rgb8();
     let count = u64::from(picture.width()) * u64::from(picture.height());
     let (mut red, mut green, mut blue) = (0, 0, 0);
@@ -52,7 +52,7 @@ fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
 }
 
 /// Where the Node clients are: `AIRLOCK_TEST_NODE_MODULES` (set by `cargo xtask integration`).
-fn node_modules() -> String {
+pub(super) fn node_modules() -> String {
     let modules = std::env::var("AIRLOCK_TEST_NODE_MODULES")
         .unwrap_or_else(|_| "/opt/airlock-ci/node/node_modules".into());
     assert!(

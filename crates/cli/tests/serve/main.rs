@@ -11,6 +11,7 @@ mod support;
 mod direct;
 mod downloads;
 mod followed;
+mod help;
 mod limits;
 mod live;
 mod scope;

@@ -102,6 +102,9 @@ pub struct RecordedStep {
     /// A small picture of the page: at a screenshot the worker took, or where the page changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thumbnail: Option<Thumbnail>,
+    /// For a call for a person's help: the reason, the wait, and what the person did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<crate::help::RecordedHelp>,
 }
 
 /// What became of a step.

@@ -96,6 +96,7 @@ impl Recorder {
             output_chars: count(text.chars().count()),
             page: None,
             thumbnail: None,
+            help: None,
         });
         let last = self.steps.len() - 1;
         &mut self.steps[last]

@@ -10,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::downloads::MAX_DOWNLOAD_BYTES_CEILING;
 use crate::fit_image;
+use crate::help::{self, ASK_HUMAN, HelpDesk};
 use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
 use crate::limits::{LimitError, TaskLimits};
-use crate::live::LiveSlot;
+use crate::live::TaskWindow;
 use crate::messages::text_of;
 use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
 use crate::ports::{
@@ -29,6 +30,7 @@ use crate::task::{
 };
 use crate::token_budget;
 
+mod human;
 mod recording;
 mod words;
 
@@ -104,7 +106,7 @@ impl TaskRunner {
         let hooks = Hooks {
             progress,
             record: false,
-            live: LiveSlot::default(),
+            window: TaskWindow::default(),
         };
         let (result, _) = self.run_inner(request, cancel, hooks).await?;
         Ok(result)
@@ -113,19 +115,20 @@ impl TaskRunner {
     /// [`TaskRunner::run_with_progress`], writing the task's flight record as it goes: after
     /// each browser step the page's URL and title are read, and a thumbnail is made where the
     /// page changed or the worker took a screenshot.
-    /// The driver offers the task's live view in `live` while the session runs (if it can).
+    /// The driver offers the task's live view in `window` while the session runs (if it can);
+    /// where `window`'s help desk is staffed, the worker may ask a person for help there.
     pub async fn run_recorded(
         &self,
         request: TaskRequest,
         cancel: CancellationToken,
         progress: Option<ProgressSink>,
-        live: &LiveSlot,
+        window: &TaskWindow,
     ) -> Result<(TaskResult, FlightRecord), RunError> {
         let fallback = Recorder::new(&request);
         let hooks = Hooks {
             progress,
             record: true,
-            live: live.clone(),
+            window: window.clone(),
         };
         let (result, record) = self.run_inner(request, cancel, hooks).await?;
         // A recorded run always returns its record; the fallback only keeps this total.
@@ -140,11 +143,6 @@ impl TaskRunner {
         cancel: CancellationToken,
         hooks: Hooks,
     ) -> Result<(TaskResult, Option<FlightRecord>), RunError> {
-        let Hooks {
-            progress,
-            record,
-            live,
-        } = hooks;
         if request.task.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
@@ -177,12 +175,12 @@ impl TaskRunner {
             .with_state(request.state.clone(), request.return_state)
             .with_uploads(request.uploads.clone())
             .with_downloads(request.max_download_bytes)
-            .with_live(live);
+            .with_live(hooks.window.live);
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
             runner: self,
-            progress,
+            progress: hooks.progress,
             context: context.clone(),
             cancel: &cancel,
             deadline,
@@ -192,7 +190,8 @@ impl TaskRunner {
             usage: Usage::default(),
             kept: KeptOutputs::new(self.limits.max_kept_output_bytes),
             context_use: ContextUse::default(),
-            recorder: record.then(|| Recorder::new(&request)),
+            recorder: hooks.record.then(|| Recorder::new(&request)),
+            help: hooks.window.help,
         };
         let start_began = Instant::now();
         let session = match run.bounded(self.driver.start(context.clone())).await {
@@ -250,8 +249,8 @@ struct Hooks {
     progress: Option<ProgressSink>,
     /// Write its flight record.
     record: bool,
-    /// Where the driver offers its live view.
-    live: LiveSlot,
+    /// Where the driver offers its live view, and where a person may be asked for help.
+    window: TaskWindow,
 }
 
 /// One task in progress.
@@ -268,6 +267,7 @@ struct Run<'a> {
     kept: KeptOutputs,
     context_use: ContextUse,
     recorder: Option<Recorder>,
+    help: HelpDesk,
 }
 
 enum Bounded<T> {
@@ -294,17 +294,12 @@ impl Run<'_> {
         tools: &[Arc<dyn Tool>],
     ) -> (Ended, String) {
         let limits = self.runner.limits;
-        let mut definitions: Vec<ToolDefinition> =
-            tools.iter().map(|tool| tool.definition()).collect();
-        if kept_output::offered(&limits) {
-            definitions.push(kept_output::definition());
-        }
         let mut model_request = ModelRequest {
             system,
             messages: vec![Message::User {
                 content: vec![Content::text(task_message(request))],
             }],
-            tools: definitions,
+            tools: self.definitions(tools),
             max_output_tokens: None,
         };
         // Set when a limit is spent: the next turn is the last, and ends the task this way.
@@ -394,6 +389,20 @@ impl Run<'_> {
         }
     }
 
+    /// The tools the worker is offered: the session's, `read_output` when outputs are kept, and
+    /// `ask_human` where a person can be reached.
+    fn definitions(&self, tools: &[Arc<dyn Tool>]) -> Vec<ToolDefinition> {
+        let mut definitions: Vec<ToolDefinition> =
+            tools.iter().map(|tool| tool.definition()).collect();
+        if kept_output::offered(&self.runner.limits) {
+            definitions.push(kept_output::definition());
+        }
+        if self.help.is_staffed() {
+            definitions.push(help::definition());
+        }
+        definitions
+    }
+
     /// Before each request of a task with a token budget: cap its answer at what is left, or
     /// end the task (`Err` with its report) when not even a report turn fits.
     fn hold_to_budget(
@@ -424,6 +433,9 @@ impl Run<'_> {
         call: &ToolCall,
     ) -> Bounded<ToolResult> {
         let began = Instant::now();
+        if call.name == ASK_HUMAN && self.help.is_staffed() {
+            return self.ask_human(tools, call).await;
+        }
         if call.name == READ_OUTPUT && kept_output::offered(&self.runner.limits) {
             let (content, is_error) = match self
                 .kept

@@ -56,9 +56,11 @@ pub(super) fn summarize(call: &ToolCall) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         });
-    let summary = match args {
-        Some(args) => format!("{} {args}", call.name),
-        None => call.name.clone(),
+    let reason = call.input.get("reason").and_then(Value::as_str);
+    let summary = match (args, reason) {
+        (Some(args), _) => format!("{} {args}", call.name),
+        (None, Some(reason)) => format!("{}: {reason}", call.name),
+        (None, None) => call.name.clone(),
     };
     cut(&summary, 120)
 }

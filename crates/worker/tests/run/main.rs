@@ -8,6 +8,7 @@
 
 mod budget;
 mod direct;
+mod help;
 mod record;
 mod refusals;
 mod scope;

@@ -176,7 +176,7 @@ async fn recorded(runner: &TaskRunner) -> (TaskResult, FlightRecord) {
             signed_in_request(),
             CancellationToken::new(),
             None,
-            &LiveSlot::default(),
+            &TaskWindow::default(),
         )
         .await
         .unwrap()

@@ -1,0 +1,273 @@
+//! A person who steps in: a scripted worker asks for help; the task waits (`waiting_for_human`
+//! over `GET` and its events); a real viewer (Node's `ws`) plays the person on the live view,
+//! clicking the lab page's button and a link to a forbidden listener; the person hands back and
+//! the worker's fresh look sees the click. The seal holds for the person: the forbidden listener
+//! hears nothing and the record shows the refusal. Input outside the call is refused, anything
+//! but an input event closes the socket, and another token can neither watch nor hand back.
+//! Cancelling a task that waits ends it.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use airlock_testkit::site::{Seen, site};
+use base64::Engine;
+
+use super::followed::{Events, conforms, get, openapi, queued};
+use super::live::{mean_colour, node_modules};
+use super::*;
+
+const OTHER_TOKEN: &str = "second-token-abcdef0123456";
+
+/// A red page: its top half is a button that turns the page green, its bottom half a link to
+/// the forbidden listener (opening in a hidden frame, so the page stays).
+fn help_site(forbidden: u16) -> u16 {
+    let page = format!(
+        "<!doctype html><title>Help</title><style>html,body{{margin:0;height:100%;background:#ff0000}}\
+         #press{{position:fixed;left:0;top:0;width:100%;height:50%;border:0;background:transparent;font-size:30px}}\
+         #away{{position:fixed;left:0;top:50%;width:100%;height:50%;display:block;color:#ff0000}}</style>\
+         <button id=press onclick=\"document.body.style.background='#00ff00';this.textContent='Pressed by a person'\">Press</button>\
+         <a id=away href=\"http://127.0.0.1:{forbidden}/\" target=side>away</a>\
+         <iframe name=side style=\"position:fixed;left:0;top:0;width:1px;height:1px;border:0\"></iframe>"
+    );
+    let (port, _) = site(|_| HashMap::from([("/", ("200 OK", String::new(), page))]));
+    port
+}
+
+fn forbidden_site() -> (u16, Seen) {
+    site(|_| {
+        HashMap::from([(
+            "/",
+            ("200 OK", String::new(), "never to be seen".to_owned()),
+        )])
+    })
+}
+
+/// A person on the task's live view.
+struct Person {
+    child: Child,
+    input: ChildStdin,
+    lines: BufReader<ChildStdout>,
+}
+
+impl Person {
+    fn connect(served: &Served, token: &str, id: &str) -> Self {
+        let mut child = Command::new("node")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/live_human.js"
+            ))
+            .arg(format!("ws://127.0.0.1:{}/v1/tasks/{id}/live", served.port))
+            .arg(token)
+            .env("NODE_PATH", node_modules())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            input,
+            lines,
+        }
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        assert!(
+            self.lines.read_line(&mut line).unwrap() > 0,
+            "the viewer ended"
+        );
+        line.trim_end().to_owned()
+    }
+
+    fn send(&mut self, message: &Value) {
+        writeln!(self.input, "{message}").unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// A press and release at (x, y).
+    fn click(&mut self, x: u32, y: u32) {
+        for event in ["mousePressed", "mouseReleased"] {
+            self.send(
+                &json!({"type": "input_mouse", "eventType": event, "x": x, "y": y,
+                "button": "left", "clickCount": 1}),
+            );
+        }
+    }
+
+    /// Read until a frame whose mean colour passes `wanted`.
+    fn until_frame(&mut self, wanted: impl Fn((u64, u64, u64)) -> bool) {
+        loop {
+            let line = self.line();
+            assert!(
+                !line.starts_with("closed") && !line.starts_with("refused"),
+                "{line}"
+            );
+            if line == "open" || line.starts_with("text ") {
+                continue;
+            }
+            let jpeg = base64::engine::general_purpose::STANDARD
+                .decode(&line)
+                .unwrap();
+            if wanted(mean_colour(&jpeg)) {
+                return;
+            }
+        }
+    }
+
+    /// Read until a line that is not a frame.
+    fn until_said(&mut self) -> String {
+        loop {
+            let line = self.line();
+            if line == "open" || line.starts_with("text ") || line.contains(' ') {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for Person {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Read a task's events until its state is `state`; that event's data.
+fn until_state(events: &mut Events, state: &str) -> Value {
+    while let Some((name, data)) = events.next() {
+        if name == "state" && data["state"] == state {
+            return data;
+        }
+    }
+    panic!("the events ended before the state {state}");
+}
+
+fn hand_back(served: &Served, token: &str, id: &str) -> (u16, Value) {
+    let auth = format!("authorization: Bearer {token}");
+    let path = format!("/v1/tasks/{id}/hand-back");
+    let (status, body) = request(served.port, "POST", &path, &[&auth], "");
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn asks_for_help(home: &str) -> Value {
+    json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", home]}}]},
+        {"tool_calls": [{"name": "ask_human", "input": {"reason": "Press the button"}}]},
+        // Time for the test to see input refused after the hand-back; it cancels the task.
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]},
+        {"text": "The person pressed it."}
+    ]})
+}
+
+#[test]
+fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
+    if !docker_ready() {
+        return;
+    }
+    let (forbidden, forbidden_seen) = forbidden_site();
+    let port = help_site(forbidden);
+    let home = format!("http://127.0.0.1:{port}/");
+    let task = json!({"task": "Get the button pressed", "url": home, "wait": false});
+    let (served, _dir, _, id) = queued(&asks_for_help(&home), port, &task);
+    let mut events = Events::open(&served, TOKEN, &id);
+    let waiting = until_state(&mut events, "waiting_for_human");
+    assert_eq!(waiting["help"]["reason"], "Press the button", "{waiting}");
+    let (status, body) = get(&served, TOKEN, &format!("/v1/tasks/{id}"));
+    assert_eq!(status, 200, "{body}");
+    let status_body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status_body["state"], "waiting_for_human");
+    assert_eq!(status_body["help"]["timeout_secs"], 600);
+    conforms(&openapi(&served), "TaskStatus", &status_body);
+
+    // Another token: neither the view nor the hand-back, told as a missing task is.
+    assert_eq!(hand_back(&served, OTHER_TOKEN, &id).0, 404);
+    let mut stranger = Person::connect(&served, OTHER_TOKEN, &id);
+    assert_eq!(stranger.until_said(), "refused 404");
+
+    let mut person = Person::connect(&served, TOKEN, &id);
+    person.until_frame(|(r, g, b)| r > 200 && g < 60 && b < 60);
+    person.click(640, 540);
+    person.click(640, 180);
+    person.until_frame(|(r, g, b)| g > 200 && r < 60 && b < 60);
+    let (status, handed) = hand_back(&served, TOKEN, &id);
+    assert_eq!(status, 200, "{handed}");
+    assert_eq!(handed["state"], "running");
+    assert_eq!(
+        hand_back(&served, TOKEN, &id).0,
+        409,
+        "nothing left to hand back"
+    );
+
+    // The call is closed: input is refused and reaches nothing.
+    person.click(640, 180);
+    let said = person.until_said();
+    assert!(said.contains("not waiting for a person"), "{said}");
+    // Anything but an input event closes the socket.
+    person.send(&json!({"type": "config", "maxFps": 120}));
+    assert_eq!(person.until_said(), "closed 1008");
+
+    let auth = format!("authorization: Bearer {TOKEN}");
+    let path = format!("/v1/tasks/{id}");
+    assert_eq!(request(served.port, "DELETE", &path, &[&auth], "").0, 202);
+    let mut done = None;
+    while let Some((name, data)) = events.next() {
+        if name == "done" {
+            done = Some(data);
+        }
+    }
+    assert_eq!(done.unwrap()["ended"], "cancelled");
+
+    let (status, body) = get(&served, TOKEN, &format!("/v1/tasks/{id}/record"));
+    assert_eq!(status, 200, "{body}");
+    let record: Value = serde_json::from_str(&body).unwrap();
+    let step = &record["steps"][1];
+    assert_eq!(step["tool"], "ask_human", "{step}");
+    assert_eq!(step["help"]["outcome"], "handed_back");
+    assert_eq!(step["help"]["actions"]["clicks"], 2, "{step}");
+    // The worker's fresh look after the hand-back saw the person's click.
+    let output = step["output"].as_str().unwrap();
+    assert!(
+        output.contains("A person acted in the browser (2 clicks)"),
+        "{output}"
+    );
+    assert!(output.contains("Pressed by a person"), "{output}");
+    // The person's click on the forbidden link went nowhere.
+    let refused = record["egress"]["refusals"].to_string();
+    assert!(refused.contains(&forbidden.to_string()), "{refused}");
+    assert!(forbidden_seen.lock().unwrap().is_empty());
+}
+
+#[test]
+fn cancelling_a_task_that_waits_for_a_person_ends_it() {
+    if !docker_ready() {
+        return;
+    }
+    let (forbidden, _) = forbidden_site();
+    let port = help_site(forbidden);
+    let home = format!("http://127.0.0.1:{port}/");
+    let task = json!({"task": "Get the button pressed", "url": home, "wait": false});
+    let (served, _dir, _, id) = queued(&asks_for_help(&home), port, &task);
+    let mut events = Events::open(&served, TOKEN, &id);
+    until_state(&mut events, "waiting_for_human");
+    let container = containers_of(served.child.id()).remove(0);
+    let cancelled_at = std::time::SystemTime::now();
+    let auth = format!("authorization: Bearer {TOKEN}");
+    let path = format!("/v1/tasks/{id}");
+    assert_eq!(request(served.port, "DELETE", &path, &[&auth], "").0, 202);
+    let mut done = None;
+    while let Some((name, data)) = events.next() {
+        if name == "done" {
+            done = Some(data);
+        }
+    }
+    assert_eq!(done.unwrap()["ended"], "cancelled");
+    assert!(wait_until_removed(
+        &container,
+        cancelled_at,
+        Duration::from_secs(60)
+    ));
+    assert_eq!(hand_back(&served, TOKEN, &id).0, 409);
+}

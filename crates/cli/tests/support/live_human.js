@@ -1,0 +1,29 @@
+// A person helping a task through its live view (the `ws` package): connects with the token,
+// prints "open", then one line per message from the server (a frame as its JPEG in base64, text
+// as "text …"), and sends each line it reads on stdin as one text message; "closed CODE" when
+// the server closes the socket.
+// Usage: node live_human.js WS_URL TOKEN
+const WebSocket = require('ws');
+const readline = require('readline');
+
+const [url, token] = process.argv.slice(2);
+const socket = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+socket.on('open', () => {
+  console.log('open');
+  readline.createInterface({ input: process.stdin }).on('line', (line) => socket.send(line));
+});
+socket.on('message', (data, binary) => {
+  console.log(binary ? Buffer.from(data).toString('base64') : `text ${data}`);
+});
+socket.on('unexpected-response', (request, response) => {
+  console.log(`refused ${response.statusCode}`);
+  process.exit(0);
+});
+socket.on('close', (code) => {
+  console.log(`closed ${code}`);
+  process.exit(0);
+});
+socket.on('error', (error) => {
+  console.log(`error ${error.message}`);
+  process.exit(1);
+});
