@@ -10,6 +10,7 @@ mod egress_flags;
 mod kept_run;
 mod mcp_answer;
 mod mcp_cmd;
+mod mcp_help;
 mod metrics;
 mod output;
 mod privsep;

@@ -360,6 +360,10 @@ impl Server {
             id: book.open(&self.ceiling(&context).context_owner, cancel.clone()),
         });
         let record_id = kept.as_ref().map(|kept| kept.id.clone());
+        // The client hears of the worker's calls for help while the task runs.
+        let _help_relay = kept
+            .as_ref()
+            .map(|kept| crate::mcp_help::spawn(&context, kept, &cancel));
         let task = self.tracker.spawn(async move {
             let settle = |result: &mut airlock_worker::TaskResult| {
                 if let Some(gate) = &gate {

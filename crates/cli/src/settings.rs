@@ -227,7 +227,7 @@ impl Settings {
         }
         let limits = r.limits(flags, &file, model.as_deref())?;
         let max_download_bytes = r.download_budget(flags, &file)?;
-        let pool = r.pool(flags, &file, limits.timeout)?;
+        let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
         let (scope, secrets) = r.scope_and_secrets(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
@@ -302,7 +302,7 @@ impl Resolver<'_> {
         &mut self,
         flags: &SettingFlags,
         file: &FileSettings,
-        task_timeout: Duration,
+        task_timeout: Duration, // with its time for a person: the task's time stands still then
     ) -> anyhow::Result<PoolConfig> {
         let pool_size = self.pick(
             "pool_size",

@@ -226,7 +226,8 @@ impl DockerDriver {
         }
         // Cancelled if the start fails; handed to the session if it does not.
         let first_answer = first_answer.drop_guard();
-        let lifetime = context.limits.timeout + self.config.lifetime_grace;
+        // The task's time stands still while it waits for a person: the browser outlives both.
+        let lifetime = context.limits.timeout + context.human_wait + self.config.lifetime_grace;
         let mut prepared = self
             .maker
             .prepare(lifetime, None, Kind::AgentBrowser)

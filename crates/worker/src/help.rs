@@ -165,6 +165,15 @@ impl HelpDesk {
         self.0.staffed
     }
 
+    /// The longest a task may wait here in all: its human timeout, or nothing unstaffed.
+    pub fn time_for_help(&self, limits: &crate::limits::TaskLimits) -> std::time::Duration {
+        if self.0.staffed {
+            limits.human_timeout
+        } else {
+            std::time::Duration::ZERO
+        }
+    }
+
     /// The call open now, if any.
     pub fn call(&self) -> Option<HelpCall> {
         match &*self.0.state.borrow() {

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use airlock_policy::Scope;
 use serde::{Deserialize, Serialize};
@@ -197,6 +198,9 @@ pub struct TaskContext {
     pub downloads: Downloads,
     /// Where the driver offers the task's live view while its session runs.
     pub live: LiveSlot,
+    /// The longest the task may wait for a person, in all (zero where nobody can be reached):
+    /// its time limit stands still meanwhile, so its browser must outlive the limit by this.
+    pub human_wait: Duration,
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
@@ -216,6 +220,7 @@ impl TaskContext {
             uploads: Uploads::default(),
             downloads: Downloads::default(),
             live: LiveSlot::default(),
+            human_wait: Duration::ZERO,
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
@@ -255,6 +260,13 @@ impl TaskContext {
     #[must_use]
     pub fn with_live(mut self, slot: LiveSlot) -> Self {
         self.live = slot;
+        self
+    }
+
+    /// The same context whose task may wait for a person up to `wait` in all.
+    #[must_use]
+    pub fn with_human_wait(mut self, wait: Duration) -> Self {
+        self.human_wait = wait;
         self
     }
 

@@ -56,7 +56,7 @@ pub(super) struct TaskStatus {
     #[schemars(with = "Option<airlock_worker::Ended>")]
     ended: Option<Value>,
     /// Its result, once done (the same body `"wait": true` answers with).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::task_book::answer_reference")]
     result: Option<Value>,
     /// Why it never ran, once done without running (the gate turned it away, or the runner).

@@ -13,22 +13,26 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use airlock_testkit::site::{Seen, site};
 use base64::Engine;
 
-use super::followed::{Events, conforms, get, openapi, queued};
+use super::followed::{Events, conforms, get, openapi, queued, until_step};
 use super::live::{mean_colour, node_modules};
 use super::*;
 
 const OTHER_TOKEN: &str = "second-token-abcdef0123456";
 
-/// A red page: its top half is a button that turns the page green, its bottom half a link to
-/// the forbidden listener (opening in a hidden frame, so the page stays).
+/// A red page: its top half is a button that turns the page green (and blue while the pointer is
+/// over it), its bottom half a link to the forbidden listener (opening in a hidden frame, so the
+/// page stays). A blinking corner keeps frames coming, so a person sees each change.
 fn help_site(forbidden: u16) -> u16 {
     let page = format!(
         "<!doctype html><title>Help</title><style>html,body{{margin:0;height:100%;background:#ff0000}}\
+         body:has(#press:hover){{background:#0000ff}}\
+         @keyframes blink{{from{{opacity:0}}to{{opacity:1}}}}\
+         #blink{{position:fixed;right:0;bottom:0;width:8px;height:8px;background:#fff;animation:blink .3s infinite alternate}}\
          #press{{position:fixed;left:0;top:0;width:100%;height:50%;border:0;background:transparent;font-size:30px}}\
          #away{{position:fixed;left:0;top:50%;width:100%;height:50%;display:block;color:#ff0000}}</style>\
          <button id=press onclick=\"document.body.style.background='#00ff00';this.textContent='Pressed by a person'\">Press</button>\
          <a id=away href=\"http://127.0.0.1:{forbidden}/\" target=side>away</a>\
-         <iframe name=side style=\"position:fixed;left:0;top:0;width:1px;height:1px;border:0\"></iframe>"
+         <iframe name=side style=\"position:fixed;left:0;top:0;width:1px;height:1px;border:0\"></iframe><div id=blink></div>"
     );
     let (port, _) = site(|_| HashMap::from([("/", ("200 OK", String::new(), page))]));
     port
@@ -97,8 +101,24 @@ impl Person {
         }
     }
 
-    /// Read until a frame whose mean colour passes `wanted`.
-    fn until_frame(&mut self, wanted: impl Fn((u64, u64, u64)) -> bool) {
+    /// Move the pointer over the button at each frame until the page shows it (blue): the
+    /// stream takes input only some time after a viewer connects, and a move is harmless.
+    fn until_pointer_seen(&mut self) {
+        self.until_frame(
+            |(r, g, b)| b > 200 && r < 60 && g < 60,
+            |person| {
+                person.send(&json!({"type": "input_mouse", "eventType": "mouseMoved",
+                "x": 640, "y": 180, "button": "none"}));
+            },
+        );
+    }
+
+    /// Read until a frame whose mean colour passes `wanted`, doing `meanwhile` at each other.
+    fn until_frame(
+        &mut self,
+        wanted: impl Fn((u64, u64, u64)) -> bool,
+        meanwhile: impl Fn(&mut Self),
+    ) {
         loop {
             let line = self.line();
             assert!(
@@ -114,6 +134,7 @@ impl Person {
             if wanted(mean_colour(&jpeg)) {
                 return;
             }
+            meanwhile(self);
         }
     }
 
@@ -188,10 +209,10 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
     assert_eq!(stranger.until_said(), "refused 404");
 
     let mut person = Person::connect(&served, TOKEN, &id);
-    person.until_frame(|(r, g, b)| r > 200 && g < 60 && b < 60);
+    person.until_pointer_seen();
     person.click(640, 540);
     person.click(640, 180);
-    person.until_frame(|(r, g, b)| g > 200 && r < 60 && b < 60);
+    person.until_frame(|(r, g, b)| g > 200 && r < 60 && b < 60, |_| {});
     let (status, handed) = hand_back(&served, TOKEN, &id);
     assert_eq!(status, 200, "{handed}");
     assert_eq!(handed["state"], "running");
@@ -203,12 +224,16 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
 
     // The call is closed: input is refused and reaches nothing.
     person.click(640, 180);
-    let said = person.until_said();
-    assert!(said.contains("not waiting for a person"), "{said}");
+    for _ in ["press", "release"] {
+        let said = person.until_said();
+        assert!(said.contains("not waiting for a person"), "{said}");
+    }
     // Anything but an input event closes the socket.
     person.send(&json!({"type": "config", "maxFps": 120}));
     assert_eq!(person.until_said(), "closed 1008");
 
+    // The worker took its look and went on: the task is cancelled in its next step.
+    until_step(&mut events, 3);
     let auth = format!("authorization: Bearer {TOKEN}");
     let path = format!("/v1/tasks/{id}");
     assert_eq!(request(served.port, "DELETE", &path, &[&auth], "").0, 202);
@@ -224,7 +249,7 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
     assert_eq!(status, 200, "{body}");
     let record: Value = serde_json::from_str(&body).unwrap();
     let step = &record["steps"][1];
-    assert_eq!(step["tool"], "ask_human", "{step}");
+    assert_eq!(step["tool"], "ask_human", "{}", record["steps"][0]["tool"]);
     assert_eq!(step["help"]["outcome"], "handed_back");
     assert_eq!(step["help"]["actions"]["clicks"], 2, "{step}");
     // The worker's fresh look after the hand-back saw the person's click.
@@ -253,6 +278,9 @@ fn cancelling_a_task_that_waits_for_a_person_ends_it() {
     let mut events = Events::open(&served, TOKEN, &id);
     until_state(&mut events, "waiting_for_human");
     let container = containers_of(served.child.id()).remove(0);
+    // The browser outlives the task's limit by its time for a person: 300 + 600 + 60 s grace.
+    let env = airlock_testkit::docker::inspect(&container)["Config"]["Env"].to_string();
+    assert!(env.contains("BROWSER_LIFETIME_SECONDS=960"), "{env}");
     let cancelled_at = std::time::SystemTime::now();
     let auth = format!("authorization: Bearer {TOKEN}");
     let path = format!("/v1/tasks/{id}");
@@ -270,4 +298,78 @@ fn cancelling_a_task_that_waits_for_a_person_ends_it() {
         Duration::from_secs(60)
     ));
     assert_eq!(hand_back(&served, TOKEN, &id).0, 409);
+}
+
+/// The Python MCP SDK's client, answering elicitations with `answer` (`accept` or `decline`;
+/// `task` takes none), against a server started with `extra`.
+fn mcp_task_answering(answer: &str, extra: &[&str]) -> (Value, Served, tempfile::TempDir) {
+    let (forbidden, _) = forbidden_site();
+    let port = help_site(forbidden);
+    let home = format!("http://127.0.0.1:{port}/");
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "ask_human", "input": {"reason": "Press the button"}}]},
+        {"text": "Done."}
+    ]});
+    let dir = tempfile::tempdir().unwrap();
+    let allow = format!("127.0.0.1:{port}");
+    let mut args = vec!["--allow", &allow];
+    args.extend_from_slice(extra);
+    let served = serve(&script, dir.path(), &args);
+    let headers = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let task = json!({"task": "Get the button pressed", "url": home}).to_string();
+    let result = sdk(&served, &headers, &[&task, answer]);
+    (result, served, dir)
+}
+
+#[test]
+fn an_mcp_client_is_asked_by_elicitation_and_accepting_hands_back() {
+    if !docker_ready() {
+        return;
+    }
+    let (result, served, _dir) = mcp_task_answering("accept", &[]);
+    let asked = result["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{result}");
+    let message = asked[0].as_str().unwrap();
+    assert!(
+        message.contains("Press the button") && message.contains("/live"),
+        "{message}"
+    );
+    assert_eq!(result["structured"]["ended"], "completed", "{result}");
+    let record = result["structured"]["links"]["record"].as_str().unwrap();
+    let (status, body) = get(&served, TOKEN, record);
+    assert_eq!(status, 200, "{body}");
+    let record: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        record["steps"][0]["help"]["outcome"], "handed_back",
+        "{record}"
+    );
+}
+
+#[test]
+fn declining_the_elicitation_ends_the_task() {
+    if !docker_ready() {
+        return;
+    }
+    let (result, _served, _dir) = mcp_task_answering("decline", &[]);
+    assert_eq!(
+        result["elicitations"].as_array().unwrap().len(),
+        1,
+        "{result}"
+    );
+    assert_eq!(result["structured"]["ended"], "cancelled", "{result}");
+}
+
+#[test]
+fn an_mcp_client_without_elicitation_is_told_by_progress_and_the_call_ends_at_the_human_timeout() {
+    if !docker_ready() {
+        return;
+    }
+    let (result, _served, _dir) = mcp_task_answering("task", &["--human-timeout", "10"]);
+    let told = result["progress"].to_string();
+    assert!(
+        told.contains("needs a person: Press the button") && told.contains("/hand-back"),
+        "{result}"
+    );
+    assert_eq!(result["structured"]["ended"], "completed", "{result}");
+    assert_eq!(result["texts"][0], "Done.", "{result}");
 }

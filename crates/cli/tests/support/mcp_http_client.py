@@ -4,7 +4,8 @@ Usage: mcp_http_client.py URL HEADERS_JSON TASK [MODE]
 
 TASK is the task's text, or browser_task's whole arguments as a JSON object.
 
-MODE `task` (default) runs browser_task; `cancel` starts it, cancels the call at its first
+MODE `task` (default) runs browser_task; `accept` and `decline` run it answering each
+elicitation (a call for a person's help) that way, and print the messages asked; `cancel` starts it, cancels the call at its first
 progress notification, and leaves; `direct ARGS_JSON…` calls agent_browser once per ARGS_JSON
 in one session (TASK is ignored), then ends the session; `hold ARGS_JSON…` does the same but
 prints its outputs at once and keeps the session open until a line arrives on stdin.
@@ -17,7 +18,7 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -33,6 +34,12 @@ async def main(url, headers, task, mode, extra):
     progress = []
     first_progress = asyncio.Event()
 
+    elicitations = []
+
+    async def on_elicitation(context, params):
+        elicitations.append(params.message)
+        return types.ElicitResult(action=mode, content={} if mode == "accept" else None)
+
     async def on_progress(value, total, message):
         progress.append({"progress": value, "total": total, "message": message})
         first_progress.set()
@@ -42,7 +49,12 @@ async def main(url, headers, task, mode, extra):
     client.event_hooks = {"request": [], "response": [record_status]}
     async with client:
         async with streamable_http_client(url, http_client=client) as (read, write, *_):
-            async with ClientSession(read, write) as session:
+            callbacks = (
+                {"elicitation_callback": on_elicitation}
+                if mode in ("accept", "decline")
+                else {}
+            )
+            async with ClientSession(read, write, **callbacks) as session:
                 await session.initialize()
                 tools = await session.list_tools()
                 if mode in ("direct", "hold"):
@@ -99,6 +111,7 @@ async def main(url, headers, task, mode, extra):
         "structured": result.structured_content,
         "is_error": result.is_error,
         "progress": progress,
+        "elicitations": elicitations,
     }
 
 

@@ -27,7 +27,15 @@ impl Run<'_> {
             let content = vec![Content::text(text)];
             return Bounded::Done(self.help_result(began, call, None, content, true));
         };
-        let timeout = self.runner.limits.human_timeout;
+        let timeout = self.human_left;
+        if timeout.is_zero() {
+            let text = format!(
+                "No time is left for a person in this task (its {} seconds for help are spent). Carry on without it, or end the task with a report saying what a person must do.",
+                self.runner.limits.human_timeout.as_secs()
+            );
+            let content = vec![Content::text(text)];
+            return Bounded::Done(self.help_result(began, call, None, content, true));
+        }
         let asked = HelpCall {
             reason: reason.clone(),
             step: self.steps,
@@ -41,9 +49,10 @@ impl Run<'_> {
             () = tokio::time::sleep(timeout) => None,
             actions = self.help.ask(asked) => Some(actions),
         };
-        let waited = waiting.elapsed();
-        // The task's own time stood still while it waited.
+        let waited = waiting.elapsed().min(timeout);
+        // The task's own time stood still while it waited; the person's time is spent.
         self.deadline += waited;
+        self.human_left = timeout.saturating_sub(waited);
         let help = RecordedHelp {
             reason,
             waited_ms: millis(waited),
@@ -88,8 +97,15 @@ impl Run<'_> {
         );
         let looked = match self.bounded(look(tools)).await {
             Bounded::Done(looked) => looked,
-            Bounded::TimedOut => return Bounded::TimedOut,
-            Bounded::Cancelled => return Bounded::Cancelled,
+            // What the person did is recorded however the task ends.
+            ended @ (Bounded::TimedOut | Bounded::Cancelled) => {
+                let text = format!("{note}(the task ended before the page was read)");
+                self.help_result(began, call, Some(help), vec![Content::text(text)], false);
+                return match ended {
+                    Bounded::TimedOut => Bounded::TimedOut,
+                    _ => Bounded::Cancelled,
+                };
+            }
         };
         let (output, browser) = match looked {
             Some((Ok(mut output), tool)) => {

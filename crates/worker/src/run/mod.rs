@@ -17,9 +17,9 @@ use crate::limits::{LimitError, TaskLimits};
 use crate::live::TaskWindow;
 use crate::messages::text_of;
 use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
-use crate::ports::{
-    BrowserDriver, Dispose, Model, ModelRequest, TaskContext, Tool, ToolDefinition,
-};
+use dispose::DisposeGuard;
+
+use crate::ports::{BrowserDriver, Model, ModelRequest, TaskContext, Tool, ToolDefinition};
 use crate::record::{FlightRecord, Recorder, verdict_of, verdict_of_text};
 use crate::scrub::scrub;
 use crate::shown::shown;
@@ -30,6 +30,7 @@ use crate::task::{
 };
 use crate::token_budget;
 
+mod dispose;
 mod human;
 mod recording;
 mod words;
@@ -175,7 +176,8 @@ impl TaskRunner {
             .with_state(request.state.clone(), request.return_state)
             .with_uploads(request.uploads.clone())
             .with_downloads(request.max_download_bytes)
-            .with_live(hooks.window.live);
+            .with_live(hooks.window.live)
+            .with_human_wait(hooks.window.help.time_for_help(&self.limits));
         let _end_context = context.cancel.clone().drop_guard();
 
         let mut run = Run {
@@ -192,6 +194,7 @@ impl TaskRunner {
             context_use: ContextUse::default(),
             recorder: hooks.record.then(|| Recorder::new(&request)),
             help: hooks.window.help,
+            human_left: self.limits.human_timeout,
         };
         let start_began = Instant::now();
         let session = match run.bounded(self.driver.start(context.clone())).await {
@@ -268,6 +271,8 @@ struct Run<'a> {
     context_use: ContextUse,
     recorder: Option<Recorder>,
     help: HelpDesk,
+    /// What is left of the task's time for a person (its human timeout, across its calls).
+    human_left: Duration,
 }
 
 enum Bounded<T> {
@@ -562,32 +567,6 @@ impl Run<'_> {
                 .final_state()
                 .map(|state| state.restricted_to(&self.context.scope)),
             downloads: self.context.downloads.all(),
-        }
-    }
-}
-
-/// Holds the session's dispose until it runs; if the task future is dropped first, dispose is
-/// spawned so the container is still removed.
-struct DisposeGuard(Option<Box<dyn Dispose>>);
-
-impl DisposeGuard {
-    async fn dispose(&mut self) {
-        if let Some(dispose) = self.0.take() {
-            dispose.dispose().await;
-        }
-    }
-}
-
-impl Drop for DisposeGuard {
-    fn drop(&mut self) {
-        if let Some(dispose) = self.0.take() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(dispose.dispose());
-            } else {
-                tracing::error!(
-                    "a task was dropped outside a Tokio runtime; its browser session could not be disposed"
-                );
-            }
         }
     }
 }

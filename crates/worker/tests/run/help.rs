@@ -70,22 +70,26 @@ impl BrowserDriver for Driver {
     }
 }
 
-/// A task limited to 5 seconds whose worker asks for help, then reports.
-fn runner(then: ScriptedTurn, human_timeout: Duration) -> (TaskRunner, Arc<Page>) {
+/// A task limited to 5 seconds whose worker asks for help, then goes on with `then`.
+fn runner(then: Vec<ScriptedTurn>, human_timeout: Duration) -> (TaskRunner, Arc<Page>) {
     let page = Arc::new(Page::default());
     let limits = TaskLimits {
         timeout: Duration::from_secs(5),
         human_timeout,
         ..TaskLimits::default()
     };
-    let ask = call("ask_human", json!({"reason": "Solve the CAPTCHA"}));
-    let turns = vec![turn("", vec![ask]), then];
+    let mut turns = vec![turn("", vec![ask()])];
+    turns.extend(then);
     let model = ScriptedModel::new(Script { turns });
     let driver = Arc::new(Driver(Arc::clone(&page)));
     (
         TaskRunner::new(driver, Arc::new(model), limits).unwrap(),
         page,
     )
+}
+
+fn ask() -> ScriptedCall {
+    call("ask_human", json!({"reason": "Solve the CAPTCHA"}))
 }
 
 fn click() -> HumanInput {
@@ -101,7 +105,7 @@ async fn the_task_waits_for_a_person_with_its_time_standing_still_then_sees_thei
         turn("Solved with help.", vec![]),
         shown(&["A person acted", "1 click, 2 keys", "Pressed 1 times"]),
     );
-    let (runner, page) = runner(report, Duration::from_secs(600));
+    let (runner, page) = runner(vec![report], Duration::from_secs(600));
     let window = TaskWindow {
         help: HelpDesk::staffed(),
         ..TaskWindow::default()
@@ -155,11 +159,16 @@ async fn the_task_waits_for_a_person_with_its_time_standing_still_then_sees_thei
 
 #[tokio::test(start_paused = true)]
 async fn nobody_coming_ends_the_wait_at_the_human_timeout() {
-    let report = expecting(
-        turn("Needs a person for the CAPTCHA.", vec![]),
+    let again = expecting(
+        turn("", vec![ask()]),
         shown(&["Nobody came to help within 30 seconds"]),
     );
-    let (runner, _) = runner(report, Duration::from_secs(30));
+    // The human timeout bounds the task's waits in all, not each.
+    let report = expecting(
+        turn("Needs a person for the CAPTCHA.", vec![]),
+        shown(&["No time is left for a person in this task"]),
+    );
+    let (runner, _) = runner(vec![again, report], Duration::from_secs(30));
     let window = TaskWindow {
         help: HelpDesk::staffed(),
         ..TaskWindow::default()
@@ -173,12 +182,16 @@ async fn nobody_coming_ends_the_wait_at_the_human_timeout() {
     assert_eq!(help.outcome, HelpOutcome::NobodyCame);
     assert!(help.waited_ms >= 30_000);
     assert!(matches!(record.steps[0].verdict, Verdict::Failed { .. }));
+    assert!(
+        record.steps[1].help.is_none(),
+        "the second call never waited"
+    );
     assert!(window.help.call().is_none());
 }
 
 #[tokio::test(start_paused = true)]
 async fn cancelling_a_task_that_waits_for_a_person_ends_it_and_closes_the_call() {
-    let (runner, _) = runner(turn("never", vec![]), Duration::from_secs(600));
+    let (runner, _) = runner(vec![turn("never", vec![])], Duration::from_secs(600));
     let window = TaskWindow {
         help: HelpDesk::staffed(),
         ..TaskWindow::default()
@@ -206,7 +219,7 @@ async fn without_a_person_to_reach_the_worker_has_no_ask_human() {
         turn("Carried on.", vec![]),
         shown(&["There is no tool named `ask_human`"]),
     );
-    let (runner, _) = runner(report, Duration::from_secs(600));
+    let (runner, _) = runner(vec![report], Duration::from_secs(600));
     let result = runner
         .run(request(), CancellationToken::new())
         .await
