@@ -174,10 +174,28 @@ impl Gate {
 
     /// Whether a new task could start now (not draining, a slot or a queue place free).
     pub(crate) fn has_room(&self) -> bool {
-        !self.draining.is_cancelled()
-            && (self.slots.available_permits() > 0
-                || (!self.queue_timeout.is_zero()
-                    && self.queued.load(Ordering::SeqCst) < self.max_queued))
+        self.refusal_now().is_none()
+    }
+
+    /// For a caller who will not wait: the refusal a task would get now (counted), or `None`
+    /// when it has a slot or a queue place.
+    pub(crate) fn turn_away(&self) -> Option<Refusal> {
+        let refusal = self.refusal_now()?;
+        self.metrics.refused(refusal.reason());
+        Some(refusal)
+    }
+
+    fn refusal_now(&self) -> Option<Refusal> {
+        if self.draining.is_cancelled() {
+            return Some(Refusal::Draining);
+        }
+        let queued = self.queued.load(Ordering::SeqCst);
+        let room = self.slots.available_permits() > 0
+            || (!self.queue_timeout.is_zero() && queued < self.max_queued);
+        (!room).then_some(Refusal::Full {
+            capacity: self.capacity,
+            queued,
+        })
     }
 
     /// Stop taking tasks: new ones and waiting ones are refused.

@@ -12,18 +12,10 @@ use rmcp::model::{
 };
 use rmcp::service::{ElicitationMode, Peer, RequestContext};
 
-use crate::kept_run::Kept;
+use crate::kept_run::{Kept, Relay};
 
-/// Stops the relay when dropped (when the call's task is over).
-pub(crate) struct Relay(tokio::task::AbortHandle);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Relay the kept task's calls for help to the client that asked for it, until dropped.
+/// Relay the kept task's calls for help to the client that asked for it, until the `Relay` is
+/// dropped (when the call's task is over).
 pub(crate) fn spawn(
     context: &RequestContext<RoleServer>,
     kept: &Kept,
@@ -36,7 +28,7 @@ pub(crate) fn spawn(
         context.meta.get_progress_token(),
         cancel.clone(),
     );
-    Relay(tokio::spawn(relay).abort_handle())
+    Relay::spawn(relay)
 }
 
 /// Tell `peer` of each call for help on `desk` (task `id`) until the task ends; `cancel` ends
@@ -53,11 +45,11 @@ async fn relay(
         .contains(&ElicitationMode::Form);
     let mut changes = desk.changes();
     loop {
-        let Ok(state) = changes.wait_for(|_| desk.call().is_some()).await else {
-            return;
+        let call = match changes.wait_for(|state| state.open_call().is_some()).await {
+            Ok(state) => state.open_call().cloned(),
+            Err(_) => return,
         };
-        drop(state);
-        let Some(call) = desk.call() else { continue };
+        let Some(call) = call else { continue };
         let message = message(&id, &call, elicits);
         if elicits {
             let asked = peer.create_elicitation(ElicitRequestParams::FormElicitationParams {
@@ -75,7 +67,7 @@ async fn relay(
                     Err(error) => tracing::debug!(%error, "an elicitation was not answered"),
                 },
                 // Handed back elsewhere, or nobody came: the question is moot.
-                _ = changes.wait_for(|_| desk.call().is_none()) => {}
+                _ = changes.wait_for(|state| state.open_call().is_none()) => {}
             }
         } else if let Some(token) = &progress {
             // Between the asking step's notification and the next step's: progress must grow.
@@ -83,7 +75,11 @@ async fn relay(
             param.message = Some(message);
             let _ = peer.notify_progress(param).await;
         }
-        if changes.wait_for(|_| desk.call().is_none()).await.is_err() {
+        if changes
+            .wait_for(|state| state.open_call().is_none())
+            .await
+            .is_err()
+        {
             return;
         }
     }

@@ -104,10 +104,11 @@ impl DockerLive {
                 // The stream server starts with agent-browser's daemon, which a session that
                 // has run no command yet may not have started: try again, within the start's
                 // time limit.
-                Err(error) if error.0.contains("handshake") => {
+                Err(Unconnected::NoServerYet(error)) => {
+                    tracing::debug!(%error, "the stream server is not up yet");
                     tokio::time::sleep(RETRY_AFTER).await;
                 }
-                Err(error) => return Err(error),
+                Err(Unconnected::NoRelay(error)) => return Err(error),
             }
         };
         let (sender, frames) = watch::channel(None);
@@ -127,16 +128,22 @@ impl DockerLive {
     }
 }
 
+/// Why a connection to the stream server was not made.
+enum Unconnected {
+    /// Docker did not start the relay: trying again would not help.
+    NoRelay(LiveError),
+    /// The handshake failed: the server may not be up yet.
+    NoServerYet(LiveError),
+}
+
+/// A WebSocket to the stream server, over the relay's stdio.
+type StreamSocket = tokio_tungstenite::WebSocketStream<
+    tokio::io::Join<tokio_util::io::StreamReader<Bytes, bytes::Bytes>, exec::AttachedInput>,
+>;
+
 impl DockerLive {
     /// The relay's exec, and the WebSocket handshake over its stdio.
-    async fn connect(
-        &self,
-    ) -> Result<
-        tokio_tungstenite::WebSocketStream<
-            tokio::io::Join<tokio_util::io::StreamReader<Bytes, bytes::Bytes>, exec::AttachedInput>,
-        >,
-        LiveError,
-    > {
+    async fn connect(&self) -> Result<StreamSocket, Unconnected> {
         let port = STREAM_PORT;
         let command = vec![
             "/usr/local/bin/airlock-relay".to_owned(),
@@ -146,7 +153,9 @@ impl DockerLive {
         let (_, output, input) =
             exec::attach(&self.docker, &self.container, command, true, 256 * 1024)
                 .await
-                .map_err(|_| failure("exec", "Docker did not start the relay"))?;
+                .map_err(|_| {
+                    Unconnected::NoRelay(failure("exec", "Docker did not start the relay"))
+                })?;
         // The exec's stdout is the connection's bytes; its stderr (the relay's complaints) is
         // dropped.
         let bytes: Bytes = Box::pin(output.filter_map(|item| {
@@ -164,7 +173,9 @@ impl DockerLive {
         let (socket, _) =
             tokio_tungstenite::client_async_with_config(url, connection, Some(config))
                 .await
-                .map_err(|error| failure("the stream's handshake", error))?;
+                .map_err(|error| {
+                    Unconnected::NoServerYet(failure("the stream's handshake", error))
+                })?;
         Ok(socket)
     }
 }

@@ -110,6 +110,16 @@ pub enum DeskState {
     HandedBack,
 }
 
+impl DeskState {
+    /// The call open, if any.
+    pub fn open_call(&self) -> Option<&HelpCall> {
+        match self {
+            Self::Open(call) => Some(call),
+            Self::Closed | Self::HandedBack => None,
+        }
+    }
+}
+
 struct Desk {
     staffed: bool,
     state: watch::Sender<DeskState>,
@@ -176,13 +186,11 @@ impl HelpDesk {
 
     /// The call open now, if any.
     pub fn call(&self) -> Option<HelpCall> {
-        match &*self.0.state.borrow() {
-            DeskState::Open(call) => Some(call.clone()),
-            DeskState::Closed | DeskState::HandedBack => None,
-        }
+        self.0.state.borrow().open_call().cloned()
     }
 
-    /// Wakes on every change of the desk (a call opened, handed back, closed).
+    /// Wakes on every change of the desk (a call opened, handed back, closed). Test the state a
+    /// `wait_for` is given, never `call()`, inside its closure (it holds the value's lock).
     pub fn changes(&self) -> watch::Receiver<DeskState> {
         self.0.state.subscribe()
     }
@@ -283,7 +291,10 @@ mod tests {
             })
         };
         let mut changes = desk.changes();
-        changes.wait_for(|_| desk.call().is_some()).await.unwrap();
+        changes
+            .wait_for(|state| state.open_call().is_some())
+            .await
+            .unwrap();
         assert_eq!(desk.call().unwrap().reason, "a CAPTCHA");
         assert!(desk.admit(&click()));
         assert!(desk.admit(&click()));

@@ -77,18 +77,9 @@ pub(crate) async fn run(
         Ok(ready) => ready,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
     };
-    if !wait && !service.gate.has_room() {
-        // The same words a waiting caller would get, at once.
-        let refusal = match service.gate.admit(&CancellationToken::new()).await {
-            Ok(slot) => {
-                drop(slot);
-                None
-            }
-            Err(refusal) => Some(refusal),
-        };
-        if let Some(refusal) = refusal {
-            return busy(&refusal.to_string());
-        }
+    // The same words a waiting caller would get, at once.
+    if !wait && let Some(refusal) = service.gate.turn_away() {
+        return busy(&refusal.to_string());
     }
     let cancel = service.shutdown.child_token();
     let owner = caller.ceiling.context_owner.clone();

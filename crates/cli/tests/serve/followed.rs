@@ -329,3 +329,43 @@ fn deleting_a_running_task_cancels_it_and_removes_its_container() {
     );
     assert_eq!(status, 200, "an ended task stays as it ended: {body}");
 }
+
+#[test]
+fn a_task_that_will_not_wait_is_turned_away_at_once_when_there_is_no_room() {
+    if !docker_ready() {
+        return;
+    }
+    let port = shop();
+    let home = format!("http://127.0.0.1:{port}/");
+    let script = json!({"turns": [
+        {"tool_calls": [call(&json!(["open", home])), call(&json!(["wait", "120000"]))]},
+        {"text": "never reached"}
+    ]});
+    let dir = tempfile::tempdir().unwrap();
+    let allow = format!("127.0.0.1:{port}");
+    let extra = [
+        "--allow",
+        &allow,
+        "--max-concurrent-tasks",
+        "1",
+        "--queue-timeout",
+        "0",
+    ];
+    let served = serve(&script, dir.path(), &extra);
+    let task = json!({"task": "Wait", "url": home, "wait": false});
+    let (status, accepted) = curl_task(&served, TOKEN, &task);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["id"].as_str().unwrap();
+    let mut events = Events::open(&served, TOKEN, id);
+    until_step(&mut events, 1);
+    // The one slot is taken and there is no queue: the words a waiting caller would get, now.
+    let (status, refused) = curl_task(&served, TOKEN, &task);
+    assert_eq!(status, 503, "{refused}");
+    assert!(refused.to_string().contains("capacity"), "{refused}");
+    let metrics = served.metrics(TOKEN);
+    assert_eq!(
+        metric(&metrics, "airlock_tasks_refused_total{reason=\"full\"}"),
+        1,
+        "{metrics}"
+    );
+}

@@ -1,8 +1,8 @@
 //! A person who steps in: a scripted worker asks for help; the task waits (`waiting_for_human`
 //! over `GET` and its events); a real viewer (Node's `ws`) plays the person on the live view,
-//! clicking the lab page's button and a link to a forbidden listener; the person hands back and
-//! the worker's fresh look sees the click. The seal holds for the person: the forbidden listener
-//! hears nothing and the record shows the refusal. Input outside the call is refused, anything
+//! pressing a key, clicking a link to a forbidden listener and the lab page's button; the person
+//! hands back and the worker's fresh look sees the click. The seal holds for the person: the
+//! forbidden listener hears nothing and the record shows the refusal. Input outside the call is refused, anything
 //! but an input event closes the socket, and another token can neither watch nor hand back.
 //! Cancelling a task that waits ends it.
 
@@ -14,14 +14,15 @@ use airlock_testkit::site::{Seen, site};
 use base64::Engine;
 
 use super::followed::{Events, conforms, get, openapi, queued, until_step};
-use super::live::{mean_colour, node_modules};
+use super::live::{mean_colour, viewer_with};
 use super::*;
 
 const OTHER_TOKEN: &str = "second-token-abcdef0123456";
 
 /// A red page: its top half is a button that turns the page green (and blue while the pointer is
 /// over it), its bottom half a link to the forbidden listener (opening in a hidden frame, so the
-/// page stays). A blinking corner keeps frames coming, so a person sees each change.
+/// page stays); the key `y` turns it yellow. A blinking corner keeps frames coming, so a person
+/// sees each change.
 fn help_site(forbidden: u16) -> u16 {
     let page = format!(
         "<!doctype html><title>Help</title><style>html,body{{margin:0;height:100%;background:#ff0000}}\
@@ -32,7 +33,8 @@ fn help_site(forbidden: u16) -> u16 {
          #away{{position:fixed;left:0;top:50%;width:100%;height:50%;display:block;color:#ff0000}}</style>\
          <button id=press onclick=\"document.body.style.background='#00ff00';this.textContent='Pressed by a person'\">Press</button>\
          <a id=away href=\"http://127.0.0.1:{forbidden}/\" target=side>away</a>\
-         <iframe name=side style=\"position:fixed;left:0;top:0;width:1px;height:1px;border:0\"></iframe><div id=blink></div>"
+         <iframe name=side style=\"position:fixed;left:0;top:0;width:1px;height:1px;border:0\"></iframe><div id=blink></div>\
+         <script>onkeydown=e=>{{if(e.key==='y')document.body.style.background='#ffff00'}}</script>"
     );
     let (port, _) = site(|_| HashMap::from([("/", ("200 OK", String::new(), page))]));
     port
@@ -56,18 +58,7 @@ struct Person {
 
 impl Person {
     fn connect(served: &Served, token: &str, id: &str) -> Self {
-        let mut child = Command::new("node")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/support/live_human.js"
-            ))
-            .arg(format!("ws://127.0.0.1:{}/v1/tasks/{id}/live", served.port))
-            .arg(token)
-            .env("NODE_PATH", node_modules())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = viewer_with(served, token, id, Stdio::piped());
         let input = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap());
         Self {
@@ -183,18 +174,62 @@ fn asks_for_help(home: &str) -> Value {
     ]})
 }
 
+/// A server whose queued task waits for a person: the forbidden listener, the server, its
+/// directory, the task's id, its events so far, and the `state` event that said so.
+struct Waiting {
+    forbidden: (u16, Seen),
+    served: Served,
+    _dir: tempfile::TempDir,
+    id: String,
+    events: Events,
+    said: Value,
+}
+
+fn waiting_task() -> Waiting {
+    let forbidden = forbidden_site();
+    let port = help_site(forbidden.0);
+    let home = format!("http://127.0.0.1:{port}/");
+    let task = json!({"task": "Get the button pressed", "url": home, "wait": false});
+    let (served, dir, _, id) = queued(&asks_for_help(&home), port, &task);
+    let mut events = Events::open(&served, TOKEN, &id);
+    let said = until_state(&mut events, "waiting_for_human");
+    Waiting {
+        forbidden,
+        served,
+        _dir: dir,
+        id,
+        events,
+        said,
+    }
+}
+
+/// `DELETE` the task (`202`: it was running) and read its events to the end: the `done` event.
+fn cancel_until_done(served: &Served, id: &str, events: &mut Events) -> Value {
+    let auth = format!("authorization: Bearer {TOKEN}");
+    let path = format!("/v1/tasks/{id}");
+    assert_eq!(request(served.port, "DELETE", &path, &[&auth], "").0, 202);
+    let mut done = None;
+    while let Some((name, data)) = events.next() {
+        if name == "done" {
+            done = Some(data);
+        }
+    }
+    done.unwrap()
+}
+
 #[test]
 fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
     if !docker_ready() {
         return;
     }
-    let (forbidden, forbidden_seen) = forbidden_site();
-    let port = help_site(forbidden);
-    let home = format!("http://127.0.0.1:{port}/");
-    let task = json!({"task": "Get the button pressed", "url": home, "wait": false});
-    let (served, _dir, _, id) = queued(&asks_for_help(&home), port, &task);
-    let mut events = Events::open(&served, TOKEN, &id);
-    let waiting = until_state(&mut events, "waiting_for_human");
+    let Waiting {
+        forbidden: (forbidden, forbidden_seen),
+        served,
+        _dir,
+        id,
+        mut events,
+        said: waiting,
+    } = waiting_task();
     assert_eq!(waiting["help"]["reason"], "Press the button", "{waiting}");
     let (status, body) = get(&served, TOKEN, &format!("/v1/tasks/{id}"));
     assert_eq!(status, 200, "{body}");
@@ -210,6 +245,13 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
 
     let mut person = Person::connect(&served, TOKEN, &id);
     person.until_pointer_seen();
+    for event in ["keyDown", "keyUp"] {
+        person.send(
+            &json!({"type": "input_keyboard", "eventType": event, "key": "y",
+            "code": "KeyY", "text": "y", "windowsVirtualKeyCode": 89}),
+        );
+    }
+    person.until_frame(|(r, g, b)| r > 200 && g > 200 && b < 60, |_| {});
     person.click(640, 540);
     person.click(640, 180);
     person.until_frame(|(r, g, b)| g > 200 && r < 60 && b < 60, |_| {});
@@ -234,16 +276,8 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
 
     // The worker took its look and went on: the task is cancelled in its next step.
     until_step(&mut events, 3);
-    let auth = format!("authorization: Bearer {TOKEN}");
-    let path = format!("/v1/tasks/{id}");
-    assert_eq!(request(served.port, "DELETE", &path, &[&auth], "").0, 202);
-    let mut done = None;
-    while let Some((name, data)) = events.next() {
-        if name == "done" {
-            done = Some(data);
-        }
-    }
-    assert_eq!(done.unwrap()["ended"], "cancelled");
+    let done = cancel_until_done(&served, &id, &mut events);
+    assert_eq!(done["ended"], "cancelled");
 
     let (status, body) = get(&served, TOKEN, &format!("/v1/tasks/{id}/record"));
     assert_eq!(status, 200, "{body}");
@@ -252,10 +286,11 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
     assert_eq!(step["tool"], "ask_human", "{}", record["steps"][0]["tool"]);
     assert_eq!(step["help"]["outcome"], "handed_back");
     assert_eq!(step["help"]["actions"]["clicks"], 2, "{step}");
+    assert_eq!(step["help"]["actions"]["keys"], 1, "{step}");
     // The worker's fresh look after the hand-back saw the person's click.
     let output = step["output"].as_str().unwrap();
     assert!(
-        output.contains("A person acted in the browser (2 clicks)"),
+        output.contains("A person acted in the browser (2 clicks, 1 key)"),
         "{output}"
     );
     assert!(output.contains("Pressed by a person"), "{output}");
@@ -270,28 +305,20 @@ fn cancelling_a_task_that_waits_for_a_person_ends_it() {
     if !docker_ready() {
         return;
     }
-    let (forbidden, _) = forbidden_site();
-    let port = help_site(forbidden);
-    let home = format!("http://127.0.0.1:{port}/");
-    let task = json!({"task": "Get the button pressed", "url": home, "wait": false});
-    let (served, _dir, _, id) = queued(&asks_for_help(&home), port, &task);
-    let mut events = Events::open(&served, TOKEN, &id);
-    until_state(&mut events, "waiting_for_human");
+    let Waiting {
+        served,
+        _dir,
+        id,
+        mut events,
+        ..
+    } = waiting_task();
     let container = containers_of(served.child.id()).remove(0);
     // The browser outlives the task's limit by its time for a person: 300 + 600 + 60 s grace.
     let env = airlock_testkit::docker::inspect(&container)["Config"]["Env"].to_string();
     assert!(env.contains("BROWSER_LIFETIME_SECONDS=960"), "{env}");
     let cancelled_at = std::time::SystemTime::now();
-    let auth = format!("authorization: Bearer {TOKEN}");
-    let path = format!("/v1/tasks/{id}");
-    assert_eq!(request(served.port, "DELETE", &path, &[&auth], "").0, 202);
-    let mut done = None;
-    while let Some((name, data)) = events.next() {
-        if name == "done" {
-            done = Some(data);
-        }
-    }
-    assert_eq!(done.unwrap()["ended"], "cancelled");
+    let done = cancel_until_done(&served, &id, &mut events);
+    assert_eq!(done["ended"], "cancelled");
     assert!(wait_until_removed(
         &container,
         cancelled_at,

@@ -52,7 +52,7 @@ pub(super) fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
 }
 
 /// Where the Node clients are: `AIRLOCK_TEST_NODE_MODULES` (set by `cargo xtask integration`).
-pub(super) fn node_modules() -> String {
+fn node_modules() -> String {
     let modules = std::env::var("AIRLOCK_TEST_NODE_MODULES")
         .unwrap_or_else(|_| "/opt/airlock-ci/node/node_modules".into());
     assert!(
@@ -63,14 +63,25 @@ pub(super) fn node_modules() -> String {
 }
 
 fn viewer(served: &Served, token: &str, id: &str) -> std::process::Child {
+    viewer_with(served, token, id, Stdio::null())
+}
+
+/// The viewer, with `stdin` as what it sends (`Stdio::piped()` for a person who acts).
+pub(super) fn viewer_with(
+    served: &Served,
+    token: &str,
+    id: &str,
+    stdin: Stdio,
+) -> std::process::Child {
     Command::new("node")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/support/live_frames.js"
+            "/tests/support/live_viewer.js"
         ))
         .arg(format!("ws://127.0.0.1:{}/v1/tasks/{id}/live", served.port))
         .arg(token)
         .env("NODE_PATH", node_modules())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap()

@@ -10,7 +10,7 @@ use std::time::Duration;
 use airlock_worker::*;
 use serde_json::{Value, json};
 
-use super::{call, expecting, request, shown, turn};
+use super::{OneTool, call, expecting, request, shown, stand_in_definition, turn};
 
 /// A browser whose button a person presses (through the desk, as serve's live view would).
 #[derive(Default)]
@@ -22,11 +22,7 @@ struct Browser(Arc<Page>);
 
 impl Tool for Browser {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "browser".into(),
-            description: "a stand-in browser".into(),
-            input_schema: json!({"type": "object"}),
-        }
+        stand_in_definition()
     }
 
     fn execute(&self, _: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>> {
@@ -43,33 +39,6 @@ impl Tool for Browser {
     }
 }
 
-struct Driver(Arc<Page>);
-struct Nothing;
-
-impl Dispose for Nothing {
-    fn dispose(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-}
-
-impl BrowserDriver for Driver {
-    fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn start(&self, _: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
-        Box::pin(async move {
-            Ok(BrowserSession {
-                tools: vec![Arc::new(Browser(Arc::clone(&self.0)))],
-                guide: String::new(),
-                prompt: String::new(),
-                dispose: Box::new(Nothing),
-                warm: false,
-            })
-        })
-    }
-}
-
 /// A task limited to 5 seconds whose worker asks for help, then goes on with `then`.
 fn runner(then: Vec<ScriptedTurn>, human_timeout: Duration) -> (TaskRunner, Arc<Page>) {
     let page = Arc::new(Page::default());
@@ -81,7 +50,10 @@ fn runner(then: Vec<ScriptedTurn>, human_timeout: Duration) -> (TaskRunner, Arc<
     let mut turns = vec![turn("", vec![ask()])];
     turns.extend(then);
     let model = ScriptedModel::new(Script { turns });
-    let driver = Arc::new(Driver(Arc::clone(&page)));
+    let shown = Arc::clone(&page);
+    let driver = Arc::new(OneTool(move |_| {
+        Arc::new(Browser(Arc::clone(&shown))) as Arc<dyn Tool>
+    }));
     (
         TaskRunner::new(driver, Arc::new(model), limits).unwrap(),
         page,
@@ -117,7 +89,7 @@ async fn the_task_waits_for_a_person_with_its_time_standing_still_then_sees_thei
             .await
     });
     desk.changes()
-        .wait_for(|_| desk.call().is_some())
+        .wait_for(|state| state.open_call().is_some())
         .await
         .unwrap();
     let asked = desk.call().unwrap();
@@ -203,7 +175,7 @@ async fn cancelling_a_task_that_waits_for_a_person_ends_it_and_closes_the_call()
         tokio::spawn(async move { runner.run_recorded(request(), cancel, None, &window).await })
     };
     desk.changes()
-        .wait_for(|_| desk.call().is_some())
+        .wait_for(|state| state.open_call().is_some())
         .await
         .unwrap();
     cancel.cancel();

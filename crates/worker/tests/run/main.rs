@@ -161,6 +161,44 @@ impl BrowserDriver for FakeDriver {
     }
 }
 
+/// A stand-in browser tool's definition.
+fn stand_in_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "browser".into(),
+        description: "a stand-in browser".into(),
+        input_schema: json!({"type": "object"}),
+    }
+}
+
+/// A driver whose session is one tool, made for each task's context by the closure.
+struct OneTool<F>(F);
+struct Nothing;
+
+impl Dispose for Nothing {
+    fn dispose(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+impl<F: Fn(TaskContext) -> Arc<dyn Tool> + Send + Sync> BrowserDriver for OneTool<F> {
+    fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
+        let tool = (self.0)(context);
+        Box::pin(async move {
+            Ok(BrowserSession {
+                tools: vec![tool],
+                guide: String::new(),
+                prompt: String::new(),
+                dispose: Box::new(Nothing),
+                warm: false,
+            })
+        })
+    }
+}
+
 fn call(name: &str, input: Value) -> ScriptedCall {
     ScriptedCall {
         name: name.into(),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use airlock_worker::*;
 use serde_json::{Value, json};
 
-use super::{call, real_png, turn};
+use super::{OneTool, call, real_png, stand_in_definition, turn};
 use ThumbnailCause::{Navigation, Screenshot};
 
 const PASSWORD: &str = "hunter2-correct-horse";
@@ -29,11 +29,7 @@ struct Browser {
 
 impl Tool for Browser {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "browser".into(),
-            description: "a stand-in browser".into(),
-            input_schema: json!({"type": "object"}),
-        }
+        stand_in_definition()
     }
 
     fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>> {
@@ -79,35 +75,15 @@ impl Tool for Browser {
     }
 }
 
-struct Driver(Arc<Page>);
-struct Nothing;
-
-impl Dispose for Nothing {
-    fn dispose(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-}
-
-impl BrowserDriver for Driver {
-    fn check(&self) -> BoxFuture<'_, Result<(), DriverError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
-        Box::pin(async move {
-            let tool = Browser {
-                page: Arc::clone(&self.0),
-                context,
-            };
-            Ok(BrowserSession {
-                tools: vec![Arc::new(tool)],
-                guide: String::new(),
-                prompt: String::new(),
-                dispose: Box::new(Nothing),
-                warm: false,
-            })
-        })
-    }
+/// A driver whose session is the stand-in browser on `page`.
+fn browser_of(page: &Arc<Page>) -> OneTool<impl Fn(TaskContext) -> Arc<dyn Tool> + use<>> {
+    let page = Arc::clone(page);
+    OneTool(move |context| {
+        Arc::new(Browser {
+            page: Arc::clone(&page),
+            context,
+        }) as Arc<dyn Tool>
+    })
 }
 
 fn browse(words: &[&str]) -> ScriptedCall {
@@ -121,8 +97,7 @@ fn runner(turns: Vec<ScriptedTurn>, max_steps: usize) -> (TaskRunner, Arc<Page>)
         ..TaskLimits::default()
     };
     let model = ScriptedModel::new(Script { turns });
-    let runner =
-        TaskRunner::new(Arc::new(Driver(Arc::clone(&page))), Arc::new(model), limits).unwrap();
+    let runner = TaskRunner::new(Arc::new(browser_of(&page)), Arc::new(model), limits).unwrap();
     (runner, page)
 }
 

@@ -1,8 +1,8 @@
-// A person helping a task through its live view (the `ws` package): connects with the token,
-// prints "open", then one line per message from the server (a frame as its JPEG in base64, text
-// as "text …"), and sends each line it reads on stdin as one text message; "closed CODE" when
-// the server closes the socket.
-// Usage: node live_human.js WS_URL TOKEN
+// A viewer of a task's live view (the `ws` package), or a person helping through it: connects
+// with the token, prints "open", then one line per message from the server (a frame as its JPEG
+// in base64, text as "text …"), and sends each line it reads on stdin as one text message;
+// "closed CODE" when the server closes the socket, "refused STATUS" if it will not upgrade.
+// Usage: node live_viewer.js WS_URL TOKEN
 const WebSocket = require('ws');
 const readline = require('readline');
 
