@@ -282,11 +282,9 @@ fn a_task_answered_at_once_is_followed_to_its_record_and_no_other_token_sees_it(
     );
 }
 
-#[test]
-fn deleting_a_running_task_cancels_it_and_removes_its_container() {
-    if !docker_ready() {
-        return;
-    }
+/// The shop's port, a script whose second step waits two minutes, and a task on the shop that
+/// answers at once (`"wait": false`).
+fn long_wait() -> (u16, Value, Value) {
     let port = shop();
     let home = format!("http://127.0.0.1:{port}/");
     let script = json!({"turns": [
@@ -294,6 +292,15 @@ fn deleting_a_running_task_cancels_it_and_removes_its_container() {
         {"text": "never reached"}
     ]});
     let task = json!({"task": "Wait", "url": home, "wait": false});
+    (port, script, task)
+}
+
+#[test]
+fn deleting_a_running_task_cancels_it_and_removes_its_container() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, script, task) = long_wait();
     let (served, _dir, _, id) = queued(&script, port, &task);
     let mut events = Events::open(&served, TOKEN, &id);
     // Step 2 (the long wait) has begun.
@@ -335,12 +342,7 @@ fn a_task_that_will_not_wait_is_turned_away_at_once_when_there_is_no_room() {
     if !docker_ready() {
         return;
     }
-    let port = shop();
-    let home = format!("http://127.0.0.1:{port}/");
-    let script = json!({"turns": [
-        {"tool_calls": [call(&json!(["open", home])), call(&json!(["wait", "120000"]))]},
-        {"text": "never reached"}
-    ]});
+    let (port, script, task) = long_wait();
     let dir = tempfile::tempdir().unwrap();
     let allow = format!("127.0.0.1:{port}");
     let extra = [
@@ -352,7 +354,6 @@ fn a_task_that_will_not_wait_is_turned_away_at_once_when_there_is_no_room() {
         "0",
     ];
     let served = serve(&script, dir.path(), &extra);
-    let task = json!({"task": "Wait", "url": home, "wait": false});
     let (status, accepted) = curl_task(&served, TOKEN, &task);
     assert_eq!(status, 202, "{accepted}");
     let id = accepted["id"].as_str().unwrap();
