@@ -218,6 +218,11 @@ impl Gate {
         }
     }
 
+    /// The most tasks (and CDP leases) that run at once.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Tasks running now.
     pub(crate) fn running(&self) -> usize {
         self.capacity - self.slots.available_permits()

@@ -18,6 +18,21 @@ pub(crate) struct Kept {
     pub(crate) id: String,
 }
 
+impl Kept {
+    /// Enter a task of `owner`, asked in the words `task`, in `book`.
+    pub(crate) fn open(
+        book: &Arc<TaskBook>,
+        owner: &str,
+        task: &str,
+        cancel: &CancellationToken,
+    ) -> Self {
+        Self {
+            book: Arc::clone(book),
+            id: book.open(owner, task, cancel.clone()),
+        }
+    }
+}
+
 /// Run `request`, reporting each step to `progress` and, when `kept`, to the book. `settle`
 /// sees the result before anything keeps it (to count it, save its state, drop what the caller
 /// must not get). Returns the result and, when kept, the answer as the API gives it.

@@ -355,10 +355,9 @@ impl Server {
         // still finishes its cleanup, and shutdown waits for it.
         let gate = self.gate.clone();
         // Kept only once it has its slot: a task is never left queued in the book.
-        let kept = self.book.as_ref().map(|book| crate::kept_run::Kept {
-            book: Arc::clone(book),
-            id: book.open(&self.ceiling(&context).context_owner, cancel.clone()),
-        });
+        let owner = &self.ceiling(&context).context_owner;
+        let kept = (self.book.as_ref())
+            .map(|book| crate::kept_run::Kept::open(book, owner, &request.task, &cancel));
         let record_id = kept.as_ref().map(|kept| kept.id.clone());
         // The client hears of the worker's calls for help while the task runs.
         let _help_relay = kept

@@ -97,9 +97,10 @@ fn message(id: &str, call: &HelpCall, elicits: bool) -> String {
         format!("then POST /v1/tasks/{id}/hand-back (or DELETE /v1/tasks/{id} to end it)")
     };
     format!(
-        "The browser task needs a person: {}. Act on its page through its live view, \
-         /v1/tasks/{id}/live on this server (a WebSocket with this token: frames out, input \
-         events in), {answer}. It waits {} seconds.",
+        "The browser task needs a person: {}. Open /ui/tasks/{id} on this server in a browser \
+         (sign in there with this token) to watch its page and act on it, or use its live view \
+         /v1/tasks/{id}/live (a WebSocket with this token: frames out, input events in); \
+         {answer}. It waits {} seconds.",
         call.reason, call.timeout_secs
     )
 }

@@ -153,6 +153,11 @@ fn help_words(help: &RecordedHelp) -> String {
             "A person was asked: \u{201c}{}\u{201d}. Nobody came within {waited} s.",
             help.reason
         ),
+        HelpOutcome::Cancelled => format!(
+            "A person was asked: \u{201c}{}\u{201d}. The task was cancelled after {waited} s; before that: {}.",
+            help.reason,
+            help.actions.words()
+        ),
     }
 }
 

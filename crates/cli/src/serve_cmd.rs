@@ -21,6 +21,7 @@ mod guard;
 mod hand_back;
 mod live;
 mod openapi;
+mod origin;
 mod readiness;
 mod routes;
 mod sessions;
@@ -28,6 +29,9 @@ mod task_body;
 mod tasks_api;
 mod tls;
 mod token_scope;
+mod ui;
+mod ui_pages;
+mod ui_sessions;
 mod write_deadline;
 
 use std::net::SocketAddr;
@@ -103,6 +107,8 @@ pub(crate) struct App {
     max_download_bytes: Option<u64>,
     /// The tasks of `/v1/tasks`, each token's own.
     book: Arc<crate::task_book::TaskBook>,
+    /// The dashboard's signed-in browsers.
+    ui: Arc<ui_sessions::UiSessions>,
 }
 
 /// What `serve` keeps of finished tasks, per token.
@@ -291,6 +297,7 @@ async fn serve(
         secrets: settings.secrets.clone(),
         max_download_bytes: settings.max_download_bytes,
         book: crate::task_book::TaskBook::new(keeping.tasks, keeping.bytes),
+        ui: Arc::new(ui_sessions::UiSessions::new(tls.is_some())),
     };
     let metrics_router = metrics_router(app.clone());
     let router = match endpoints {
@@ -335,7 +342,7 @@ fn announce(endpoints: Endpoints, tls: bool, local: SocketAddr) -> &'static str 
     match endpoints {
         Endpoints::All => {
             eprintln!(
-                "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp)"
+                "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp, dashboard at /ui)"
             );
             "airlock serve"
         }

@@ -50,6 +50,8 @@ pub(crate) struct StepSeen {
 /// A task as its owner sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct Snapshot {
+    /// The task's words, cut to [`MAX_TITLE_CHARS`] (for the dashboard).
+    pub(crate) title: String,
     pub(crate) state: TaskState,
     pub(crate) created_unix_ms: u64,
     pub(crate) steps: Vec<StepSeen>,
@@ -113,13 +115,14 @@ impl TaskBook {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Enter a new task of `owner`, queued; its id.
-    pub(crate) fn open(&self, owner: &str, cancel: CancellationToken) -> String {
+    /// Enter a new task of `owner`, queued, asked in the words `task`; its id.
+    pub(crate) fn open(&self, owner: &str, task: &str, cancel: CancellationToken) -> String {
         let id = new_id();
         let (changed, _) = watch::channel(0);
         let entry = Entry {
             owner: owner.to_owned(),
             snapshot: Snapshot {
+                title: title_of(task),
                 state: TaskState::Queued,
                 created_unix_ms: now_unix_ms(),
                 steps: Vec::new(),
@@ -258,6 +261,19 @@ impl TaskBook {
         Some(entry.snapshot.clone())
     }
 
+    /// Every task `owner` has (running, queued and the finished ones kept), newest first.
+    pub(crate) fn list(&self, owner: &str) -> Vec<(String, Snapshot)> {
+        let book = self.lock();
+        let mut tasks: Vec<(String, Snapshot)> = book
+            .tasks
+            .iter()
+            .filter(|(_, entry)| entry.owner == owner)
+            .map(|(id, entry)| (id.clone(), entry.snapshot.clone()))
+            .collect();
+        tasks.sort_by_key(|(_, task)| std::cmp::Reverse(task.created_unix_ms));
+        tasks
+    }
+
     /// Where the task's live view is offered and its help desk (for its run).
     pub(crate) fn window(&self, id: &str) -> TaskWindow {
         let book = self.lock();
@@ -307,6 +323,9 @@ pub(crate) struct TaskLinks {
     live: String,
     /// Hand the page back to the worker after helping: `POST`, while it waits for a person.
     hand_back: String,
+    /// Its page on the dashboard, for a person in a browser (signed in with the same token):
+    /// the live view, the call for help, hand-back and cancel.
+    page: String,
     /// Its flight record as JSON, once done.
     pub(crate) record: String,
     /// Its flight record as a page, once done.
@@ -320,6 +339,7 @@ impl TaskLinks {
             events: format!("/v1/tasks/{id}/events"),
             live: format!("/v1/tasks/{id}/live"),
             hand_back: format!("/v1/tasks/{id}/hand-back"),
+            page: format!("/ui/tasks/{id}"),
             record: format!("/v1/tasks/{id}/record"),
             record_html: format!("/v1/tasks/{id}/record.html"),
         }
@@ -345,6 +365,17 @@ pub(crate) fn answer_reference(_: &mut schemars::SchemaGenerator) -> schemars::S
     schema
 }
 
+/// The most of a task's words the book keeps to show it.
+pub(crate) const MAX_TITLE_CHARS: usize = 200;
+
+fn title_of(task: &str) -> String {
+    let task = task.trim();
+    match task.char_indices().nth(MAX_TITLE_CHARS) {
+        Some((cut, _)) => format!("{}…", &task[..cut]),
+        None => task.to_owned(),
+    }
+}
+
 /// 128 random bits, from the OS: an id nobody can guess or count up to.
 fn new_id() -> String {
     let mut bytes = [0u8; 16];
@@ -364,7 +395,7 @@ fn new_id() -> String {
     id
 }
 
-fn now_unix_ms() -> u64 {
+pub(crate) fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| {
@@ -377,7 +408,7 @@ mod tests {
     use super::*;
 
     fn finished(book: &TaskBook, owner: &str, bytes: usize) -> String {
-        let id = book.open(owner, CancellationToken::new());
+        let id = book.open(owner, "a task", CancellationToken::new());
         let record = StoredRecord {
             json: vec![b'x'; bytes],
             html: Vec::new(),
@@ -389,13 +420,29 @@ mod tests {
     #[test]
     fn a_token_sees_only_its_own_tasks() {
         let book = TaskBook::new(4, 1 << 20);
-        let id = book.open("alice", CancellationToken::new());
+        let id = book.open("alice", "a task", CancellationToken::new());
         assert!(book.get("alice", &id).is_some());
         assert!(book.get("bob", &id).is_none());
         assert!(book.follow("bob", &id).is_none());
         assert!(!book.cancel("bob", &id));
         assert!(book.cancel("alice", &id));
         assert!(book.get("alice", "task_0").is_none());
+        assert_eq!(book.list("alice").len(), 1);
+        assert!(book.list("bob").is_empty(), "the dashboard's list too");
+    }
+
+    #[test]
+    fn a_tasks_words_are_kept_short_for_the_dashboard() {
+        let book = TaskBook::new(4, 1 << 20);
+        let long = "é".repeat(MAX_TITLE_CHARS + 5);
+        let id = book.open("o", &format!("  {long} "), CancellationToken::new());
+        let title = book.get("o", &id).unwrap().title;
+        assert_eq!(title.chars().count(), MAX_TITLE_CHARS + 1, "{title}");
+        assert!(title.ends_with('…'));
+        let newer = book.open("o", "newer", CancellationToken::new());
+        // Created in the same millisecond or later: the newest is never listed after the older.
+        let listed: Vec<String> = book.list("o").into_iter().map(|(id, _)| id).collect();
+        assert!(listed.contains(&newer) && listed.contains(&id));
     }
 
     #[test]
@@ -419,8 +466,8 @@ mod tests {
     #[test]
     fn ids_are_distinct_and_unguessable_in_form() {
         let book = TaskBook::new(1, 1);
-        let a = book.open("o", CancellationToken::new());
-        let b = book.open("o", CancellationToken::new());
+        let a = book.open("o", "a task", CancellationToken::new());
+        let b = book.open("o", "a task", CancellationToken::new());
         assert_ne!(a, b);
         assert_eq!(a.len(), "task_".len() + 32);
     }
@@ -428,7 +475,7 @@ mod tests {
     #[test]
     fn steps_stop_at_the_step_limit() {
         let book = TaskBook::new(1, 1);
-        let id = book.open("o", CancellationToken::new());
+        let id = book.open("o", "a task", CancellationToken::new());
         for step in 1..=5 {
             book.step(
                 &id,

@@ -224,6 +224,11 @@ impl HelpDesk {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// What a person did during the last call (or this one, while it is open).
+    pub(crate) fn last_actions(&self) -> HumanActions {
+        *self.actions()
+    }
+
     /// Open `call` and wait until a person hands back; what they did. The caller bounds the
     /// wait (the human timeout, cancellation); the call closes however it ends.
     pub(crate) async fn ask(&self, call: HelpCall) -> HumanActions {
@@ -247,6 +252,8 @@ pub enum HelpOutcome {
     HandedBack,
     /// Nobody handed back within the human timeout.
     NobodyCame,
+    /// The task was cancelled while it waited (by the person, or its caller).
+    Cancelled,
 }
 
 /// A call for help, in the record.

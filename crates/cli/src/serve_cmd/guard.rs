@@ -133,7 +133,13 @@ impl Guard {
     /// is the one a proxy in front of us would use: the request line's authority when it has one
     /// (absolute form; RFC 9112 §3.2.2 says it wins over `Host`), else the one `Host` header. Two
     /// `Host` headers are a bad request (RFC 9110 §7.2).
-    pub(crate) fn check_site(&self, uri: &Uri, headers: &HeaderMap) -> Option<Response<Body>> {
+    /// An `Origin` of this very server (its dashboard's pages, `tls` naming the scheme) passes.
+    pub(crate) fn check_site(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        tls: bool,
+    ) -> Option<Response<Body>> {
         if headers.get_all(HOST).iter().count() > 1 {
             return Some(refuse(
                 StatusCode::BAD_REQUEST,
@@ -157,7 +163,7 @@ impl Guard {
         }
         if let Some(origin) = headers.get(ORIGIN) {
             let origin = origin.to_str().unwrap_or_default().to_ascii_lowercase();
-            if !self.origins.contains(&origin) {
+            if !self.origins.contains(&origin) && !super::origin::from_own_page(uri, headers, tls) {
                 return Some(refuse(
                     StatusCode::FORBIDDEN,
                     "requests from web pages are refused: this origin is not allowed (the operator adds origins with --allowed-origin)",
@@ -193,26 +199,31 @@ impl Guard {
                 let (scheme, token) = value.split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             });
-        if let Some(given) = given {
-            // Compare with every token and pick the match without a branch, so the time taken
-            // does not say which one matched.
-            let (found, index) = self.tokens.iter().enumerate().fold(
-                (subtle::Choice::from(0), 0u32),
-                |(found, index), (i, token)| {
-                    let equal = token.as_slice().ct_eq(given.as_bytes());
-                    let i = u32::try_from(i).unwrap_or(u32::MAX);
-                    (found | equal, u32::conditional_select(&index, &i, equal))
-                },
-            );
-            if bool::from(found)
-                && let Some(ceiling) = usize::try_from(index)
-                    .ok()
-                    .and_then(|i| self.ceilings.get(i))
-            {
-                return Some(Arc::clone(ceiling));
-            }
+        self.ceiling_of(given?)
+    }
+
+    /// The ceiling of `given` if it is one of the tokens (the dashboard's sign-in form sends it).
+    pub(crate) fn ceiling_of(&self, given: &str) -> Option<Arc<Ceiling>> {
+        if self.tokens.is_empty() {
+            return Some(Arc::clone(&self.open));
         }
-        None
+        // Compare with every token and pick the match without a branch, so the time taken
+        // does not say which one matched.
+        let (found, index) = self.tokens.iter().enumerate().fold(
+            (subtle::Choice::from(0), 0u32),
+            |(found, index), (i, token)| {
+                let equal = token.as_slice().ct_eq(given.as_bytes());
+                let i = u32::try_from(i).unwrap_or(u32::MAX);
+                (found | equal, u32::conditional_select(&index, &i, equal))
+            },
+        );
+        if !bool::from(found) {
+            return None;
+        }
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.ceilings.get(i))
+            .map(Arc::clone)
     }
 }
 
@@ -301,6 +312,12 @@ mod tests {
         map
     }
 
+    impl Guard {
+        fn check_site_plain(&self, uri: &Uri, headers: &HeaderMap) -> Option<Response<Body>> {
+            self.check_site(uri, headers, false)
+        }
+    }
+
     fn root() -> Uri {
         Uri::from_static("/")
     }
@@ -326,7 +343,7 @@ mod tests {
         ] {
             assert!(
                 guard
-                    .check_site(&root(), &headers(&[("host", host)]))
+                    .check_site_plain(&root(), &headers(&[("host", host)]))
                     .is_none(),
                 "{host}"
             );
@@ -337,12 +354,12 @@ mod tests {
             "localhost:9999",
         ] {
             let refused = guard
-                .check_site(&root(), &headers(&[("host", host)]))
+                .check_site_plain(&root(), &headers(&[("host", host)]))
                 .unwrap();
             assert_eq!(refused.status(), StatusCode::FORBIDDEN, "{host}");
         }
         assert!(
-            guard.check_site(&root(), &HeaderMap::new()).is_some(),
+            guard.check_site_plain(&root(), &HeaderMap::new()).is_some(),
             "no Host at all"
         );
     }
@@ -353,10 +370,10 @@ mod tests {
         let from = |origin| headers(&[("host", "127.0.0.1:8700"), ("origin", origin)]);
         assert!(
             guard
-                .check_site(&root(), &from("https://evil.example"))
+                .check_site_plain(&root(), &from("https://evil.example"))
                 .is_some()
         );
-        assert!(guard.check_site(&root(), &from("null")).is_some());
+        assert!(guard.check_site_plain(&root(), &from("null")).is_some());
         let allowing = Guard::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec![],
@@ -366,12 +383,12 @@ mod tests {
         .unwrap();
         assert!(
             allowing
-                .check_site(&root(), &from("https://app.example.com"))
+                .check_site_plain(&root(), &from("https://app.example.com"))
                 .is_none()
         );
         assert!(
             allowing
-                .check_site(&root(), &from("http://app.example.com"))
+                .check_site_plain(&root(), &from("http://app.example.com"))
                 .is_some()
         );
     }
@@ -487,15 +504,15 @@ mod tests {
     fn two_host_headers_are_a_bad_request_and_the_request_lines_authority_wins() {
         let guard = loopback();
         let two = headers(&[("host", "127.0.0.1:8700"), ("host", "evil.example")]);
-        let refused = guard.check_site(&root(), &two).unwrap();
+        let refused = guard.check_site_plain(&root(), &two).unwrap();
         assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
         let good_host = headers(&[("host", "127.0.0.1:8700")]);
         let absolute = Uri::from_static("http://evil.example/metrics");
-        let refused = guard.check_site(&absolute, &good_host).unwrap();
+        let refused = guard.check_site_plain(&absolute, &good_host).unwrap();
         assert_eq!(refused.status(), StatusCode::FORBIDDEN);
         let own = Uri::from_static("http://127.0.0.1:8700/metrics");
         let evil_host = headers(&[("host", "evil.example")]);
-        assert!(guard.check_site(&own, &evil_host).is_none());
+        assert!(guard.check_site_plain(&own, &evil_host).is_none());
     }
 
     #[test]
@@ -521,7 +538,7 @@ mod tests {
         ] {
             assert!(
                 guard
-                    .check_site(&root(), &headers(&[("host", host)]))
+                    .check_site_plain(&root(), &headers(&[("host", host)]))
                     .is_none(),
                 "{host}"
             );
@@ -536,7 +553,7 @@ mod tests {
         ] {
             assert!(
                 guard
-                    .check_site(&root(), &headers(&[("host", host)]))
+                    .check_site_plain(&root(), &headers(&[("host", host)]))
                     .is_some(),
                 "{host}"
             );
@@ -565,7 +582,7 @@ mod tests {
             let with_port = format!("{host}:{}", listen.port());
             assert!(
                 guard
-                    .check_site(&root(), &headers(&[("host", &with_port)]))
+                    .check_site_plain(&root(), &headers(&[("host", &with_port)]))
                     .is_none(),
                 "{with_port}"
             );

@@ -17,13 +17,16 @@ use tokio::sync::Mutex;
 
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
-use super::{App, cdp, followed, hand_back, live, openapi, task_body, tasks_api};
+use super::{App, cdp, followed, hand_back, live, openapi, task_body, tasks_api, ui};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
 
 /// A client must send a request's body within this.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The sign-in form's body: a token and its field name.
+const SIGN_IN_BODY_BYTES: usize = 4 * 1024;
 
 pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
     let mcp = mcp_service(&app, settings);
@@ -47,11 +50,18 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
         .route("/v1/tasks/{id}/hand-back", post(hand_back::hand_back))
         .route("/v1/tasks/{id}/record", get(followed::record_json))
         .route("/v1/tasks/{id}/record.html", get(followed::record_page))
+        .route("/ui", get(ui::home))
+        .route(
+            "/ui/sign-in",
+            post(ui::sign_in).layer(axum::extract::DefaultBodyLimit::max(SIGN_IN_BODY_BYTES)),
+        )
+        .route("/ui/sign-out", post(ui::sign_out))
+        .route("/ui/tasks/{id}", get(ui::task_page))
         .nest("/mcp", mcp)
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
-                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/schema, /v1/openapi.json, /cdp, /json/version, /healthz, /readyz and /metrics",
+                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/schema, /v1/openapi.json, /ui (the dashboard), /cdp, /json/version, /healthz, /readyz and /metrics",
             )
         });
     guarded(routes, app)
@@ -128,7 +138,7 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
     // The probes answer whatever the Host: engines call them by a pod's or container's address,
     // and they tell nothing but whether this server is up and has room.
     let probe = path == "/healthz" || path == "/readyz";
-    if !probe && let Some(refused) = app.guard.check_site(request.uri(), headers) {
+    if !probe && let Some(refused) = app.guard.check_site(request.uri(), headers, app.tls) {
         return refused;
     }
     // CDP clients cannot always add a header: their endpoints also take `?token=`.
@@ -138,14 +148,26 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
         .then(|| cdp::with_query_token(headers, request.uri().query()))
         .flatten();
     let token_headers = from_query.as_ref().unwrap_or(headers);
+    let mut signed_in = false;
     let ceiling = if probe {
         None
+    } else if let Some(ceiling) = app.guard.authorize(token_headers) {
+        Some(ceiling)
     } else {
-        match app.guard.authorize(token_headers) {
-            Some(ceiling) => Some(ceiling),
-            None => return unauthorized(),
+        // A browser signed in to the dashboard sends its session instead.
+        match ui::session_ceiling(&app, &request) {
+            Err(refused) => return *refused,
+            Ok(Some(ceiling)) => {
+                signed_in = true;
+                Some(ceiling)
+            }
+            Ok(None) if ui::open_path(path) => None,
+            Ok(None) if path.starts_with("/ui/") => return ui::to_sign_in(),
+            Ok(None) => return unauthorized(),
         }
     };
+    let headers = request.headers();
+    let path = request.uri().path();
     let new_session = path.starts_with("/mcp")
         && request.method() == http::Method::POST
         && !headers.contains_key("mcp-session-id");
@@ -164,6 +186,9 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
     // Handlers hold the caller's tasks to the ceiling of the token it called with.
     if let Some(ceiling) = ceiling {
         request.extensions_mut().insert(ceiling);
+    }
+    if signed_in {
+        request.extensions_mut().insert(ui::SignedIn);
     }
     next.run(request).await
 }

@@ -73,6 +73,7 @@ pub(crate) async fn run(
         return refuse(StatusCode::BAD_REQUEST, &RunError::EmptyTask.to_string());
     }
     let wait = input.wait;
+    let title = input.task.clone();
     let ready = match input.into_ready(caller) {
         Ok(ready) => ready,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
@@ -83,7 +84,7 @@ pub(crate) async fn run(
     }
     let cancel = service.shutdown.child_token();
     let owner = caller.ceiling.context_owner.clone();
-    let id = service.book.open(&owner, cancel.clone());
+    let id = service.book.open(&owner, &title, cancel.clone());
     let job = Job {
         id: id.clone(),
         ready,

@@ -4,7 +4,7 @@
 //! hands back and the worker's fresh look sees the click. The seal holds for the person: the
 //! forbidden listener hears nothing and the record shows the refusal. Input outside the call is refused, anything
 //! but an input event closes the socket, and another token can neither watch nor hand back.
-//! Cancelling a task that waits ends it.
+//! Cancelling a task that waits ends it (`dashboard.rs`: from the live page).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -24,7 +24,13 @@ const OTHER_TOKEN: &str = "second-token-abcdef0123456";
 /// page stays); the key `y` turns it yellow. A blinking corner keeps frames coming, so a person
 /// sees each change.
 fn help_site(forbidden: u16) -> u16 {
-    let page = format!(
+    let page = help_page(forbidden);
+    let (port, _) = site(|_| HashMap::from([("/", ("200 OK", String::new(), page))]));
+    port
+}
+
+pub(super) fn help_page(forbidden: u16) -> String {
+    format!(
         "<!doctype html><title>Help</title><style>html,body{{margin:0;height:100%;background:#ff0000}}\
          body:has(#press:hover){{background:#0000ff}}\
          @keyframes blink{{from{{opacity:0}}to{{opacity:1}}}}\
@@ -35,12 +41,10 @@ fn help_site(forbidden: u16) -> u16 {
          <a id=away href=\"http://127.0.0.1:{forbidden}/\" target=side>away</a>\
          <iframe name=side style=\"position:fixed;left:0;top:0;width:1px;height:1px;border:0\"></iframe><div id=blink></div>\
          <script>onkeydown=e=>{{if(e.key==='y')document.body.style.background='#ffff00'}}</script>"
-    );
-    let (port, _) = site(|_| HashMap::from([("/", ("200 OK", String::new(), page))]));
-    port
+    )
 }
 
-fn forbidden_site() -> (u16, Seen) {
+pub(super) fn forbidden_site() -> (u16, Seen) {
     site(|_| {
         HashMap::from([(
             "/",
@@ -148,7 +152,7 @@ impl Drop for Person {
 }
 
 /// Read a task's events until its state is `state`; that event's data.
-fn until_state(events: &mut Events, state: &str) -> Value {
+pub(super) fn until_state(events: &mut Events, state: &str) -> Value {
     while let Some((name, data)) = events.next() {
         if name == "state" && data["state"] == state {
             return data;
@@ -300,33 +304,6 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
     assert!(forbidden_seen.lock().unwrap().is_empty());
 }
 
-#[test]
-fn cancelling_a_task_that_waits_for_a_person_ends_it() {
-    if !docker_ready() {
-        return;
-    }
-    let Waiting {
-        served,
-        _dir,
-        id,
-        mut events,
-        ..
-    } = waiting_task();
-    let container = containers_of(served.child.id()).remove(0);
-    // The browser outlives the task's limit by its time for a person: 300 + 600 + 60 s grace.
-    let env = airlock_testkit::docker::inspect(&container)["Config"]["Env"].to_string();
-    assert!(env.contains("BROWSER_LIFETIME_SECONDS=960"), "{env}");
-    let cancelled_at = std::time::SystemTime::now();
-    let done = cancel_until_done(&served, &id, &mut events);
-    assert_eq!(done["ended"], "cancelled");
-    assert!(wait_until_removed(
-        &container,
-        cancelled_at,
-        Duration::from_secs(60)
-    ));
-    assert_eq!(hand_back(&served, TOKEN, &id).0, 409);
-}
-
 /// The Python MCP SDK's client, answering elicitations with `answer` (`accept` or `decline`;
 /// `task` takes none), against a server started with `extra`.
 fn mcp_task_answering(answer: &str, extra: &[&str]) -> (Value, Served, tempfile::TempDir) {
@@ -358,7 +335,9 @@ fn an_mcp_client_is_asked_by_elicitation_and_accepting_hands_back() {
     assert_eq!(asked.len(), 1, "{result}");
     let message = asked[0].as_str().unwrap();
     assert!(
-        message.contains("Press the button") && message.contains("/live"),
+        message.contains("Press the button")
+            && message.contains("/live")
+            && message.contains("/ui/tasks/task_"),
         "{message}"
     );
     assert_eq!(result["structured"]["ended"], "completed", "{result}");

@@ -52,7 +52,7 @@ pub(super) fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
 }
 
 /// Where the Node clients are: `AIRLOCK_TEST_NODE_MODULES` (set by `cargo xtask integration`).
-fn node_modules() -> String {
+pub(super) fn node_modules() -> String {
     let modules = std::env::var("AIRLOCK_TEST_NODE_MODULES")
         .unwrap_or_else(|_| "/opt/airlock-ci/node/node_modules".into());
     assert!(

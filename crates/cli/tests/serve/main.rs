@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod dashboard;
 mod direct;
 mod downloads;
 mod followed;

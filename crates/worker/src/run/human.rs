@@ -43,13 +43,28 @@ impl Run<'_> {
         };
         // Tokio's clock, the one the task's deadline is on.
         let waiting = tokio::time::Instant::now();
+        // `Err`: cancelled while it waited.
         let answered = tokio::select! {
             biased;
-            () = self.cancel.cancelled() => return Bounded::Cancelled,
-            () = tokio::time::sleep(timeout) => None,
-            actions = self.help.ask(asked) => Some(actions),
+            () = self.cancel.cancelled() => Err(()),
+            () = tokio::time::sleep(timeout) => Ok(None),
+            actions = self.help.ask(asked) => Ok(Some(actions)),
         };
         let waited = waiting.elapsed().min(timeout);
+        let Ok(answered) = answered else {
+            // The record keeps the call, and what the person did before the task ended.
+            let help = RecordedHelp {
+                reason,
+                waited_ms: millis(waited),
+                outcome: HelpOutcome::Cancelled,
+                actions: self.help.last_actions(),
+            };
+            let content = vec![Content::text(
+                "The task was cancelled while it waited for a person.",
+            )];
+            self.help_result(began, call, Some(help), content, true);
+            return Bounded::Cancelled;
+        };
         // The task's own time stood still while it waited; the person's time is spent.
         self.deadline += waited;
         self.human_left = timeout.saturating_sub(waited);
@@ -57,7 +72,8 @@ impl Run<'_> {
             reason,
             waited_ms: millis(waited),
             outcome: HelpOutcome::NobodyCame,
-            actions: answered.unwrap_or_default(),
+            // Someone may have acted without handing back.
+            actions: answered.unwrap_or_else(|| self.help.last_actions()),
         };
         let Some(actions) = answered else {
             let text = format!(

@@ -178,11 +178,16 @@ async fn cancelling_a_task_that_waits_for_a_person_ends_it_and_closes_the_call()
         .wait_for(|state| state.open_call().is_some())
         .await
         .unwrap();
+    // The person clicks, then the task is cancelled: the record keeps the call and the click.
+    assert!(desk.admit(&click()));
     cancel.cancel();
-    let (result, _) = running.await.unwrap().unwrap();
+    let (result, record) = running.await.unwrap().unwrap();
     assert_eq!(result.ended, Ended::Cancelled);
     assert!(desk.call().is_none());
     assert!(!desk.admit(&click()));
+    let help = record.steps[0].help.as_ref().unwrap();
+    assert_eq!(help.outcome, HelpOutcome::Cancelled);
+    assert_eq!(help.actions.clicks, 1);
 }
 
 #[tokio::test]

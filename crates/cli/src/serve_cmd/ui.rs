@@ -1,0 +1,172 @@
+//! The dashboard's routes: `/ui` (the sign-in form, or the dashboard once signed in),
+//! `POST /ui/sign-in` and `/ui/sign-out`, and `/ui/tasks/{id}` (a task's live page). A signed-in
+//! browser calls the task API (`/v1/tasks/{id}…`: status, events, live view, hand-back, cancel)
+//! with its session cookie instead of a bearer token; anything it sends that changes something,
+//! and every WebSocket it opens, must come from this server's own pages (`Origin`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Form;
+use axum::body::Body;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Path, Request, State};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, Uri};
+use serde::Deserialize;
+
+use super::App;
+use super::guard::refuse;
+use super::origin::from_own_page;
+use super::ui_pages::{self, ServerView, page};
+use crate::scope_request::Ceiling;
+
+/// Marks a request whose caller is a signed-in browser (its session cookie).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SignedIn;
+
+/// Whether `path` is reached without a token or session (the form and its answer).
+pub(super) fn open_path(path: &str) -> bool {
+    path == "/ui" || path == "/ui/sign-in"
+}
+
+/// The ceiling of the request's session, when it has one and its path takes it: `Err` with the
+/// refusal when a session tries to change something, or open a WebSocket, from a page that is
+/// not this server's.
+pub(super) fn session_ceiling(
+    app: &App,
+    request: &Request,
+) -> Result<Option<Arc<Ceiling>>, Box<Response<Body>>> {
+    let path = request.uri().path();
+    if !(path.starts_with("/ui") || path.starts_with("/v1/tasks/")) {
+        return Ok(None);
+    }
+    let headers = request.headers();
+    let Some(ceiling) = app.ui.find(headers, Instant::now()) else {
+        return Ok(None);
+    };
+    let safe = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
+    let upgrade = headers.contains_key(http::header::UPGRADE);
+    if (!safe || upgrade) && !from_own_page(request.uri(), headers, app.tls) {
+        return Err(Box::new(refuse(
+            StatusCode::FORBIDDEN,
+            "a signed-in browser may change something or open a live view only from this server's own pages: use the dashboard at /ui",
+        )));
+    }
+    Ok(Some(ceiling))
+}
+
+/// Where a browser without a session is sent.
+pub(super) fn to_sign_in() -> Response<Body> {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    response
+        .headers_mut()
+        .insert(http::header::LOCATION, HeaderValue::from_static("/ui"));
+    response
+}
+
+/// `GET /ui`: the dashboard for a signed-in caller, else the sign-in form.
+pub(super) async fn home(
+    State(app): State<App>,
+    ceiling: Option<axum::Extension<Arc<Ceiling>>>,
+    signed_in: Option<axum::Extension<SignedIn>>,
+) -> Response<Body> {
+    let Some(ceiling) = ceiling else {
+        return page(StatusCode::OK, ui_pages::sign_in(None));
+    };
+    let tasks = app.book.list(&ceiling.context_owner);
+    let server = ServerView {
+        capacity: app.gate.capacity(),
+        running: app.gate.running(),
+        queued: app.gate.metrics.queued.get(),
+        cdp_leases: app.gate.metrics.cdp_leases.get(),
+        draining: app.gate.draining.is_cancelled(),
+        warm_tasks: app.driver.warm_sessions(),
+        warm_target: app.driver.pool_target(),
+        warm_cdp: app.driver.warm_cdp_browsers(),
+        pool_error: app.driver.pool_error(),
+        signed_in: signed_in.is_some(),
+    };
+    page(
+        StatusCode::OK,
+        ui_pages::dashboard(&server, &tasks, crate::task_book::now_unix_ms()),
+    )
+}
+
+#[derive(Deserialize)]
+pub(super) struct SignInForm {
+    token: String,
+}
+
+/// `POST /ui/sign-in`: a token from the form (only from this server's own page) opens a session.
+pub(super) async fn sign_in(
+    State(app): State<App>,
+    uri: Uri,
+    headers: HeaderMap,
+    form: Result<Form<SignInForm>, FormRejection>,
+) -> Response<Body> {
+    if !from_own_page(&uri, &headers, app.tls) {
+        return page(
+            StatusCode::FORBIDDEN,
+            ui_pages::sign_in(Some(
+                "Sign in from this server's own page (the form at /ui): this request came from elsewhere.",
+            )),
+        );
+    }
+    let Ok(Form(form)) = form else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            ui_pages::sign_in(Some(
+                "The form arrived without its token field: sign in with the form at /ui.",
+            )),
+        );
+    };
+    let Some(ceiling) = app.guard.ceiling_of(form.token.trim()) else {
+        tracing::info!("a dashboard sign-in was refused: not one of the server's tokens");
+        return page(
+            StatusCode::UNAUTHORIZED,
+            ui_pages::sign_in(Some(
+                "That is not one of this server's tokens: paste the whole token.",
+            )),
+        );
+    };
+    let Some(cookie) = app.ui.open(ceiling, Instant::now()) else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the system's random source failed, so no session could be made: try again, and check the host's entropy source",
+        );
+    };
+    let mut response = to_sign_in();
+    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+        response
+            .headers_mut()
+            .insert(http::header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// `POST /ui/sign-out`: the session ends and the browser forgets it.
+pub(super) async fn sign_out(State(app): State<App>, headers: HeaderMap) -> Response<Body> {
+    let cleared = app.ui.close(&headers);
+    let mut response = to_sign_in();
+    if let Ok(cookie) = HeaderValue::from_str(&cleared) {
+        response
+            .headers_mut()
+            .insert(http::header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// `GET /ui/tasks/{id}`: the task's live page, for its own token.
+pub(super) async fn task_page(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    signed_in: Option<axum::Extension<SignedIn>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    let signed_in = signed_in.is_some();
+    match app.book.get(&ceiling.context_owner, &id) {
+        Some(task) => page(StatusCode::OK, ui_pages::live(&id, &task, signed_in)),
+        None => page(StatusCode::NOT_FOUND, ui_pages::no_such_task(signed_in)),
+    }
+}

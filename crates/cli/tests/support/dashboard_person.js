@@ -1,0 +1,177 @@
+// A person at the dashboard, in the host's headless Chromium (Playwright): signs in (a wrong
+// token first), finds the task asking for help, checks that a page of another origin on the same
+// site can neither hand back nor watch with the person's session, opens the live view, presses
+// the lab page's button through it, hands back, sees the worker's navigation arrive, cancels the
+// task at its second call for help, and opens its record. Another token's person sees none of
+// it. Prints what each step saw as one JSON object; keeps screenshots in SHOTS_DIR.
+// Usage: node dashboard_person.js BASE_URL TOKEN OTHER_TOKEN TASK_ID LAB_URL SHOTS_DIR
+const { chromium } = require('playwright-core');
+
+const [base, token, otherToken, id, lab, shots] = process.argv.slice(2);
+const seen = {};
+const STEP = 90_000;
+
+// The mean colour of the live view's newest frame.
+const meanColour = () => {
+  const view = document.getElementById('view');
+  const canvas = document.createElement('canvas');
+  canvas.width = 64;
+  canvas.height = 36;
+  const context = canvas.getContext('2d');
+  context.drawImage(view, 0, 0, 64, 36);
+  const pixels = context.getImageData(0, 0, 64, 36).data;
+  const sum = [0, 0, 0];
+  for (let i = 0; i < pixels.length; i += 4) for (let c = 0; c < 3; c += 1) sum[c] += pixels[i + c];
+  const count = pixels.length / 4;
+  return sum.map((value) => Math.round(value / count));
+};
+
+// Where on the screen the frame's pixel (x, y) is drawn.
+async function onScreen(page, x, y) {
+  return page.evaluate(([fx, fy]) => {
+    const view = document.getElementById('view');
+    const box = view.getBoundingClientRect();
+    const scale = Math.min(box.width / view.naturalWidth, box.height / view.naturalHeight);
+    const left = box.left + (box.width - view.naturalWidth * scale) / 2;
+    const top = box.top + (box.height - view.naturalHeight * scale) / 2;
+    return { x: left + fx * scale, y: top + fy * scale };
+  }, [x, y]);
+}
+
+const frames = (page) => page.evaluate(() => Number(document.getElementById('live').dataset.frames || 0));
+
+// Wait for a newer frame than `after`, then its colour.
+async function nextColour(page, after) {
+  await page.waitForFunction((n) => Number(document.getElementById('live').dataset.frames || 0) > n
+    && document.getElementById('view').complete, after, { timeout: STEP });
+  return page.evaluate(meanColour);
+}
+
+// Read frames until one passes `wanted`, doing `meanwhile` before each.
+async function untilFrame(page, wanted, meanwhile = async () => {}) {
+  for (;;) {
+    const count = await frames(page);
+    await meanwhile();
+    const colour = await nextColour(page, count);
+    if (wanted(colour)) return colour;
+  }
+}
+
+async function signIn(context, withToken) {
+  const page = await context.newPage();
+  await page.goto(`${base}/ui`);
+  await page.fill('#token', withToken);
+  await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+  return page;
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: process.env.AIRLOCK_TEST_CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const urls = [];
+  context.on('request', (request) => urls.push(request.url()));
+
+  // A wrong token is refused on the form, with the reason.
+  const refused = await signIn(context, 'not-a-token-of-this-server');
+  seen.wrong_token = await refused.textContent('#problem');
+  await refused.close();
+
+  // Signed in: the dashboard lists the task asking for help.
+  const page = await signIn(context, token);
+  seen.cookie = (await context.cookies()).map(({ name, httpOnly, sameSite, secure, value }) => ({
+    name, httpOnly, sameSite, secure, length: value.length,
+  }));
+  seen.script_cookie = await page.evaluate(() => document.cookie);
+  // The test starts this person once the task waits (its events said so).
+  if (!await page.$(`tr.task[data-task="${id}"][data-state="waiting_for_human"]`)) {
+    throw new Error(`the dashboard does not list the task as waiting for a person: ${await page.textContent('body')}`);
+  }
+  seen.dashboard_help = await page.textContent('.help-request');
+  seen.dashboard_server = await page.textContent('#server');
+  await page.screenshot({ path: `${shots}/dashboard-waiting.png`, fullPage: true });
+
+  // A page of another origin on the same site (the lab's) holds the person's cookie too
+  // (SameSite counts no ports): it can neither hand back nor open the live view.
+  const elsewhere = await context.newPage();
+  await elsewhere.goto(lab);
+  seen.elsewhere = await elsewhere.evaluate(async ([server, task]) => {
+    const out = {};
+    try {
+      const response = await fetch(`${server}/v1/tasks/${task}/hand-back`, { method: 'POST', credentials: 'include' });
+      out.hand_back = `answered ${response.status}`;
+    } catch (error) {
+      out.hand_back = 'failed';
+    }
+    out.live = await new Promise((resolve) => {
+      const socket = new WebSocket(`${server.replace('http', 'ws')}/v1/tasks/${task}/live`);
+      socket.onopen = () => resolve('open');
+      socket.onerror = () => resolve('failed');
+    });
+    return out;
+  }, [base, id]);
+  await elsewhere.close();
+
+  // The live view: the help request, the frames, and the person's press on the button.
+  await Promise.all([page.waitForNavigation(), page.click(`tr.task[data-task="${id}"] a`)]);
+  await page.waitForFunction(() => !document.getElementById('help').hidden, null, { timeout: STEP });
+  seen.live_reason = await page.textContent('#reason');
+  // Positions on the frame are known once one has been drawn.
+  await page.waitForFunction(() => document.getElementById('view').naturalWidth > 0, null, { timeout: STEP });
+  const button = [await onScreen(page, 640, 180), await onScreen(page, 642, 182)];
+  let turn = 0;
+  // The stream takes input a moment after a viewer connects: move over the button until the
+  // page shows the pointer there (blue).
+  await untilFrame(page, ([r, g, b]) => b > 200 && r < 60 && g < 60, async () => {
+    turn = 1 - turn;
+    await page.mouse.move(button[turn].x, button[turn].y);
+  });
+  await page.mouse.click(button[0].x, button[0].y);
+  seen.pressed = await untilFrame(page, ([r, g, b]) => g > 200 && r < 60 && b < 60);
+  await page.screenshot({ path: `${shots}/live-helping.png`, fullPage: true });
+
+  // Handed back: the worker goes on to the next page, and the view follows it there.
+  await page.click('#hand-back');
+  await page.waitForFunction(() => document.getElementById('live').dataset.state === 'running', null, { timeout: STEP });
+  seen.navigated = await untilFrame(page, ([r, g, b]) => r > 100 && b > 100 && g < 60);
+  await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, null, { timeout: STEP });
+  seen.steps_listed = await page.$$eval('#steps li', (items) => items.map((item) => item.textContent));
+
+  // The second call for help is answered by cancelling the task.
+  await page.waitForFunction(() => document.getElementById('live').dataset.state === 'waiting_for_human', null, { timeout: STEP });
+  seen.second_reason = await page.textContent('#reason');
+  await page.screenshot({ path: `${shots}/live-second-call.png`, fullPage: true });
+  await page.click('#cancel');
+  await page.waitForFunction(() => document.getElementById('live').dataset.state === 'done', null, { timeout: STEP });
+  seen.final_state = await page.textContent('#state');
+
+  // The dashboard shows how it ended and links its record.
+  await page.goto(`${base}/ui`);
+  seen.dashboard_done = await page.textContent(`tr.task[data-task="${id}"]`);
+  await page.screenshot({ path: `${shots}/dashboard-done.png`, fullPage: true });
+  await Promise.all([page.waitForNavigation(), page.click(`tr.task[data-task="${id}"] a[href$="record.html"]`)]);
+  seen.record_title = await page.title();
+  await page.screenshot({ path: `${shots}/record.png`, fullPage: true });
+
+  // Signing out ends the session: the dashboard asks for a token again.
+  await page.goto(`${base}/ui`);
+  await Promise.all([page.waitForNavigation(), page.click('header form button')]);
+  seen.after_sign_out = await page.$eval('#token', (input) => input.type);
+  seen.token_in_a_url = urls.some((url) => url.includes(token));
+
+  // Another token's person sees no task, and this one's live page is missing for them.
+  const stranger = await browser.newContext();
+  const theirs = await signIn(stranger, otherToken);
+  seen.stranger_tasks = await theirs.$$eval('tr.task', (rows) => rows.length);
+  const response = await theirs.goto(`${base}/ui/tasks/${id}`);
+  seen.stranger_live = response.status();
+
+  await browser.close();
+  console.log(JSON.stringify(seen));
+})().catch((error) => {
+  console.error(error);
+  console.log(JSON.stringify({ ...seen, error: String(error) }));
+  process.exit(1);
+});
