@@ -25,6 +25,7 @@ mod signals;
 mod state_file;
 mod task_book;
 mod task_cmd;
+mod task_live;
 mod task_request;
 
 use std::process::ExitCode;

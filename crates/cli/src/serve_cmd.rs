@@ -20,6 +20,7 @@ mod followed;
 mod guard;
 mod hand_back;
 mod live;
+pub(crate) mod local_watch;
 mod openapi;
 mod origin;
 mod readiness;

@@ -49,6 +49,10 @@ pub struct TaskArgs {
     /// domains). Repeatable; at most 8 files, 10 MiB each.
     #[arg(long = "file", value_name = "PATH")]
     files: Vec<PathBuf>,
+    /// Watch the task on a page at a loopback address of its own, printed at start (its link
+    /// works once); there a person may help when the worker asks for one.
+    #[arg(long)]
+    live: bool,
     #[command(flatten)]
     settings: SettingFlags,
 }
@@ -117,17 +121,18 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let uploads = crate::state_file::uploads(&args.files).map_err(crate::bad_input)?;
     let model = model(&settings).map_err(crate::bad_input)?;
     let driver = ready_driver(&settings).await?;
+    let progress: airlock_worker::ProgressSink = Arc::new(|progress| {
+        eprintln!(
+            "step {}/{}: {}",
+            progress.step, progress.max_steps, progress.summary
+        );
+    });
     let runner = TaskRunner::new(
         Arc::clone(&driver) as Arc<dyn BrowserDriver>,
         model,
         settings.limits,
     )?
-    .with_progress(Arc::new(|progress| {
-        eprintln!(
-            "step {}/{}: {}",
-            progress.step, progress.max_steps, progress.summary
-        );
-    }));
+    .with_progress(Arc::clone(&progress));
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
     let terminated = crate::signals::terminated();
@@ -146,27 +151,24 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
         uploads,
         max_download_bytes: settings.max_download_bytes,
     };
-    let (mut result, record) = match &args.record {
-        Some(_) => {
-            let (result, record) = runner
-                .run_recorded(
-                    request,
-                    cancel,
-                    None,
-                    &airlock_worker::TaskWindow::default(),
-                )
-                .await?;
-            (result, Some(record))
-        }
-        None => (runner.run(request, cancel).await?, None),
+    let (mut result, record) = if args.live {
+        let both = (&driver, &settings);
+        crate::task_live::run(&runner, request, cancel, both, progress).await?
+    } else if args.record.is_some() {
+        let window = airlock_worker::TaskWindow::default();
+        let (result, record) = runner.run_recorded(request, cancel, None, &window).await?;
+        let files = crate::task_live::RecordFiles {
+            json: serde_json::to_vec_pretty(&record)?,
+            html: crate::record_page::render(&record).into_bytes(),
+        };
+        (result, Some(files))
+    } else {
+        (runner.run(request, cancel).await?, None)
     };
     driver.shutdown().await;
     if let (Some(dir), Some(record)) = (&args.record, &record) {
-        let json = serde_json::to_vec_pretty(record)?;
-        let page = crate::record_page::render(record);
-        let json_path = crate::output::save_named("--record", dir, "record", "json", &json)?;
-        let page_path =
-            crate::output::save_named("--record", dir, "record", "html", page.as_bytes())?;
+        let json_path = crate::output::save_named("--record", dir, "record", "json", &record.json)?;
+        let page_path = crate::output::save_named("--record", dir, "record", "html", &record.html)?;
         eprintln!(
             "saved the task's record in {} and {}",
             json_path.display(),

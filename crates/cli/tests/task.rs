@@ -234,3 +234,172 @@ fn browse_without_out_works_from_a_directory_it_cannot_write_and_keeps_files_pri
         assert_eq!(found, mode, "{}", path.display());
     }
 }
+
+/// A page whose corner blinks, so its live view keeps sending frames.
+fn blinking_site() -> u16 {
+    let (port, _) = airlock_testkit::site::site(|_| {
+        std::collections::HashMap::from([(
+            "/",
+            (
+                "200 OK",
+                String::new(),
+                "<!doctype html><title>Blink</title><style>@keyframes b{from{opacity:0}to{opacity:1}}\
+                 #b{width:20px;height:20px;background:#000;animation:b .3s infinite alternate}</style>\
+                 <p>Check me</p><div id=b></div>"
+                    .to_owned(),
+            ),
+        )])
+    });
+    port
+}
+
+/// The next line of `lines` that starts with `start`, with the lines before it.
+fn line_starting(lines: &mut impl Iterator<Item = String>, start: &str) -> String {
+    let mut before = Vec::new();
+    for line in lines.by_ref() {
+        if let Some(rest) = line.strip_prefix(start) {
+            return rest.to_owned();
+        }
+        before.push(line);
+    }
+    panic!("no line starting {start:?}: {before:?}");
+}
+
+#[test]
+fn live_serves_the_tasks_page_on_a_private_loopback_link_where_a_person_helps() {
+    use std::io::{BufRead, BufReader};
+    if !docker_ready() {
+        return;
+    }
+    let port = blinking_site();
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"tool_calls": [{"name": "ask_human", "input": {"reason": "Check the page"}}]},
+        {"text": "Checked."}
+    ]});
+    let record = dir.path().join("record");
+    let child = task_command(dir.path(), &script, port)
+        .args(["--live", "--json", "--record"])
+        .arg(&record)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines().map(Result::unwrap);
+    let link = line_starting(&mut lines, "watch the task at ");
+    let link = link.split_whitespace().next().unwrap().to_owned();
+    let (origin, query) = link.split_once("/?").unwrap();
+    let live_port: u16 = origin.rsplit(':').next().unwrap().parse().unwrap();
+    // The worker's call is printed where the person is.
+    let asked = line_starting(&mut lines, "the worker asks for a person: ");
+    assert!(asked.starts_with("Check the page"), "{asked}");
+
+    // The link's key opens a session once; nothing answers without it.
+    let (page, cookie) = enter_once(live_port, query);
+    let id = page.strip_prefix("/ui/tasks/").unwrap().to_owned();
+    let with_cookie = format!("cookie: {cookie}");
+    let status_path = format!("/v1/tasks/{id}");
+    assert_eq!(
+        support::request(live_port, "GET", &status_path, &[], "").0,
+        401
+    );
+    let evil_host = "host: evil.example";
+    assert_eq!(
+        support::request(live_port, "GET", &page, &[evil_host, &with_cookie], "").0,
+        403
+    );
+    let (status, body) = support::request(live_port, "GET", &page, &[&with_cookie], "");
+    assert_eq!(status, 200);
+    assert!(body.contains("Check the page"), "{body}");
+    let (_, body) = support::request(live_port, "GET", &status_path, &[&with_cookie], "");
+    assert!(body.contains("\"state\":\"waiting_for_human\""), "{body}");
+
+    // Its frames come as they do on `serve`.
+    let viewer = Command::new("node")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/live_viewer.js"
+        ))
+        .arg(format!("ws://127.0.0.1:{live_port}/v1/tasks/{id}/live"))
+        .arg(format!("cookie {cookie}"))
+        .env("NODE_PATH", node_modules())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut viewer = KillOnDrop(Some(viewer));
+    let stdout = viewer.0.as_mut().unwrap().stdout.take().unwrap();
+    let mut frames = BufReader::new(stdout).lines();
+    assert_eq!(frames.next().unwrap().unwrap(), "open");
+    let frame = frames.next().unwrap().unwrap();
+    assert!(frame.len() > 100 && !frame.contains(' '), "{frame}");
+
+    // A hand-back must come from the page's own origin.
+    let hand_back = format!("/v1/tasks/{id}/hand-back");
+    assert_eq!(
+        support::request(live_port, "POST", &hand_back, &[&with_cookie], "").0,
+        403
+    );
+    let own = format!("origin: http://127.0.0.1:{live_port}");
+    assert_eq!(
+        support::request(live_port, "POST", &hand_back, &[&with_cookie, &own], "").0,
+        200
+    );
+    let output = child.0.take().unwrap().wait_with_output().unwrap();
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["ended"], "completed", "{result}");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(record.join("record.json")).unwrap()).unwrap();
+    assert_eq!(
+        record["steps"][1]["help"]["outcome"], "handed_back",
+        "{record}"
+    );
+}
+
+/// Where the Node clients are: `AIRLOCK_TEST_NODE_MODULES` (set by `cargo xtask integration`).
+fn node_modules() -> String {
+    std::env::var("AIRLOCK_TEST_NODE_MODULES")
+        .unwrap_or_else(|_| "/opt/airlock-ci/node/node_modules".into())
+}
+
+/// Trade the `--live` link's key (`query`) for a session: a wrong key and a second use are
+/// refused. The task's page and the session's cookie.
+fn enter_once(live_port: u16, query: &str) -> (String, String) {
+    let enter = |key: &str| {
+        support::exchange(
+            live_port,
+            format!(
+                "GET /?{key} HTTP/1.1\r\nhost: 127.0.0.1:{live_port}\r\nconnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+    };
+    assert!(enter("key=0123").starts_with("HTTP/1.1 403"));
+    let entered = enter(query);
+    assert!(entered.starts_with("HTTP/1.1 303"), "{entered}");
+    assert!(
+        enter(query).starts_with("HTTP/1.1 403"),
+        "the key works once"
+    );
+    let page = entered
+        .lines()
+        .find_map(|line| line.strip_prefix("location: "))
+        .unwrap()
+        .to_owned();
+    let cookie = support::cookie_set_by(&entered);
+    (page, cookie)
+}
+
+/// A child process killed however the test ends.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -225,7 +225,8 @@ struct Follower {
     id: String,
     changes: tokio::sync::watch::Receiver<u64>,
     steps_sent: usize,
-    state_sent: Option<TaskState>,
+    /// The state last sent, with the step of its call for help if it had one.
+    state_sent: Option<(TaskState, Option<usize>)>,
     over: bool,
 }
 
@@ -251,8 +252,11 @@ impl Follower {
     /// What happened since the last look.
     fn news(&mut self, snapshot: &Snapshot) -> Vec<Event> {
         let mut events = Vec::new();
-        if self.state_sent != Some(snapshot.state) && snapshot.state != TaskState::Done {
-            self.state_sent = Some(snapshot.state);
+        // A call for help is told apart by its step: a task that is handed back and asks again
+        // before the follower wakes never showed it `running`, yet has a new call.
+        let now = (snapshot.state, snapshot.help.as_ref().map(|help| help.step));
+        if self.state_sent != Some(now) && snapshot.state != TaskState::Done {
+            self.state_sent = Some(now);
             let state = StateEvent {
                 state: snapshot.state,
                 help: snapshot.help.clone(),
@@ -282,4 +286,40 @@ fn json_event(name: &str, data: &impl Serialize) -> Event {
     Event::default()
         .event(name)
         .data(serde_json::to_string(data).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(step: usize) -> HelpCall {
+        HelpCall {
+            reason: format!("call at step {step}"),
+            step,
+            timeout_secs: 600,
+        }
+    }
+
+    #[test]
+    fn a_new_call_for_help_is_told_even_when_the_running_between_was_missed() {
+        let book = crate::task_book::TaskBook::new(4, 1 << 20);
+        let id = book.open("o", "a task", airlock_worker::CancellationToken::new());
+        book.help(&id, Some(call(2)));
+        let mut follower = Follower {
+            book: Arc::clone(&book),
+            owner: "o".to_owned(),
+            changes: book.follow("o", &id).unwrap(),
+            id: id.clone(),
+            steps_sent: 0,
+            state_sent: None,
+            over: false,
+        };
+        let snapshot = |book: &TaskBook| book.get("o", &id).unwrap();
+        assert_eq!(follower.news(&snapshot(&book)).len(), 1, "waiting");
+        // Handed back and asked again before the follower looked.
+        book.help(&id, None);
+        book.help(&id, Some(call(4)));
+        assert_eq!(follower.news(&snapshot(&book)).len(), 1, "the second call");
+        assert!(follower.news(&snapshot(&book)).is_empty(), "nothing new");
+    }
 }

@@ -41,6 +41,27 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
             get(|| async { json_response(StatusCode::OK, &openapi::document()) }),
         )
         .route("/v1/tasks", post(tasks))
+        .merge(task_routes())
+        .route("/ui", get(ui::home))
+        .route(
+            "/ui/sign-in",
+            post(ui::sign_in).layer(axum::extract::DefaultBodyLimit::max(SIGN_IN_BODY_BYTES)),
+        )
+        .route("/ui/sign-out", post(ui::sign_out))
+        .nest("/mcp", mcp)
+        .fallback(|| async {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/schema, /v1/openapi.json, /ui (the dashboard), /cdp, /json/version, /healthz, /readyz and /metrics",
+            )
+        });
+    guarded(routes, app)
+}
+
+/// One task's routes, for its owner: its status and cancel, its events, live view, hand-back
+/// and record, and its live page (`airlock task --live` serves these alone).
+pub(super) fn task_routes() -> Router<App> {
+    Router::new()
         .route(
             "/v1/tasks/{id}",
             get(followed::get).delete(followed::cancel),
@@ -50,21 +71,7 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
         .route("/v1/tasks/{id}/hand-back", post(hand_back::hand_back))
         .route("/v1/tasks/{id}/record", get(followed::record_json))
         .route("/v1/tasks/{id}/record.html", get(followed::record_page))
-        .route("/ui", get(ui::home))
-        .route(
-            "/ui/sign-in",
-            post(ui::sign_in).layer(axum::extract::DefaultBodyLimit::max(SIGN_IN_BODY_BYTES)),
-        )
-        .route("/ui/sign-out", post(ui::sign_out))
         .route("/ui/tasks/{id}", get(ui::task_page))
-        .nest("/mcp", mcp)
-        .fallback(|| async {
-            refuse(
-                StatusCode::NOT_FOUND,
-                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/schema, /v1/openapi.json, /ui (the dashboard), /cdp, /json/version, /healthz, /readyz and /metrics",
-            )
-        });
-    guarded(routes, app)
 }
 
 /// A session ended by DELETE is answered `200`, as the MCP SDKs expect (rmcp answers `202`,

@@ -30,8 +30,8 @@ pub(super) fn open_path(path: &str) -> bool {
 }
 
 /// The ceiling of the request's session, when it has one and its path takes it: `Err` with the
-/// refusal when a session tries to change something, or open a WebSocket, from a page that is
-/// not this server's.
+/// refusal when a session comes with another page's `Origin`, or tries to change something or
+/// open a WebSocket without this server's own.
 pub(super) fn session_ceiling(
     app: &App,
     request: &Request,
@@ -46,10 +46,14 @@ pub(super) fn session_ceiling(
     };
     let safe = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
     let upgrade = headers.contains_key(http::header::UPGRADE);
-    if (!safe || upgrade) && !from_own_page(request.uri(), headers, app.tls) {
+    // A page elsewhere (even an origin the operator allows for token callers) never rides on a
+    // person's session: with one, any `Origin` must be ours, and a change must name it.
+    let named = headers.contains_key(http::header::ORIGIN);
+    let ours = from_own_page(request.uri(), headers, app.tls);
+    if !ours && (named || !safe || upgrade) {
         return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
-            "a signed-in browser may change something or open a live view only from this server's own pages: use the dashboard at /ui",
+            "a signed-in browser is served only from this server's own pages, and changes something or opens a live view only from them: use the dashboard at /ui",
         )));
     }
     Ok(Some(ceiling))
@@ -57,11 +61,20 @@ pub(super) fn session_ceiling(
 
 /// Where a browser without a session is sent.
 pub(super) fn to_sign_in() -> Response<Body> {
+    see_other("/ui", None)
+}
+
+/// `303` to `location`, setting `cookie` if given.
+pub(super) fn see_other(location: &str, cookie: Option<&str>) -> Response<Body> {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::SEE_OTHER;
-    response
-        .headers_mut()
-        .insert(http::header::LOCATION, HeaderValue::from_static("/ui"));
+    let headers = response.headers_mut();
+    if let Ok(location) = HeaderValue::from_str(location) {
+        headers.insert(http::header::LOCATION, location);
+    }
+    if let Some(cookie) = cookie.and_then(|cookie| HeaderValue::from_str(cookie).ok()) {
+        headers.insert(http::header::SET_COOKIE, cookie);
+    }
     response
 }
 
@@ -136,25 +149,12 @@ pub(super) async fn sign_in(
             "the system's random source failed, so no session could be made: try again, and check the host's entropy source",
         );
     };
-    let mut response = to_sign_in();
-    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
-        response
-            .headers_mut()
-            .insert(http::header::SET_COOKIE, cookie);
-    }
-    response
+    see_other("/ui", Some(&cookie))
 }
 
 /// `POST /ui/sign-out`: the session ends and the browser forgets it.
 pub(super) async fn sign_out(State(app): State<App>, headers: HeaderMap) -> Response<Body> {
-    let cleared = app.ui.close(&headers);
-    let mut response = to_sign_in();
-    if let Ok(cookie) = HeaderValue::from_str(&cleared) {
-        response
-            .headers_mut()
-            .insert(http::header::SET_COOKIE, cookie);
-    }
-    response
+    see_other("/ui", Some(&app.ui.close(&headers)))
 }
 
 /// `GET /ui/tasks/{id}`: the task's live page, for its own token.

@@ -142,12 +142,17 @@ fn key_of(id: &str) -> [u8; 32] {
 /// 256 random bits from the OS, as hex; `None` if the OS has none to give (no sign-in then,
 /// rather than a guessable session).
 fn new_session_id() -> Option<String> {
-    let mut bytes = [0u8; 32];
+    random_hex::<32>()
+}
+
+/// `N` random bytes from the OS, as hex; `None` if the OS has none to give.
+pub(super) fn random_hex<const N: usize>() -> Option<String> {
+    let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).ok()?;
     Some(
         bytes
             .iter()
-            .fold(String::with_capacity(64), |mut id, byte| {
+            .fold(String::with_capacity(2 * N), |mut id, byte| {
                 let _ = write!(id, "{byte:02x}");
                 id
             }),

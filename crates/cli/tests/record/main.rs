@@ -5,8 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../support/mod.rs"]
+mod support;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use airlock_testkit::docker::docker_ready;
@@ -32,19 +35,6 @@ fn the_published_schema_is_the_records_own() {
         "docs/record.schema.json is stale: write it again from schemars::schema_for!(FlightRecord) \
          (AIRLOCK_WRITE_SCHEMA=1 cargo test -p airlock --test record)"
     );
-}
-
-/// Where a run keeps what a person should look at: `AIRLOCK_TEST_ARTIFACTS` (set by `cargo
-/// xtask integration` to `target/test-artifacts`), else the temp dir.
-fn artifacts() -> PathBuf {
-    let dir = std::env::var_os("AIRLOCK_TEST_ARTIFACTS")
-        .map_or_else(
-            || std::env::temp_dir().join("airlock-test-artifacts"),
-            PathBuf::from,
-        )
-        .join("record");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn node_modules() -> String {
@@ -195,7 +185,7 @@ fn a_real_task_records_every_step_and_its_page_opens_offline() {
 /// What the host's Chromium, offline, shows of the record page (a copy of it, its JSON and its
 /// screenshots are kept for a person to look at).
 fn open_offline(page: &Path, json: &str) -> Value {
-    let keep = artifacts();
+    let keep = support::artifacts("record");
     std::fs::copy(page, keep.join("record.html")).unwrap();
     std::fs::write(keep.join("record.json"), json).unwrap();
     let shot = keep.join("record.png");

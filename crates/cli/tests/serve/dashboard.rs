@@ -6,7 +6,6 @@
 //! screenshots of the dashboard, the live view and the record for a person to look at.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::Command;
 
 use airlock_testkit::site::site;
@@ -35,19 +34,6 @@ fn help_and_next_site(forbidden: u16) -> u16 {
     port
 }
 
-/// Where the screenshots are kept: `AIRLOCK_TEST_ARTIFACTS` (`cargo xtask integration` sets it
-/// to `target/test-artifacts`), else the temp dir.
-fn shots() -> PathBuf {
-    let dir = std::env::var_os("AIRLOCK_TEST_ARTIFACTS")
-        .map_or_else(
-            || std::env::temp_dir().join("airlock-test-artifacts"),
-            PathBuf::from,
-        )
-        .join("dashboard");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn a_person_signs_in_watches_helps_and_cancels_from_the_dashboard() {
     if !docker_ready() {
@@ -73,7 +59,7 @@ fn a_person_signs_in_watches_helps_and_cancels_from_the_dashboard() {
     let env = airlock_testkit::docker::inspect(&container)["Config"]["Env"].to_string();
     assert!(env.contains("BROWSER_LIFETIME_SECONDS=960"), "{env}");
 
-    let shots = shots();
+    let shots = support::artifacts("dashboard");
     // The person cancels the task; its container goes after that.
     let person_came = std::time::SystemTime::now();
     let person = Command::new("node")
@@ -198,4 +184,87 @@ fn the_person_saw_it_all(seen: &Value, shots: &std::path::Path) {
     ] {
         assert!(shots.join(format!("{shot}.png")).is_file(), "{shot}");
     }
+}
+
+/// Sign in with `token` from the server's own page: the whole answer, head and body.
+fn signing_in(served: &Served, token: &str, origin: Option<&str>) -> String {
+    let body = format!("token={token}");
+    let origin = origin.map_or_else(String::new, |origin| format!("origin: {origin}\r\n"));
+    let request = format!(
+        "POST /ui/sign-in HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nconnection: close\r\n{origin}content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n\r\n{body}",
+        served.port,
+        body.len()
+    );
+    support::exchange(served.port, request.as_bytes())
+}
+
+#[test]
+fn a_session_counts_only_on_the_dashboard_and_the_task_routes_and_changes_only_from_its_pages() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // An origin the operator allows, for token callers.
+    let allowed = "http://127.0.0.1:1";
+    let served = serve(
+        &json!({"turns": []}),
+        dir.path(),
+        &["--allowed-origin", allowed],
+    );
+    let own = format!("http://127.0.0.1:{}", served.port);
+    // The form is answered only from this server's own page, and only with a token of its own.
+    for (origin, status) in [(None, "403"), (Some(allowed), "403"), (Some("null"), "403")] {
+        let answer = signing_in(&served, TOKEN, origin);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{origin:?}: {answer}"
+        );
+        assert!(
+            !answer.to_ascii_lowercase().contains("set-cookie"),
+            "{answer}"
+        );
+    }
+    let wrong = signing_in(&served, "not-a-token-of-this-server", Some(&own));
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let answer = signing_in(&served, TOKEN, Some(&own));
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    let cookie = support::cookie_set_by(&answer);
+    let with_cookie = format!("cookie: {cookie}");
+    let from_own = format!("origin: {own}");
+    let status = |method: &str, path: &str, headers: &[&str]| {
+        let mut all = vec![with_cookie.as_str()];
+        all.extend_from_slice(headers);
+        request(served.port, method, path, &all, "").0
+    };
+    assert_eq!(status("GET", "/ui", &[]), 200);
+    let missing = "/v1/tasks/task_00000000000000000000000000000000";
+    // The task routes take it (a missing task is missing, not unauthorized) ...
+    assert_eq!(status("GET", missing, &[]), 404);
+    assert_eq!(status("DELETE", missing, &[&from_own]), 404);
+    // ... but a change without this server's Origin is refused before any handler.
+    assert_eq!(status("DELETE", missing, &[]), 403);
+    let hand_back = format!("{missing}/hand-back");
+    assert_eq!(status("POST", &hand_back, &[]), 403);
+    // An origin allowed for token callers reads nothing through a person's session.
+    let from_allowed = format!("origin: {allowed}");
+    assert_eq!(status("GET", missing, &[&from_allowed]), 403);
+    let bearer = format!("authorization: Bearer {TOKEN}");
+    let by_token = request(served.port, "GET", missing, &[&bearer, &from_allowed], "");
+    assert_eq!(by_token.0, 404, "{}", by_token.1);
+    // Nothing else takes a session: MCP, tasks, CDP and the metrics want the token.
+    assert_eq!(status("POST", "/mcp", &[&from_own]), 401);
+    assert_eq!(status("POST", "/v1/tasks", &[&from_own]), 401);
+    assert_eq!(status("GET", "/metrics", &[]), 401);
+    assert_eq!(status("GET", "/json/version", &[]), 401);
+    // A made-up session is no session: the dashboard's pages send the browser to sign in.
+    let forged =
+        "cookie: airlock_ui=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    assert_eq!(
+        request(served.port, "GET", "/ui/tasks/x", &[forged], "").0,
+        303
+    );
+    assert_eq!(request(served.port, "GET", missing, &[forged], "").0, 401);
+    // Signing out ends it at once.
+    assert_eq!(status("POST", "/ui/sign-out", &[&from_own]), 303);
+    assert_eq!(status("GET", missing, &[]), 401);
 }

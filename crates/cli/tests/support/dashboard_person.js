@@ -132,15 +132,16 @@ async function signIn(context, withToken) {
   seen.pressed = await untilFrame(page, ([r, g, b]) => g > 200 && r < 60 && b < 60);
   await page.screenshot({ path: `${shots}/live-helping.png`, fullPage: true });
 
-  // Handed back: the worker goes on to the next page, and the view follows it there.
+  // Handed back: the worker goes on to the next page, and the view follows it there. (Its
+  // state may pass through `running` faster than the page's events tell it.)
   await page.click('#hand-back');
-  await page.waitForFunction(() => document.getElementById('live').dataset.state === 'running', null, { timeout: STEP });
   seen.navigated = await untilFrame(page, ([r, g, b]) => r > 100 && b > 100 && g < 60);
   await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, null, { timeout: STEP });
   seen.steps_listed = await page.$$eval('#steps li', (items) => items.map((item) => item.textContent));
 
   // The second call for help is answered by cancelling the task.
-  await page.waitForFunction(() => document.getElementById('live').dataset.state === 'waiting_for_human', null, { timeout: STEP });
+  await page.waitForFunction(() => document.getElementById('reason').textContent === 'Confirm the purchase'
+    && !document.getElementById('help').hidden, null, { timeout: STEP });
   seen.second_reason = await page.textContent('#reason');
   await page.screenshot({ path: `${shots}/live-second-call.png`, fullPage: true });
   await page.click('#cancel');

@@ -2,12 +2,16 @@
 // with the token, prints "open", then one line per message from the server (a frame as its JPEG
 // in base64, text as "text …"), and sends each line it reads on stdin as one text message;
 // "closed CODE" when the server closes the socket, "refused STATUS" if it will not upgrade.
-// Usage: node live_viewer.js WS_URL TOKEN
+// Usage: node live_viewer.js WS_URL TOKEN, or WS_URL "cookie NAME=VALUE" for a signed-in
+// browser (sent with the page's own Origin, as a browser on the page would).
 const WebSocket = require('ws');
 const readline = require('readline');
 
 const [url, token] = process.argv.slice(2);
-const socket = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+const headers = token.startsWith('cookie ')
+  ? { cookie: token.slice('cookie '.length), origin: new URL(url.replace(/^ws/, 'http')).origin }
+  : { authorization: `Bearer ${token}` };
+const socket = new WebSocket(url, { headers });
 socket.on('open', () => {
   console.log('open');
   readline.createInterface({ input: process.stdin }).on('line', (line) => socket.send(line));

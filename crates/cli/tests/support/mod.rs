@@ -229,3 +229,27 @@ pub fn metric(text: &str, line_start: &str) -> u64 {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0)
 }
+
+/// Where the tests keep what a person should look at afterwards, in the folder `name`:
+/// `AIRLOCK_TEST_ARTIFACTS` (`cargo xtask integration` sets it to `target/test-artifacts`), else
+/// the temp dir.
+pub fn artifacts(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os("AIRLOCK_TEST_ARTIFACTS")
+        .map_or_else(
+            || std::env::temp_dir().join("airlock-test-artifacts"),
+            std::path::PathBuf::from,
+        )
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The `name=value` of the cookie a raw HTTP answer sets.
+pub fn cookie_set_by(answer: &str) -> String {
+    answer
+        .lines()
+        .find_map(|line| line.strip_prefix("set-cookie: "))
+        .and_then(|value| value.split(';').next())
+        .unwrap_or_else(|| panic!("no cookie set: {answer}"))
+        .to_owned()
+}
