@@ -180,21 +180,26 @@ fn egress(record: &FlightRecord) -> Markup {
         p.meta { (egress.bytes.up) " bytes up, " (egress.bytes.down) " bytes down through the egress proxy." }
         @if !egress.refusals.is_empty() {
             table #egress-refusals {
-                tr { th { "Refused" } th { "Class" } th { "Times" } th { "Why" } }
+                tr { th { "Refused" } th { "Class" } th { "Times" } th { "Step" } th { "Why" } }
                 @for refusal in &egress.refusals {
-                    tr.refusal { td { code { (refusal.target) } } td { (refusal.class) } td { (refusal.count) } td { (refusal.reason) } }
+                    tr.refusal { td { code { (refusal.target) } } td { (refusal.class) } td { (refusal.count) } td { (step_of(refusal.step)) } td { (refusal.reason) } }
                 }
             }
         }
         @if egress.refusals_not_listed > 0 { p.meta { (egress.refusals_not_listed) " more refusals, not listed." } }
         @if !egress.failures.is_empty() {
-            table { tr { th { "Could not reach" } th { "Class" } th { "Times" } th { "Why" } }
+            table { tr { th { "Could not reach" } th { "Class" } th { "Times" } th { "Step" } th { "Why" } }
                 @for failure in &egress.failures {
-                    tr { td { code { (failure.target) } } td { (failure.class) } td { (failure.count) } td { (failure.reason) } }
+                    tr { td { code { (failure.target) } } td { (failure.class) } td { (failure.count) } td { (step_of(failure.step)) } td { (failure.reason) } }
                 }
             }
         }
     }
+}
+
+/// The step that reported an egress event, or a dash before the first (the browser's start).
+fn step_of(step: Option<usize>) -> String {
+    step.map_or_else(|| "–".to_owned(), |step| step.to_string())
 }
 
 fn turns(turns: &[RecordedTurn]) -> Markup {

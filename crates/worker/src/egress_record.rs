@@ -37,6 +37,10 @@ pub struct EgressRefusal {
     /// How many times this destination was refused for this class (the first time's `at`).
     #[serde(default = "one")]
     pub count: u64,
+    /// The step whose command reported it, the first time: the request came during that
+    /// command, or while the worker thought before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
 }
 
 impl EgressRefusal {
@@ -52,6 +56,7 @@ impl EgressRefusal {
             reason: reason.into(),
             class: class.into(),
             count: 1,
+            step: None,
         }
     }
 }
@@ -88,6 +93,9 @@ pub struct EgressFailure {
     /// How many times this destination failed this way (the first time's `at`).
     #[serde(default = "one")]
     pub count: u64,
+    /// The step whose command reported it, the first time (as for a refusal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
 }
 
 impl EgressFailure {
@@ -103,6 +111,7 @@ impl EgressFailure {
             class: class.into(),
             reason: reason.into(),
             count: 1,
+            step: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -204,6 +205,9 @@ pub struct TaskContext {
     screenshots: Arc<Mutex<Vec<Image>>>,
     egress: Arc<Mutex<EgressRecord>>,
     egress_bytes: Arc<Mutex<EgressBytes>>,
+    /// The step running now (0 before the first): what the egress proxy reports is stamped
+    /// with it.
+    step: Arc<AtomicUsize>,
 }
 
 impl TaskContext {
@@ -224,6 +228,7 @@ impl TaskContext {
             screenshots: Arc::default(),
             egress: Arc::default(),
             egress_bytes: Arc::default(),
+            step: Arc::default(),
         }
     }
 
@@ -314,11 +319,22 @@ impl TaskContext {
         Ok(())
     }
 
-    /// Record a refusal the egress proxy reported (bounded: see [`EgressRecord`]).
+    /// The task's step `step` begins.
+    pub fn set_step(&self, step: usize) {
+        self.step.store(step, Ordering::Relaxed);
+    }
+
+    fn step_now(&self) -> Option<usize> {
+        Some(self.step.load(Ordering::Relaxed)).filter(|step| *step > 0)
+    }
+
+    /// Record a refusal the egress proxy reported (bounded: see [`EgressRecord`]), with the
+    /// step running now.
     pub fn record_refusal(&self, mut refusal: EgressRefusal) {
         // A page can put what was typed into a URL it then asks for.
         refusal.target = self.secrets.scrub(&refusal.target).into_owned();
         refusal.reason = self.secrets.scrub(&refusal.reason).into_owned();
+        refusal.step = self.step_now();
         lock(&self.egress).refused(refusal);
     }
 
@@ -326,6 +342,7 @@ impl TaskContext {
     pub fn record_failure(&self, mut failure: EgressFailure) {
         failure.target = self.secrets.scrub(&failure.target).into_owned();
         failure.reason = self.secrets.scrub(&failure.reason).into_owned();
+        failure.step = self.step_now();
         lock(&self.egress).failed(failure);
     }
 

@@ -374,6 +374,7 @@ impl Run<'_> {
                     continue;
                 }
                 self.steps += 1;
+                self.context.set_step(self.steps);
                 self.report_progress(call);
                 let began = Instant::now();
                 let outcome = self.call_tool(tools, &model_request.tools, call).await;

@@ -701,6 +701,7 @@ fn result_json_shape() {
             reason: "private".into(),
             class: "private".into(),
             count: 3,
+            step: Some(2),
         }],
         egress_refusals_not_listed: 7,
         egress_refusals_by_class: [("private".to_owned(), 10)].into(),
@@ -710,6 +711,7 @@ fn result_json_shape() {
             class: "no-dns-answer".into(),
             reason: "`nowhere.test` does not resolve".into(),
             count: 1,
+            step: None,
         }],
         egress_failures_not_listed: 0,
         egress_bytes: EgressBytes {

@@ -51,6 +51,15 @@ impl Tool for Browser {
                     }
                 }
                 "cookies" => ToolOutput::error("Refused: cookies are not read in a task."),
+                // The page asks for a private address; the proxy refuses it.
+                "hover" => {
+                    self.context.record_refusal(EgressRefusal::now(
+                        "10.0.0.1:80",
+                        "private",
+                        "a private address",
+                    ));
+                    ToolOutput::text("Done.")
+                }
                 _ => ToolOutput::error("agent-browser exited with status 1\nmore detail"),
             })
         })
@@ -261,4 +270,24 @@ async fn calls_past_the_step_limit_are_recorded_as_not_run() {
         .count();
     assert_eq!(result.steps_used, 3);
     assert_eq!(not_run, 5, "{:#?}", record.steps);
+}
+
+#[tokio::test]
+async fn an_egress_refusal_names_the_step_whose_command_reported_it() {
+    let (runner, _) = runner(
+        vec![
+            turn("", vec![browse(&["open", "https://shop.example/"])]),
+            turn("", vec![browse(&["hover", "@e1"])]),
+            turn("Done.", vec![]),
+        ],
+        10,
+    );
+    let (result, record) = recorded(&runner).await;
+    assert_eq!(
+        record.egress.refusals[0].step,
+        Some(2),
+        "{:?}",
+        record.egress
+    );
+    assert_eq!(result.egress_refusals[0].step, Some(2));
 }
