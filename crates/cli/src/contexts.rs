@@ -20,12 +20,7 @@ pub const LOCAL_OWNER: &str = "local";
 /// The owner name for a `serve` token: a digest, so the token is never on disk.
 pub fn token_owner(token: &[u8]) -> String {
     let digest = Sha256::digest(token);
-    let hex = digest.iter().take(12).fold(String::new(), |mut hex, b| {
-        use std::fmt::Write as _;
-        let _ = write!(hex, "{b:02x}");
-        hex
-    });
-    format!("token-{hex}")
+    format!("token-{}", hex::encode(&digest[..12]))
 }
 
 /// `O_NOFOLLOW`: a context's files are never reached through a symlink.

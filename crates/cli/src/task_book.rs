@@ -387,12 +387,7 @@ fn new_id() -> String {
         bytes[..8].copy_from_slice(&now_unix_ms().to_le_bytes());
         bytes[8..].copy_from_slice(&count.to_le_bytes());
     }
-    let mut id = String::with_capacity(5 + 32);
-    id.push_str("task_");
-    for byte in bytes {
-        id.push_str(&format!("{byte:02x}"));
-    }
-    id
+    format!("task_{}", hex::encode(bytes))
 }
 
 pub(crate) fn now_unix_ms() -> u64 {

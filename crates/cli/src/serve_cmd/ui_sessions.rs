@@ -6,7 +6,6 @@
 //! kept by the SHA-256 of their id, so a lookup's timing says nothing about a live id.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -149,14 +148,7 @@ fn new_session_id() -> Option<String> {
 pub(super) fn random_hex<const N: usize>() -> Option<String> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).ok()?;
-    Some(
-        bytes
-            .iter()
-            .fold(String::with_capacity(2 * N), |mut id, byte| {
-                let _ = write!(id, "{byte:02x}");
-                id
-            }),
-    )
+    Some(hex::encode(bytes))
 }
 
 #[cfg(test)]

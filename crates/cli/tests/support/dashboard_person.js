@@ -70,106 +70,109 @@ async function signIn(context, withToken) {
     executablePath: process.env.AIRLOCK_TEST_CHROMIUM || '/usr/bin/chromium',
     args: ['--no-sandbox'],
   });
-  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
-  const urls = [];
-  context.on('request', (request) => urls.push(request.url()));
+  // Closed on every path: a failed step must not leave Chromium running.
+  try {
+    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const urls = [];
+    context.on('request', (request) => urls.push(request.url()));
 
-  // A wrong token is refused on the form, with the reason.
-  const refused = await signIn(context, 'not-a-token-of-this-server');
-  seen.wrong_token = await refused.textContent('#problem');
-  await refused.close();
+    // A wrong token is refused on the form, with the reason.
+    const refused = await signIn(context, 'not-a-token-of-this-server');
+    seen.wrong_token = await refused.textContent('#problem');
+    await refused.close();
 
-  // Signed in: the dashboard lists the task asking for help.
-  const page = await signIn(context, token);
-  seen.cookie = (await context.cookies()).map(({ name, httpOnly, sameSite, secure, value }) => ({
-    name, httpOnly, sameSite, secure, length: value.length,
-  }));
-  seen.script_cookie = await page.evaluate(() => document.cookie);
-  // The test starts this person once the task waits (its events said so).
-  if (!await page.$(`tr.task[data-task="${id}"][data-state="waiting_for_human"]`)) {
-    throw new Error(`the dashboard does not list the task as waiting for a person: ${await page.textContent('body')}`);
-  }
-  seen.dashboard_help = await page.textContent('.help-request');
-  seen.dashboard_server = await page.textContent('#server');
-  await page.screenshot({ path: `${shots}/dashboard-waiting.png`, fullPage: true });
-
-  // A page of another origin on the same site (the lab's) holds the person's cookie too
-  // (SameSite counts no ports): it can neither hand back nor open the live view.
-  const elsewhere = await context.newPage();
-  await elsewhere.goto(lab);
-  seen.elsewhere = await elsewhere.evaluate(async ([server, task]) => {
-    const out = {};
-    try {
-      const response = await fetch(`${server}/v1/tasks/${task}/hand-back`, { method: 'POST', credentials: 'include' });
-      out.hand_back = `answered ${response.status}`;
-    } catch (error) {
-      out.hand_back = 'failed';
+    // Signed in: the dashboard lists the task asking for help.
+    const page = await signIn(context, token);
+    seen.cookie = (await context.cookies()).map(({ name, httpOnly, sameSite, secure, value }) => ({
+      name, httpOnly, sameSite, secure, length: value.length,
+    }));
+    seen.script_cookie = await page.evaluate(() => document.cookie);
+    // The test starts this person once the task waits (its events said so).
+    if (!await page.$(`tr.task[data-task="${id}"][data-state="waiting_for_human"]`)) {
+      throw new Error(`the dashboard does not list the task as waiting for a person: ${await page.textContent('body')}`);
     }
-    out.live = await new Promise((resolve) => {
-      const socket = new WebSocket(`${server.replace('http', 'ws')}/v1/tasks/${task}/live`);
-      socket.onopen = () => resolve('open');
-      socket.onerror = () => resolve('failed');
+    seen.dashboard_help = await page.textContent('.help-request');
+    seen.dashboard_server = await page.textContent('#server');
+    await page.screenshot({ path: `${shots}/dashboard-waiting.png`, fullPage: true });
+
+    // A page of another origin on the same site (the lab's) holds the person's cookie too
+    // (SameSite counts no ports): it can neither hand back nor open the live view.
+    const elsewhere = await context.newPage();
+    await elsewhere.goto(lab);
+    seen.elsewhere = await elsewhere.evaluate(async ([server, task]) => {
+      const out = {};
+      try {
+        const response = await fetch(`${server}/v1/tasks/${task}/hand-back`, { method: 'POST', credentials: 'include' });
+        out.hand_back = `answered ${response.status}`;
+      } catch (error) {
+        out.hand_back = 'failed';
+      }
+      out.live = await new Promise((resolve) => {
+        const socket = new WebSocket(`${server.replace('http', 'ws')}/v1/tasks/${task}/live`);
+        socket.onopen = () => resolve('open');
+        socket.onerror = () => resolve('failed');
+      });
+      return out;
+    }, [base, id]);
+    await elsewhere.close();
+
+    // The live view: the help request, the frames, and the person's press on the button.
+    await Promise.all([page.waitForNavigation(), page.click(`tr.task[data-task="${id}"] a`)]);
+    await page.waitForFunction(() => !document.getElementById('help').hidden, null, { timeout: STEP });
+    seen.live_reason = await page.textContent('#reason');
+    // Positions on the frame are known once one has been drawn.
+    await page.waitForFunction(() => document.getElementById('view').naturalWidth > 0, null, { timeout: STEP });
+    const button = [await onScreen(page, 640, 180), await onScreen(page, 642, 182)];
+    let turn = 0;
+    // The stream takes input a moment after a viewer connects: move over the button until the
+    // page shows the pointer there (blue).
+    await untilFrame(page, ([r, g, b]) => b > 200 && r < 60 && g < 60, async () => {
+      turn = 1 - turn;
+      await page.mouse.move(button[turn].x, button[turn].y);
     });
-    return out;
-  }, [base, id]);
-  await elsewhere.close();
+    await page.mouse.click(button[0].x, button[0].y);
+    seen.pressed = await untilFrame(page, ([r, g, b]) => g > 200 && r < 60 && b < 60);
+    await page.screenshot({ path: `${shots}/live-helping.png`, fullPage: true });
 
-  // The live view: the help request, the frames, and the person's press on the button.
-  await Promise.all([page.waitForNavigation(), page.click(`tr.task[data-task="${id}"] a`)]);
-  await page.waitForFunction(() => !document.getElementById('help').hidden, null, { timeout: STEP });
-  seen.live_reason = await page.textContent('#reason');
-  // Positions on the frame are known once one has been drawn.
-  await page.waitForFunction(() => document.getElementById('view').naturalWidth > 0, null, { timeout: STEP });
-  const button = [await onScreen(page, 640, 180), await onScreen(page, 642, 182)];
-  let turn = 0;
-  // The stream takes input a moment after a viewer connects: move over the button until the
-  // page shows the pointer there (blue).
-  await untilFrame(page, ([r, g, b]) => b > 200 && r < 60 && g < 60, async () => {
-    turn = 1 - turn;
-    await page.mouse.move(button[turn].x, button[turn].y);
-  });
-  await page.mouse.click(button[0].x, button[0].y);
-  seen.pressed = await untilFrame(page, ([r, g, b]) => g > 200 && r < 60 && b < 60);
-  await page.screenshot({ path: `${shots}/live-helping.png`, fullPage: true });
+    // Handed back: the worker goes on to the next page, and the view follows it there. (Its
+    // state may pass through `running` faster than the page's events tell it.)
+    await page.click('#hand-back');
+    seen.navigated = await untilFrame(page, ([r, g, b]) => r > 100 && b > 100 && g < 60);
+    await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, null, { timeout: STEP });
+    seen.steps_listed = await page.$$eval('#steps li', (items) => items.map((item) => item.textContent));
 
-  // Handed back: the worker goes on to the next page, and the view follows it there. (Its
-  // state may pass through `running` faster than the page's events tell it.)
-  await page.click('#hand-back');
-  seen.navigated = await untilFrame(page, ([r, g, b]) => r > 100 && b > 100 && g < 60);
-  await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, null, { timeout: STEP });
-  seen.steps_listed = await page.$$eval('#steps li', (items) => items.map((item) => item.textContent));
+    // The second call for help is answered by cancelling the task.
+    await page.waitForFunction(() => document.getElementById('reason').textContent === 'Confirm the purchase'
+      && !document.getElementById('help').hidden, null, { timeout: STEP });
+    seen.second_reason = await page.textContent('#reason');
+    await page.screenshot({ path: `${shots}/live-second-call.png`, fullPage: true });
+    await page.click('#cancel');
+    await page.waitForFunction(() => document.getElementById('live').dataset.state === 'done', null, { timeout: STEP });
+    seen.final_state = await page.textContent('#state');
 
-  // The second call for help is answered by cancelling the task.
-  await page.waitForFunction(() => document.getElementById('reason').textContent === 'Confirm the purchase'
-    && !document.getElementById('help').hidden, null, { timeout: STEP });
-  seen.second_reason = await page.textContent('#reason');
-  await page.screenshot({ path: `${shots}/live-second-call.png`, fullPage: true });
-  await page.click('#cancel');
-  await page.waitForFunction(() => document.getElementById('live').dataset.state === 'done', null, { timeout: STEP });
-  seen.final_state = await page.textContent('#state');
+    // The dashboard shows how it ended and links its record.
+    await page.goto(`${base}/ui`);
+    seen.dashboard_done = await page.textContent(`tr.task[data-task="${id}"]`);
+    await page.screenshot({ path: `${shots}/dashboard-done.png`, fullPage: true });
+    await Promise.all([page.waitForNavigation(), page.click(`tr.task[data-task="${id}"] a[href$="record.html"]`)]);
+    seen.record_title = await page.title();
+    await page.screenshot({ path: `${shots}/record.png`, fullPage: true });
 
-  // The dashboard shows how it ended and links its record.
-  await page.goto(`${base}/ui`);
-  seen.dashboard_done = await page.textContent(`tr.task[data-task="${id}"]`);
-  await page.screenshot({ path: `${shots}/dashboard-done.png`, fullPage: true });
-  await Promise.all([page.waitForNavigation(), page.click(`tr.task[data-task="${id}"] a[href$="record.html"]`)]);
-  seen.record_title = await page.title();
-  await page.screenshot({ path: `${shots}/record.png`, fullPage: true });
+    // Signing out ends the session: the dashboard asks for a token again.
+    await page.goto(`${base}/ui`);
+    await Promise.all([page.waitForNavigation(), page.click('header form button')]);
+    seen.after_sign_out = await page.$eval('#token', (input) => input.type);
+    seen.token_in_a_url = urls.some((url) => url.includes(token));
 
-  // Signing out ends the session: the dashboard asks for a token again.
-  await page.goto(`${base}/ui`);
-  await Promise.all([page.waitForNavigation(), page.click('header form button')]);
-  seen.after_sign_out = await page.$eval('#token', (input) => input.type);
-  seen.token_in_a_url = urls.some((url) => url.includes(token));
-
-  // Another token's person sees no task, and this one's live page is missing for them.
-  const stranger = await browser.newContext();
-  const theirs = await signIn(stranger, otherToken);
-  seen.stranger_tasks = await theirs.$$eval('tr.task', (rows) => rows.length);
-  const response = await theirs.goto(`${base}/ui/tasks/${id}`);
-  seen.stranger_live = response.status();
-
-  await browser.close();
+    // Another token's person sees no task, and this one's live page is missing for them.
+    const stranger = await browser.newContext();
+    const theirs = await signIn(stranger, otherToken);
+    seen.stranger_tasks = await theirs.$$eval('tr.task', (rows) => rows.length);
+    const response = await theirs.goto(`${base}/ui/tasks/${id}`);
+    seen.stranger_live = response.status();
+  } finally {
+    await browser.close();
+  }
   console.log(JSON.stringify(seen));
 })().catch((error) => {
   console.error(error);
