@@ -54,6 +54,11 @@ struct DecisionLine<'a> {
     class: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    /// A closed connection's bytes to the destination and from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_up: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_down: Option<u64>,
 }
 
 impl<'a> DecisionLine<'a> {
@@ -67,9 +72,16 @@ impl<'a> DecisionLine<'a> {
             status: None,
             class: None,
             reason: None,
+            bytes_up: None,
+            bytes_down: None,
         };
         match &event.outcome {
             Outcome::Allowed { address } => line.address = Some(*address),
+            Outcome::Closed { up, down } => {
+                line.verdict = "closed";
+                line.bytes_up = Some(*up);
+                line.bytes_down = Some(*down);
+            }
             Outcome::Refused { reason, class, .. } => {
                 line.verdict = "refuse";
                 line.status = Some(403);
@@ -98,7 +110,10 @@ impl<'a> DecisionLine<'a> {
         match (self.address, self.status, self.reason) {
             (Some(address), _, _) => format!("{head} -> {address}"),
             (_, Some(status), Some(reason)) => format!("{head}: {status} {reason}"),
-            _ => head,
+            _ => match (self.bytes_up, self.bytes_down) {
+                (Some(up), Some(down)) => format!("{head}: {up} bytes up, {down} down"),
+                _ => head,
+            },
         }
     }
 }

@@ -178,6 +178,15 @@ fn egress(record: &FlightRecord) -> Markup {
     html! {
         h2 { "Egress" }
         p.meta { (egress.bytes.up) " bytes up, " (egress.bytes.down) " bytes down through the egress proxy." }
+        @if !egress.allowed.is_empty() {
+            table #egress-allowed {
+                tr { th { "Allowed" } th { "Connections" } th { "Bytes up" } th { "Bytes down" } th { "Step" } }
+                @for allowed in &egress.allowed {
+                    tr.allowed { td { code { (allowed.destination) } } td { (allowed.connections) } td { (allowed.up) } td { (allowed.down) } td { (step_of(allowed.step)) } }
+                }
+            }
+        }
+        @if egress.allowed_not_listed > 0 { p.meta { (egress.allowed_not_listed) " more allowed connections, not listed." } }
         @if !egress.refusals.is_empty() {
             table #egress-refusals {
                 tr { th { "Refused" } th { "Class" } th { "Times" } th { "Step" } th { "Why" } }

@@ -135,6 +135,11 @@ fn handed_off_connections_are_served_and_both_sockets_removed_on_sigterm() {
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert!(line.contains(" allow FORWARD "), "{line}");
+    // Then the connection's close, with what it carried: the site's 62-byte answer came down.
+    let mut closed = String::new();
+    stdout.read_line(&mut closed).unwrap();
+    assert!(closed.contains(" closed FORWARD "), "{closed}");
+    assert!(closed.trim_end().ends_with("bytes up, 62 down"), "{closed}");
 
     terminate(child);
     assert!(

@@ -20,6 +20,7 @@
 mod cdp;
 mod config;
 mod demand;
+mod destinations;
 mod download_input;
 mod error;
 mod exec;

@@ -10,6 +10,7 @@ use bollard::Docker;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use tokio_util::sync::CancellationToken;
 
+use crate::pending::PendingRefusals;
 use crate::runner::Commands;
 use crate::sync::lock;
 
@@ -21,6 +22,10 @@ pub(crate) struct Made {
     pub(crate) failed_removals: Arc<Mutex<Vec<String>>>,
     /// Where the proxy's byte counts go when it stops (once a task has the session).
     pub(crate) context: Option<TaskContext>,
+    /// The proxy's events since the task's last command (once a task has the session): what
+    /// came after it, and the bytes of connections that close when the proxy stops, still
+    /// belong in the task's record.
+    pub(crate) pending: Option<PendingRefusals>,
     /// The session's first-answer signal (once a task has it): an ended task has had its say.
     pub(crate) first_answer: Option<CancellationToken>,
     /// When the task wants its final state: how to read it before the container goes.
@@ -55,6 +60,10 @@ impl Made {
             Arc::clone(&self.failed_removals),
         )
         .await;
+        // The proxy has stopped: every connection has closed and reported.
+        if let (Some(pending), Some(context)) = (&self.pending, &self.context) {
+            crate::pending::record_into(crate::pending::take(pending), context);
+        }
     }
 }
 

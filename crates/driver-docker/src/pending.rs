@@ -3,13 +3,17 @@
 //! host's memory nor the worker's context may grow with them. The first [`PENDING_LIMIT`] events
 //! are kept whole; the rest are counted by class. Until a task or client takes the session, no
 //! page has asked for anything, so every request is kept, allowed ones too: Chromium's own.
+//! Once it is taken, allowed connections and their bytes are tallied per destination instead,
+//! for the task's record.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use airlock_proxy::{Outcome, ProxyEvent};
+use airlock_worker::{EgressFailure, EgressRefusal, TaskContext};
 
+use crate::destinations::Destinations;
 use crate::sync::lock;
 
 /// Events kept whole between two looks.
@@ -29,6 +33,8 @@ pub(crate) struct Pending {
     allowed_beyond: u64,
     /// A task or client has taken the session: its allowed requests are its own business.
     taken: bool,
+    /// Since it was taken: allowed connections and their bytes, per destination.
+    destinations: Destinations,
 }
 
 /// Shared between the proxy's event sink and whoever looks.
@@ -45,6 +51,8 @@ pub(crate) struct Taken {
     pub(crate) failed_beyond: u64,
     /// Allowed requests past the limit (kept only before the session was taken).
     pub(crate) allowed_beyond: u64,
+    /// Allowed connections and their bytes, per destination (once the session was taken).
+    pub(crate) destinations: Destinations,
 }
 
 impl Taken {
@@ -58,11 +66,17 @@ impl Taken {
 }
 
 /// Keep an event the worker or client should hear of; once the session is taken, allowed
-/// requests are not news.
+/// requests are not news, only a tally for the record.
 pub(crate) fn record(pending: &Mutex<Pending>, event: ProxyEvent) {
     let mut pending = lock(pending);
-    if pending.taken && matches!(event.outcome, Outcome::Allowed { .. }) {
-        return;
+    match event.outcome {
+        Outcome::Allowed { .. } | Outcome::Closed { .. } if pending.taken => {
+            pending.destinations.count(&event);
+            return;
+        }
+        // What Chromium's own connections carried before anyone asked is nobody's record.
+        Outcome::Closed { .. } => return,
+        _ => {}
     }
     if pending.events.len() < PENDING_LIMIT {
         pending.events.push(event);
@@ -74,6 +88,7 @@ pub(crate) fn record(pending: &Mutex<Pending>, event: ProxyEvent) {
         }
         Outcome::Failed { .. } => pending.failed_beyond += 1,
         Outcome::Allowed { .. } => pending.allowed_beyond += 1,
+        Outcome::Closed { .. } => {}
     }
 }
 
@@ -88,7 +103,29 @@ fn take_from(pending: &mut Pending) -> Taken {
         refused_beyond: std::mem::take(&mut pending.refused_beyond),
         failed_beyond: std::mem::take(&mut pending.failed_beyond),
         allowed_beyond: std::mem::take(&mut pending.allowed_beyond),
+        destinations: std::mem::take(&mut pending.destinations),
     }
+}
+
+/// Add what a look took to the task's record: refusals and failures one by one (at the step
+/// running now), those past the bound by count, and the allowed destinations' tally.
+pub(crate) fn record_into(taken: Taken, context: &TaskContext) {
+    for event in &taken.events {
+        match &event.outcome {
+            Outcome::Refused { reason, class, .. } => {
+                context.record_refusal(EgressRefusal::now(&event.target, *class, reason));
+            }
+            Outcome::Failed { class, reason, .. } => {
+                context.record_failure(EgressFailure::now(&event.target, *class, reason));
+            }
+            Outcome::Allowed { .. } | Outcome::Closed { .. } => {}
+        }
+    }
+    for (class, count) in &taken.refused_beyond {
+        context.record_unlisted_refusals(class, *count);
+    }
+    context.record_unlisted_failures(taken.failed_beyond);
+    taken.destinations.record_into(context);
 }
 
 /// A task or client takes the session. What the browser asked for before, no page asked for
@@ -138,7 +175,7 @@ pub(crate) fn worker_text(taken: &Taken) -> String {
                 "The egress proxy could not reach {}: {reason}",
                 quoted(&event.target)
             ),
-            Outcome::Allowed { .. } => continue,
+            Outcome::Allowed { .. } | Outcome::Closed { .. } => continue,
         };
         match lines.iter_mut().find(|(seen, _)| *seen == line) {
             Some((_, count)) => *count += 1,
@@ -237,15 +274,33 @@ mod tests {
         let unasked = AtomicU64::new(0);
         record(&pending, allowed("accounts.google.com:443"));
         record(&pending, refused("http://10.1.2.3/"));
+        record(
+            &pending,
+            ProxyEvent {
+                outcome: Outcome::Closed { up: 1, down: 2 },
+                ..allowed("accounts.google.com:443")
+            },
+        );
         hand_over(&pending, &unasked);
         assert_eq!(unasked.load(Ordering::Relaxed), 2);
         assert_eq!(take(&pending).total(), 0, "the taker hears none of it");
-        // Once taken, allowed requests are the page's own and not kept; refusals still are.
+        // Once taken, allowed requests are the page's own: not news, only tallied for the
+        // record; refusals are still kept.
         record(&pending, allowed("example.com:443"));
         record(&pending, refused("http://10.1.2.4/"));
         let taken = take(&pending);
         assert_eq!(taken.total(), 1);
         assert_eq!(taken.events[0].target, "http://10.1.2.4/");
+        let tallied = taken.destinations.listed();
+        assert_eq!(
+            tallied.len(),
+            1,
+            "Chromium's own closed connection is not the taker's"
+        );
+        assert_eq!(
+            (tallied[0].destination.as_str(), tallied[0].connections),
+            ("http://example.com:443", 1)
+        );
         record(&pending, refused("http://10.1.2.5/"));
         hand_over(&pending, &unasked);
         assert_eq!(

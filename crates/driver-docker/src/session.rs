@@ -173,6 +173,7 @@ impl Maker {
             proxy: Some(proxy),
             failed_removals: Arc::clone(&self.failed_removals),
             context: None,
+            pending: None,
             first_answer: None,
             state_saver: None,
         };
@@ -322,6 +323,7 @@ impl Maker {
             made.state_saver = Some((commands.clone(), self.config.command_timeout));
         }
         made.context = Some(context.clone());
+        made.pending = Some(Arc::clone(&pending));
         made.first_answer = Some(first_answer.clone());
         if let Some(container) = &made.container {
             context.live.offer(Arc::new(crate::live::DockerLive {

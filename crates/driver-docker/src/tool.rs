@@ -5,10 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use airlock_policy::{check_command, refused_while_secrets_held};
-use airlock_proxy::Outcome;
 use airlock_worker::{
-    BoxFuture, EgressFailure, EgressRefusal, Image, PageSeen, TaskContext, Tool, ToolDefinition,
-    ToolFailure, ToolOutput,
+    BoxFuture, Image, PageSeen, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -402,23 +400,7 @@ impl AgentBrowserTool {
     fn append_refusals(&self, output: &mut ToolOutput) {
         let taken = crate::pending::take(&self.pending);
         output.text.push_str(&crate::pending::worker_text(&taken));
-        for event in &taken.events {
-            match &event.outcome {
-                Outcome::Refused { reason, class, .. } => {
-                    self.context
-                        .record_refusal(EgressRefusal::now(&event.target, *class, reason));
-                }
-                Outcome::Failed { class, reason, .. } => {
-                    self.context
-                        .record_failure(EgressFailure::now(&event.target, *class, reason));
-                }
-                Outcome::Allowed { .. } => {}
-            }
-        }
-        for (class, count) in &taken.refused_beyond {
-            self.context.record_unlisted_refusals(class, *count);
-        }
-        self.context.record_unlisted_failures(taken.failed_beyond);
+        crate::pending::record_into(taken, &self.context);
     }
 }
 

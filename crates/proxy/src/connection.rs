@@ -10,6 +10,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::ProxyLimits;
 use crate::client::{Client, LingeringClose};
@@ -28,6 +29,9 @@ pub(crate) struct Shared {
     pub(crate) events: Option<EventSink>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) shutdown: CancellationToken,
+    /// Tunnels and forwarded connections, which outlive the request that opened them: the
+    /// proxy's stop waits for them (and so for their closing events).
+    pub(crate) tasks: TaskTracker,
 }
 
 impl Shared {
@@ -45,6 +49,7 @@ pub(crate) async fn serve(stream: Client, shared: Arc<Shared>, ticket: Arc<Ticke
     let client_counters = ByteCounters {
         read: Arc::new(AtomicU64::new(0)),
         written: Arc::new(AtomicU64::new(0)),
+        own: None,
     };
     let client = Guarded::new(
         LingeringClose(Some(stream)),

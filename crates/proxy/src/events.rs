@@ -1,4 +1,5 @@
-//! What the proxy reports: one event per decision, and running counters.
+//! What the proxy reports: one event per decision, one when an allowed connection closes, and
+//! running counters.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,7 +28,7 @@ impl Via {
     }
 }
 
-/// What became of one request.
+/// What became of one request, or (`Closed`) of the connection an allowed one opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Connected to a vetted address.
@@ -44,6 +45,14 @@ pub enum Outcome {
         page_reason: String,
         /// A short stable class (`loopback`, `port`, `never-opened`, …).
         class: &'static str,
+    },
+    /// The connection an `Allowed` request opened has ended, however it ended (the same `via`
+    /// and `target`); what it carried.
+    Closed {
+        /// Bytes sent to the destination.
+        up: u64,
+        /// Bytes received from it.
+        down: u64,
     },
     /// Allowed, but the destination could not be reached (`502`/`504`), or the request was
     /// malformed (`4xx`).
@@ -127,10 +136,12 @@ pub(crate) struct UpstreamCounters {
 }
 
 impl Counters {
+    /// The counters of one new upstream connection: the totals, and its own.
     pub(crate) fn upstream_bytes(&self) -> ByteCounters {
         ByteCounters {
             read: Arc::clone(&self.upstream.bytes_down),
             written: Arc::clone(&self.upstream.bytes_up),
+            own: Some(Arc::default()),
         }
     }
 

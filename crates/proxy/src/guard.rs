@@ -13,11 +13,40 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// Where a guarded stream adds the bytes it moved.
+/// Where a guarded stream adds the bytes it moved: the proxy's totals and, for a connection to a
+/// destination, that connection's own (reported when it closes).
 #[derive(Debug, Clone)]
 pub(crate) struct ByteCounters {
     pub(crate) read: Arc<AtomicU64>,
     pub(crate) written: Arc<AtomicU64>,
+    pub(crate) own: Option<Arc<OwnBytes>>,
+}
+
+/// One connection's bytes.
+#[derive(Debug, Default)]
+pub(crate) struct OwnBytes {
+    pub(crate) read: AtomicU64,
+    pub(crate) written: AtomicU64,
+}
+
+/// Which way bytes moved, from the guarded stream's side.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Way {
+    Read,
+    Written,
+}
+
+impl ByteCounters {
+    pub(crate) fn add(&self, way: Way, bytes: u64) {
+        let (total, own) = match way {
+            Way::Read => (&self.read, self.own.as_deref().map(|own| &own.read)),
+            Way::Written => (&self.written, self.own.as_deref().map(|own| &own.written)),
+        };
+        total.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(own) = own {
+            own.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A stream that fails with `TimedOut` after `idle` without progress in either direction, and
@@ -50,10 +79,15 @@ impl<S> Guarded<S> {
         (self.inner, self.idle, self.budget, self.counters)
     }
 
-    fn progress(&mut self, bytes: usize, counter: &AtomicU64) {
+    /// This connection's own byte counts, if it keeps them.
+    pub(crate) fn own_bytes(&self) -> Option<Arc<OwnBytes>> {
+        self.counters.own.clone()
+    }
+
+    fn progress(&mut self, bytes: usize, way: Way) {
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         self.budget = self.budget.saturating_sub(bytes);
-        counter.fetch_add(bytes, Ordering::Relaxed);
+        self.counters.add(way, bytes);
         self.last_progress = Instant::now();
     }
 
@@ -95,11 +129,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 let read = buf.filled().len() - before;
-                let counter = Arc::clone(&this.counters.read);
                 // Bytes past the cap are dropped: the reader sees the cut, then an error.
                 let allowed = usize::try_from(this.budget).unwrap_or(usize::MAX).min(read);
                 buf.set_filled(before + allowed);
-                this.progress(allowed, &counter);
+                this.progress(allowed, Way::Read);
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
@@ -124,8 +157,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
         }
         match Pin::new(&mut this.inner).poll_write(cx, &data[..allowed]) {
             Poll::Ready(Ok(written)) => {
-                let counter = Arc::clone(&this.counters.written);
-                this.progress(written, &counter);
+                this.progress(written, Way::Written);
                 Poll::Ready(Ok(written))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),

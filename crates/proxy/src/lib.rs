@@ -34,6 +34,7 @@
 
 mod accept;
 mod client;
+mod closing;
 mod config;
 mod connection;
 mod events;
@@ -56,6 +57,7 @@ use airlock_policy::{EgressPolicy, Scope};
 use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use config::{ProxyConfig, ProxyLimits};
 pub use events::{EventSink, Outcome, ProxyEvent, ProxyStats, Via};
@@ -85,6 +87,9 @@ pub const SOCKETS_DIR: &str = "sockets";
 const SHARED_SOCKET_MODE: u32 = 0o666;
 /// A socket at a path the caller chose: this user only.
 const PRIVATE_SOCKET_MODE: u32 = 0o600;
+
+/// How long a stop waits for open tunnels and forwarded connections to end.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +137,7 @@ pub struct EgressProxy {
     private_dir: Option<tempfile::TempDir>,
     shutdown: CancellationToken,
     accept: Option<JoinHandle<()>>,
+    tasks: TaskTracker,
     counters: Arc<Counters>,
     policy: Arc<RwLock<Arc<EgressPolicy>>>,
 }
@@ -250,6 +256,7 @@ impl EgressProxy {
         };
         let counters = Arc::new(Counters::default());
         let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
         let policy = Arc::new(RwLock::new(Arc::new(config.policy)));
         let shared = Arc::new(Shared {
             policy: Arc::clone(&policy),
@@ -259,6 +266,7 @@ impl EgressProxy {
             events: config.events,
             counters: Arc::clone(&counters),
             shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
         });
         let accept = tokio::spawn(accept_loop(listener, handoff, shared));
         Ok(Self {
@@ -267,6 +275,7 @@ impl EgressProxy {
             private_dir,
             shutdown,
             accept: Some(accept),
+            tasks,
             counters,
             policy,
         })
@@ -317,6 +326,16 @@ impl EgressProxy {
         if let Some(accept) = self.accept.take() {
             // The loop ends on cancellation; a panic in it has nothing left to clean up.
             let _ = accept.await;
+        }
+        // Tunnels and forwarded connections end on the same cancellation; waiting for them
+        // delivers their closing events before `stop` returns. Bounded, though a task that
+        // ignored the cancellation would be a bug here.
+        self.tasks.close();
+        if tokio::time::timeout(STOP_WAIT, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("egress proxy connections did not end within 5 s of the stop");
         }
         self.remove_files();
     }

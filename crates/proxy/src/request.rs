@@ -14,6 +14,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::REFUSED_HEADER;
 use crate::client::LingeringClose;
+use crate::closing::ClosingReport;
 use crate::connection::Shared;
 use crate::events::{Outcome, ProxyEvent, Via};
 use crate::guard::Guarded;
@@ -51,11 +52,13 @@ impl Shared {
             Err(stop) => return self.answer(Via::Connect, &authority, &stop),
         };
         self.emit(Via::Connect, &authority, Outcome::Allowed { address });
+        let closing = self.closing_report(Via::Connect, &authority, &upstream);
         self.counters.tunnels.fetch_add(1, Ordering::Relaxed);
 
         let shutdown = self.shutdown.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let _ticket = ticket;
+            let _closing = closing;
             let upgraded = match hyper::upgrade::on(request).await {
                 Ok(upgraded) => upgraded,
                 Err(error) => {
@@ -116,9 +119,10 @@ impl Shared {
             Err(stop) => return self.answer(Via::Forward, &target, &stop),
         };
         self.emit(Via::Forward, &target, Outcome::Allowed { address });
+        let closing = self.closing_report(Via::Forward, &target, &upstream);
         self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
 
-        match self.exchange(request, upstream).await {
+        match self.exchange(request, upstream, closing).await {
             Ok(response) => response,
             Err(error) => self.answer(Via::Forward, &target, &Stop::upstream(error)),
         }
@@ -129,11 +133,14 @@ impl Shared {
         &self,
         request: Request<Incoming>,
         upstream: Guarded<tokio::net::TcpStream>,
+        closing: Option<ClosingReport>,
     ) -> Result<Response<ProxyBody>, hyper::Error> {
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await?;
         let shutdown = self.shutdown.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
+            // Reported once the connection is done: the response's body has passed by then.
+            let _closing = closing;
             tokio::select! {
                 result = connection => {
                     if let Err(error) = result {

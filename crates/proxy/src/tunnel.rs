@@ -18,7 +18,7 @@ use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
-use crate::guard::ByteCounters;
+use crate::guard::{ByteCounters, Way};
 
 /// The most bytes one splice moves, and the pipe's capacity (a read then never waits on it).
 /// Four times the default pipe: a bulk transfer takes a quarter of the system calls, and the
@@ -36,9 +36,9 @@ struct Shared {
 }
 
 impl Shared {
-    fn progress(&self, bytes: usize, counter: &AtomicU64) {
+    fn progress(&self, bytes: usize, way: Way) {
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
-        counter.fetch_add(bytes, Ordering::Relaxed);
+        self.counters.add(way, bytes);
         let elapsed = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_progress_ms.store(elapsed, Ordering::Relaxed);
     }
@@ -119,8 +119,8 @@ async fn both_ways(
     // It may hold the HTTP parser's whole read buffer: not for the tunnel's life.
     drop(early);
     tokio::try_join!(
-        pump(client, upstream, shared, &shared.counters.written),
-        pump(upstream, client, shared, &shared.counters.read),
+        pump(client, upstream, shared, Way::Written),
+        pump(upstream, client, shared, Way::Read),
     )
     .map(|_| ())
 }
@@ -187,7 +187,8 @@ async fn pump(
     from: &impl Socket,
     to: &impl Socket,
     shared: &Shared,
-    counter: &AtomicU64,
+    // Which way for upstream's counters: what the client sends is written to upstream.
+    way: Way,
 ) -> io::Result<()> {
     // Kept while bytes keep coming; dropped (both ends closed) when the source has none ready.
     let mut pipe: Option<Pipe> = None;
@@ -221,7 +222,7 @@ async fn pump(
             Ok(moved) => {
                 shared.refund(wanted - moved);
                 drain(pipe_now, moved, to).await?;
-                shared.progress(moved, counter);
+                shared.progress(moved, way);
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                 shared.refund(wanted);
@@ -269,7 +270,7 @@ async fn write_all(to: &TcpStream, mut bytes: &[u8], shared: &Shared) -> io::Res
         match to.try_write(&bytes[..wanted]) {
             Ok(written) => {
                 shared.refund(wanted - written);
-                shared.progress(written, &shared.counters.written);
+                shared.progress(written, Way::Written);
                 bytes = &bytes[written..];
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => shared.refund(wanted),

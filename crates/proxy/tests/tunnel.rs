@@ -1,13 +1,14 @@
 //! A CONNECT tunnel's bytes move by `splice(2)` between the sockets: what a client sent with its
 //! CONNECT head arrives first, a half-close reaches the other side while answers still come
-//! back, and the byte cap holds (`tunnel_pipes.rs`: an idle tunnel holds no pipe).
+//! back, the byte cap holds (`tunnel_pipes.rs`: an idle tunnel holds no pipe), and each tunnel
+//! reports what it carried when it closes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use airlock_policy::{EgressPolicy, Profile};
-use airlock_proxy::ProxyLimits;
+use airlock_proxy::{Outcome, ProxyLimits};
 use support::{Harness, echo_upstream, read_head, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -92,4 +93,42 @@ async fn a_tunnel_is_cut_at_the_byte_cap() {
         stats.bytes_down
     );
     assert!(echoed.len() < payload.len(), "{}", echoed.len());
+}
+
+#[tokio::test]
+async fn each_tunnel_reports_its_bytes_when_it_closes_and_a_stop_waits_for_open_ones() {
+    let (harness, mut finished) = tunnel(ProxyLimits::default()).await;
+    let payload = vec![3_u8; 100_000];
+    finished.write_all(&payload).await.unwrap();
+    finished.shutdown().await.unwrap();
+    let mut echoed = Vec::new();
+    within(finished.read_to_end(&mut echoed)).await.unwrap();
+    // A second tunnel, still open when the proxy stops.
+    let mut open = harness.client().await;
+    open.write_all(CONNECT).await.unwrap();
+    assert!(read_head(&mut open).await.starts_with("HTTP/1.1 200"));
+    open.write_all(b"hello").await.unwrap();
+    let mut hello = [0_u8; 5];
+    within(open.read_exact(&mut hello)).await.unwrap();
+
+    let events = std::sync::Arc::clone(&harness.events);
+    harness.proxy.stop().await;
+    let mut closed: Vec<(String, u64, u64)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match event.outcome {
+            Outcome::Closed { up, down } => Some((event.target.clone(), up, down)),
+            _ => None,
+        })
+        .collect();
+    closed.sort();
+    assert_eq!(
+        closed,
+        [
+            ("93.184.216.34:443".to_owned(), 5, 5),
+            ("93.184.216.34:443".to_owned(), 100_000, 100_000)
+        ],
+        "one closing report per tunnel, every one in before stop returned"
+    );
 }

@@ -116,6 +116,35 @@ impl EgressFailure {
     }
 }
 
+/// A destination the egress proxy allowed during the task: its connections and what they carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressAllowed {
+    /// `host:port` for a tunnel (`CONNECT`), `http://host:port` for forwarded requests.
+    pub destination: String,
+    /// Connections opened to it (a tunnel, or one forwarded request's own connection).
+    pub connections: u64,
+    /// Bytes sent to it by its connections, counted as each closed.
+    pub up: u64,
+    /// Bytes received from it, likewise.
+    pub down: u64,
+    /// The step whose command reported its first connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
+}
+
+impl EgressAllowed {
+    /// `connections` more to `destination`, which carried `bytes`.
+    pub fn new(destination: impl Into<String>, connections: u64, bytes: EgressBytes) -> Self {
+        Self {
+            destination: destination.into(),
+            connections,
+            up: bytes.up,
+            down: bytes.down,
+            step: None,
+        }
+    }
+}
+
 /// A task's egress record: bounded lists and the counts of everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressRecord {
@@ -129,6 +158,13 @@ pub struct EgressRecord {
     pub failures: Vec<EgressFailure>,
     /// Failures past the list's limit, counted only.
     pub failures_not_listed: u64,
+    /// The first distinct allowed destinations, each with its connections and bytes.
+    #[serde(default)]
+    pub allowed: Vec<EgressAllowed>,
+    /// Connections to allowed destinations past the list's limit, counted only (their bytes
+    /// are in the task's totals).
+    #[serde(default)]
+    pub allowed_not_listed: u64,
 }
 
 impl EgressRecord {
@@ -155,6 +191,30 @@ impl EgressRecord {
     /// Count failures that were never held one by one.
     pub fn failed_unlisted(&mut self, count: u64) {
         self.failures_not_listed = self.failures_not_listed.saturating_add(count);
+    }
+
+    /// Add connections and bytes to an allowed destination: onto its entry, else a new one
+    /// while the list has room (keeping the step it was first seen at), else counted only.
+    pub fn allowed(&mut self, mut allowed: EgressAllowed) {
+        allowed.destination = cut_chars(&allowed.destination, TARGET_CHARS);
+        if let Some(same) = self
+            .allowed
+            .iter_mut()
+            .find(|listed| listed.destination == allowed.destination)
+        {
+            same.connections = same.connections.saturating_add(allowed.connections);
+            same.up = same.up.saturating_add(allowed.up);
+            same.down = same.down.saturating_add(allowed.down);
+        } else if self.allowed.len() < EGRESS_LIST_LIMIT {
+            self.allowed.push(allowed);
+        } else {
+            self.allowed_not_listed = self.allowed_not_listed.saturating_add(allowed.connections);
+        }
+    }
+
+    /// Count connections to allowed destinations that were never held one by one.
+    pub fn allowed_unlisted(&mut self, connections: u64) {
+        self.allowed_not_listed = self.allowed_not_listed.saturating_add(connections);
     }
 
     /// Add `count` refusals of `class`, under `other` once the classes are at their bound.
@@ -274,6 +334,36 @@ mod tests {
         }
         assert_eq!(record.failures.len(), EGRESS_LIST_LIMIT);
         assert_eq!(record.failures_not_listed, 400);
+    }
+
+    #[test]
+    fn allowed_destinations_add_up_and_stay_bounded() {
+        let mut record = EgressRecord::default();
+        let bytes = |up, down| EgressBytes { up, down };
+        let mut first = EgressAllowed::new("lab.test:443", 1, bytes(0, 0));
+        first.step = Some(2);
+        record.allowed(first);
+        // Its bytes come when it closes, after a later step began: they add to the entry,
+        // which keeps the step of its first connection.
+        let mut closed = EgressAllowed::new("lab.test:443", 0, bytes(700, 9_000));
+        closed.step = Some(5);
+        record.allowed(closed);
+        record.allowed(EgressAllowed::new("lab.test:443", 2, bytes(10, 20)));
+        assert_eq!(record.allowed.len(), 1);
+        let entry = &record.allowed[0];
+        assert_eq!(
+            (entry.connections, entry.up, entry.down, entry.step),
+            (3, 710, 9_020, Some(2))
+        );
+        for n in 0..500 {
+            record.allowed(EgressAllowed::new(
+                format!("site{n}.test:443"),
+                2,
+                bytes(1, 1),
+            ));
+        }
+        assert_eq!(record.allowed.len(), EGRESS_LIST_LIMIT);
+        assert_eq!(record.allowed_not_listed, 2 * (500 - 99));
     }
 
     #[test]

@@ -66,7 +66,8 @@ pub use downloads::{
     Download, DownloadRefusal, Downloads, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES, sniff,
 };
 pub use egress_record::{
-    EGRESS_LIST_LIMIT, EgressBytes, EgressFailure, EgressRecord, EgressRefusal, TARGET_CHARS,
+    EGRESS_LIST_LIMIT, EgressAllowed, EgressBytes, EgressFailure, EgressRecord, EgressRefusal,
+    TARGET_CHARS,
 };
 pub use fit_image::fit_for_model;
 pub use help::{

@@ -13,7 +13,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::downloads::Downloads;
-use crate::egress_record::{EgressBytes, EgressFailure, EgressRecord, EgressRefusal};
+use crate::egress_record::{
+    EgressAllowed, EgressBytes, EgressFailure, EgressRecord, EgressRefusal,
+};
 use crate::limits::TaskLimits;
 use crate::live::LiveSlot;
 use crate::messages::{AssistantTurn, Image, Message};
@@ -354,6 +356,19 @@ impl TaskContext {
     /// Count failures the driver could not hold one by one.
     pub fn record_unlisted_failures(&self, count: u64) {
         lock(&self.egress).failed_unlisted(count);
+    }
+
+    /// Add connections and bytes to an allowed destination (bounded likewise), with the step
+    /// running now if it is new.
+    pub fn record_allowed(&self, mut allowed: EgressAllowed) {
+        allowed.destination = self.secrets.scrub(&allowed.destination).into_owned();
+        allowed.step = self.step_now();
+        lock(&self.egress).allowed(allowed);
+    }
+
+    /// Count connections to allowed destinations the driver could not hold one by one.
+    pub fn record_unlisted_allowed(&self, connections: u64) {
+        lock(&self.egress).allowed_unlisted(connections);
     }
 
     /// The failures listed so far.

@@ -7,7 +7,7 @@ use airlock_policy::Scope;
 use serde::{Deserialize, Serialize};
 
 use crate::downloads::{Download, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES};
-use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
+use crate::egress_record::{EgressAllowed, EgressBytes, EgressFailure, EgressRefusal};
 use crate::kept_output::KeptOutputs;
 use crate::limits::LimitError;
 use crate::messages::{Content, Image, Usage};
@@ -154,6 +154,11 @@ pub struct TaskResult {
     pub egress_failures_not_listed: u64,
     /// Bytes the egress proxy carried.
     pub egress_bytes: EgressBytes,
+    /// Destinations the egress proxy allowed: the first 100 distinct ones, each with its
+    /// connections and the bytes they carried.
+    pub egress_allowed: Vec<EgressAllowed>,
+    /// Connections to further allowed destinations, counted but not listed.
+    pub egress_allowed_not_listed: u64,
     /// Where the time went.
     pub timings: Timings,
     /// Tokens the worker's model used, summed over the task's turns.

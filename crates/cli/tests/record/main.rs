@@ -75,6 +75,22 @@ fn lab() -> u16 {
     port
 }
 
+/// Every allowed destination is recorded with its connections and what they carried: the lab's
+/// two pages came down (by plain HTTP, so forwarded, each request on a connection of its own).
+fn the_lab_is_the_one_allowed_destination(record: &Value, port: u16) -> String {
+    let lab = format!("http://127.0.0.1:{port}");
+    let allowed = record["egress"]["allowed"].as_array().unwrap();
+    assert_eq!(allowed.len(), 1, "only the lab was reached: {allowed:#?}");
+    assert_eq!(allowed[0]["destination"], lab);
+    assert!(
+        allowed[0]["connections"].as_u64().unwrap() >= 2,
+        "{allowed:#?}"
+    );
+    let (up, down) = (allowed[0]["up"].as_u64(), allowed[0]["down"].as_u64());
+    assert!(up.unwrap() > 0 && down.unwrap() > 200, "{allowed:#?}");
+    lab
+}
+
 #[test]
 fn a_real_task_records_every_step_and_its_page_opens_offline() {
     if !docker_ready() {
@@ -143,6 +159,7 @@ fn a_real_task_records_every_step_and_its_page_opens_offline() {
     // or the next one's when the request went out after the command returned.
     let step = metadata["step"].as_u64().unwrap();
     assert!(step == 5 || step == 6, "{metadata}");
+    let lab = the_lab_is_the_one_allowed_destination(&record, port);
     assert_eq!(record["ended"], "completed");
     assert_eq!(record["turns"].as_array().unwrap().len(), 3);
 
@@ -153,6 +170,7 @@ fn a_real_task_records_every_step_and_its_page_opens_offline() {
     assert_eq!(seen["logged"], json!([]), "{seen:#}");
     assert_eq!(seen["steps"], 6, "{seen:#}");
     assert_eq!(seen["refused_steps"], 1, "{seen:#}");
+    assert_eq!(seen["allowed_rows"], json!([lab]), "{seen:#}");
     assert_eq!(seen["scripts"], 1, "{seen:#}");
     let thumbnails = steps
         .iter()

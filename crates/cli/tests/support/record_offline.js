@@ -28,6 +28,7 @@ const { chromium } = require('playwright-core');
       title: document.title,
       steps: document.querySelectorAll('#timeline .step').length,
       refused_steps: document.querySelectorAll('#timeline .step.is-refused').length,
+      allowed_rows: [...document.querySelectorAll('#egress-allowed tr.allowed code')].map((c) => c.textContent),
       images: images.length,
       images_loaded: images.filter((img) => img.complete && img.naturalWidth > 0).length,
       egress_refusals: [...document.querySelectorAll('#egress-refusals tr.refusal')].map((row) => row.innerText),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::downloads::Download;
-use crate::egress_record::{EgressBytes, EgressFailure, EgressRefusal};
+use crate::egress_record::{EgressAllowed, EgressBytes, EgressFailure, EgressRefusal};
 use crate::messages::{Image, Usage};
 use crate::ports::PageSeen;
 use crate::task::{ContextUse, Ended, ScopeReport, Timings};
@@ -184,6 +184,13 @@ pub struct RecordedEgress {
     pub failures: Vec<EgressFailure>,
     /// Failures past that list.
     pub failures_not_listed: u64,
+    /// Allowed destinations (the first 100 distinct), each with its connections and the bytes
+    /// they carried.
+    #[serde(default)]
+    pub allowed: Vec<EgressAllowed>,
+    /// Connections to allowed destinations past that list.
+    #[serde(default)]
+    pub allowed_not_listed: u64,
 }
 
 /// A file the worker downloaded.

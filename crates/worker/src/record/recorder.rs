@@ -167,6 +167,8 @@ impl Recorder {
                 refusals_by_class: result.egress_refusals_by_class.clone(),
                 failures: result.egress_failures.clone(),
                 failures_not_listed: result.egress_failures_not_listed,
+                allowed: result.egress_allowed.clone(),
+                allowed_not_listed: result.egress_allowed_not_listed,
             },
             downloads: result
                 .downloads

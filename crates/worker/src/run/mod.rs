@@ -559,6 +559,8 @@ impl Run<'_> {
             egress_failures: egress.failures,
             egress_failures_not_listed: egress.failures_not_listed,
             egress_bytes: self.context.egress_bytes(),
+            egress_allowed: egress.allowed,
+            egress_allowed_not_listed: egress.allowed_not_listed,
             timings: self.timings,
             usage: self.usage,
             context: self.context_use.with_store(&self.kept),

@@ -718,6 +718,14 @@ fn result_json_shape() {
             up: 100,
             down: 2000,
         },
+        egress_allowed: vec![EgressAllowed {
+            destination: "shop.example:443".into(),
+            connections: 3,
+            up: 100,
+            down: 2000,
+            step: Some(1),
+        }],
+        egress_allowed_not_listed: 0,
         timings: Timings::default(),
         usage: Usage {
             input_tokens: 10,

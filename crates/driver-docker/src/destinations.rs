@@ -1,0 +1,132 @@
+//! The allowed destinations a task's browser connected to since the last look, and what their
+//! connections carried as each closed: a tally per destination, bounded like the refusals (a
+//! page can open connections to thousands of hosts).
+
+use airlock_proxy::{Outcome, ProxyEvent, Via};
+use airlock_worker::{EgressAllowed, EgressBytes, TaskContext};
+
+/// Destinations tallied one by one between two looks.
+pub(crate) const DESTINATIONS_LIMIT: usize = 100;
+
+/// Connections and bytes per destination since the last look.
+#[derive(Debug, Default)]
+pub(crate) struct Destinations {
+    listed: Vec<EgressAllowed>,
+    /// Connections to destinations past the limit, counted only.
+    beyond: u64,
+}
+
+impl Destinations {
+    /// Count an `Allowed` (a connection) or a `Closed` (its bytes); other events are not theirs.
+    pub(crate) fn count(&mut self, event: &ProxyEvent) {
+        let (connections, bytes) = match event.outcome {
+            Outcome::Allowed { .. } => (1, EgressBytes::default()),
+            Outcome::Closed { up, down } => (0, EgressBytes { up, down }),
+            Outcome::Refused { .. } | Outcome::Failed { .. } => return,
+        };
+        let destination = destination_of(event);
+        if let Some(same) = self
+            .listed
+            .iter_mut()
+            .find(|listed| listed.destination == destination)
+        {
+            same.connections = same.connections.saturating_add(connections);
+            same.up = same.up.saturating_add(bytes.up);
+            same.down = same.down.saturating_add(bytes.down);
+        } else if self.listed.len() < DESTINATIONS_LIMIT {
+            self.listed
+                .push(EgressAllowed::new(destination, connections, bytes));
+        } else {
+            self.beyond = self.beyond.saturating_add(connections);
+        }
+    }
+
+    /// The destinations tallied one by one.
+    #[cfg(test)]
+    pub(crate) fn listed(&self) -> &[EgressAllowed] {
+        &self.listed
+    }
+
+    /// Add the tally to the task's record (at the step running now).
+    pub(crate) fn record_into(self, context: &TaskContext) {
+        for allowed in self.listed {
+            context.record_allowed(allowed);
+        }
+        context.record_unlisted_allowed(self.beyond);
+    }
+}
+
+/// Where a connection went: `host:port` for a tunnel, `http://host:port` for a forwarded
+/// request (its URL without the path: one destination, however many pages).
+fn destination_of(event: &ProxyEvent) -> String {
+    match event.via {
+        Via::Connect => event.target.clone(),
+        Via::Forward => {
+            let rest = event
+                .target
+                .strip_prefix("http://")
+                .unwrap_or(&event.target);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            format!("http://{authority}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+
+    fn event(via: Via, target: &str, outcome: Outcome) -> ProxyEvent {
+        ProxyEvent {
+            at: SystemTime::now(),
+            via,
+            target: target.to_owned(),
+            outcome,
+        }
+    }
+
+    fn allowed() -> Outcome {
+        Outcome::Allowed {
+            address: "203.0.113.7:443".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn connections_and_their_bytes_add_up_per_destination_within_bounds() {
+        let mut destinations = Destinations::default();
+        destinations.count(&event(Via::Connect, "lab.test:443", allowed()));
+        destinations.count(&event(Via::Connect, "lab.test:443", allowed()));
+        destinations.count(&event(
+            Via::Connect,
+            "lab.test:443",
+            Outcome::Closed { up: 10, down: 200 },
+        ));
+        // Forwarded requests to one origin are one destination, whatever their paths.
+        destinations.count(&event(Via::Forward, "http://lab.test:8080/a", allowed()));
+        destinations.count(&event(Via::Forward, "http://lab.test:8080/b/c", allowed()));
+        destinations.count(&event(
+            Via::Forward,
+            "http://lab.test:8080/b/c",
+            Outcome::Closed { up: 1, down: 2 },
+        ));
+        let listed: Vec<_> = destinations
+            .listed
+            .iter()
+            .map(|a| (a.destination.as_str(), a.connections, a.up, a.down))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("lab.test:443", 2, 10, 200),
+                ("http://lab.test:8080", 2, 1, 2)
+            ]
+        );
+        for n in 0..1_000 {
+            destinations.count(&event(Via::Connect, &format!("h{n}.test:443"), allowed()));
+        }
+        assert_eq!(destinations.listed.len(), DESTINATIONS_LIMIT);
+        assert_eq!(destinations.beyond, 1_000 - 98);
+    }
+}
