@@ -70,19 +70,36 @@ pub(super) fn page(status: StatusCode, markup: Markup) -> Response<Body> {
     response
 }
 
-fn layout(title: &str, body: &Markup, script: bool) -> Markup {
+/// How often the dashboard reloads itself, in seconds: a person watching it sees tasks start,
+/// ask for help and end without a script of its own (the live page has its own stream).
+const DASHBOARD_REFRESH_SECONDS: u32 = 5;
+
+/// What a page carries besides its body.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Extras {
+    None,
+    /// The live view's script.
+    LiveScript,
+    /// A reload every [`DASHBOARD_REFRESH_SECONDS`].
+    Refresh,
+}
+
+fn layout(title: &str, body: &Markup, extras: Extras) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if extras == Extras::Refresh {
+                    meta http-equiv="refresh" content=(DASHBOARD_REFRESH_SECONDS);
+                }
                 title { (title) " · Airlock" }
                 style { (PreEscaped(STYLE)) }
             }
             body {
                 (body)
-                @if script { script { (PreEscaped(LIVE_SCRIPT)) } }
+                @if extras == Extras::LiveScript { script { (PreEscaped(LIVE_SCRIPT)) } }
             }
         }
     }
@@ -111,7 +128,7 @@ pub(super) fn sign_in(problem: Option<&str>) -> Markup {
             button.primary type="submit" { "Sign in" }
         }
     };
-    layout("Sign in", &body, false)
+    layout("Sign in", &body, Extras::None)
 }
 
 /// The dashboard: help requests first, then the server, then the caller's tasks.
@@ -143,6 +160,7 @@ pub(super) fn dashboard(server: &ServerView, tasks: &[(String, Snapshot)], now_m
         @if server.draining { p.error { "This server is draining: it takes no new tasks." } }
         @if let Some(error) = &server.pool_error { p.error { "The warm pool cannot fill: " (error) } }
         h2 { "Your tasks" }
+        p.muted { "This page updates every " (DASHBOARD_REFRESH_SECONDS) " seconds." }
         @if tasks.is_empty() {
             p.muted { "No tasks yet. Tasks this token starts (over /v1/tasks or MCP) appear here, with the last ones kept after they end." }
         } @else {
@@ -168,7 +186,7 @@ pub(super) fn dashboard(server: &ServerView, tasks: &[(String, Snapshot)], now_m
             }
         }
     };
-    layout("Dashboard", &body, false)
+    layout("Dashboard", &body, Extras::Refresh)
 }
 
 /// A task's live page: its frames, its state and steps as they come, and while it asks for help,
@@ -200,7 +218,7 @@ pub(super) fn live(id: &str, task: &Snapshot, signed_in: bool) -> Markup {
             }
         }
     };
-    layout("Live view", &body, true)
+    layout("Live view", &body, Extras::LiveScript)
 }
 
 /// A task this session cannot see, told like one that does not exist.
@@ -209,7 +227,7 @@ pub(super) fn no_such_task(signed_in: bool) -> Markup {
         (header(signed_in))
         p.error { "No such task for this token: a task is seen only with the token that started it, and only the last ones are kept." }
     };
-    layout("No such task", &body, false)
+    layout("No such task", &body, Extras::None)
 }
 
 fn state_word(state: TaskState) -> &'static str {

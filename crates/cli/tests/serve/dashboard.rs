@@ -158,6 +158,10 @@ fn the_person_saw_it_all(seen: &Value, shots: &std::path::Path) {
     assert!(steps[2].as_str().unwrap().contains("/next"), "{seen}");
     assert_eq!(seen["second_reason"], "Confirm the purchase");
     assert_eq!(seen["final_state"], "done: cancelled", "{seen}");
+    assert_eq!(
+        seen["board_followed"], true,
+        "the open dashboard followed the task: {seen}"
+    );
     assert!(
         seen["dashboard_done"]
             .as_str()

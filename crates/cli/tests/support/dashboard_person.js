@@ -94,6 +94,9 @@ async function signIn(context, withToken) {
     seen.dashboard_help = await page.textContent('.help-request');
     seen.dashboard_server = await page.textContent('#server');
     await page.screenshot({ path: `${shots}/dashboard-waiting.png`, fullPage: true });
+    // A second tab keeps the dashboard open, never navigated by the test, to see it follow.
+    const board = await context.newPage();
+    await board.goto(`${base}/ui`);
 
     // A page of another origin on the same site (the lab's) holds the person's cookie too
     // (SameSite counts no ports): it can neither hand back nor open the live view.
@@ -149,6 +152,10 @@ async function signIn(context, withToken) {
     await page.click('#cancel');
     await page.waitForFunction(() => document.getElementById('live').dataset.state === 'done', null, { timeout: STEP });
     seen.final_state = await page.textContent('#state');
+    // The dashboard left open updates itself: the task shows as ended there too.
+    await board.waitForSelector(`tr.task[data-task="${id}"][data-state="done"]`, { timeout: STEP });
+    seen.board_followed = true;
+    await board.close();
 
     // The dashboard shows how it ended and links its record.
     await page.goto(`${base}/ui`);
