@@ -3,10 +3,7 @@
 //! page can open connections to thousands of hosts).
 
 use airlock_proxy::{Outcome, ProxyEvent, Via};
-use airlock_worker::{EgressAllowed, EgressBytes, TaskContext};
-
-/// Destinations tallied one by one between two looks.
-pub(crate) const DESTINATIONS_LIMIT: usize = 100;
+use airlock_worker::{EgressAllowed, EgressBytes, TaskContext, tally_allowed};
 
 /// Connections and bytes per destination since the last look.
 #[derive(Debug, Default)]
@@ -24,21 +21,8 @@ impl Destinations {
             Outcome::Closed { up, down } => (0, EgressBytes { up, down }),
             Outcome::Refused { .. } | Outcome::Failed { .. } => return,
         };
-        let destination = destination_of(event);
-        if let Some(same) = self
-            .listed
-            .iter_mut()
-            .find(|listed| listed.destination == destination)
-        {
-            same.connections = same.connections.saturating_add(connections);
-            same.up = same.up.saturating_add(bytes.up);
-            same.down = same.down.saturating_add(bytes.down);
-        } else if self.listed.len() < DESTINATIONS_LIMIT {
-            self.listed
-                .push(EgressAllowed::new(destination, connections, bytes));
-        } else {
-            self.beyond = self.beyond.saturating_add(connections);
-        }
+        let allowed = EgressAllowed::new(destination_of(event), connections, bytes);
+        tally_allowed(&mut self.listed, &mut self.beyond, allowed);
     }
 
     /// The destinations tallied one by one.
@@ -126,7 +110,7 @@ mod tests {
         for n in 0..1_000 {
             destinations.count(&event(Via::Connect, &format!("h{n}.test:443"), allowed()));
         }
-        assert_eq!(destinations.listed.len(), DESTINATIONS_LIMIT);
+        assert_eq!(destinations.listed.len(), airlock_worker::EGRESS_LIST_LIMIT);
         assert_eq!(destinations.beyond, 1_000 - 98);
     }
 }

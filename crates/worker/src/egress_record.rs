@@ -145,6 +145,30 @@ impl EgressAllowed {
     }
 }
 
+/// Add `allowed` to a bounded list of destinations: onto its entry (which keeps the step it was
+/// first seen at), else a new entry while the list has [`EGRESS_LIST_LIMIT`], else its
+/// connections counted in `not_listed`. The destination is cut to [`TARGET_CHARS`]. The driver's
+/// tally between two looks and the task's record both keep their lists this way.
+pub fn tally_allowed(
+    listed: &mut Vec<EgressAllowed>,
+    not_listed: &mut u64,
+    mut allowed: EgressAllowed,
+) {
+    allowed.destination = cut_chars(&allowed.destination, TARGET_CHARS);
+    if let Some(same) = listed
+        .iter_mut()
+        .find(|entry| entry.destination == allowed.destination)
+    {
+        same.connections = same.connections.saturating_add(allowed.connections);
+        same.up = same.up.saturating_add(allowed.up);
+        same.down = same.down.saturating_add(allowed.down);
+    } else if listed.len() < EGRESS_LIST_LIMIT {
+        listed.push(allowed);
+    } else {
+        *not_listed = not_listed.saturating_add(allowed.connections);
+    }
+}
+
 /// A task's egress record: bounded lists and the counts of everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressRecord {
@@ -193,23 +217,9 @@ impl EgressRecord {
         self.failures_not_listed = self.failures_not_listed.saturating_add(count);
     }
 
-    /// Add connections and bytes to an allowed destination: onto its entry, else a new one
-    /// while the list has room (keeping the step it was first seen at), else counted only.
-    pub fn allowed(&mut self, mut allowed: EgressAllowed) {
-        allowed.destination = cut_chars(&allowed.destination, TARGET_CHARS);
-        if let Some(same) = self
-            .allowed
-            .iter_mut()
-            .find(|listed| listed.destination == allowed.destination)
-        {
-            same.connections = same.connections.saturating_add(allowed.connections);
-            same.up = same.up.saturating_add(allowed.up);
-            same.down = same.down.saturating_add(allowed.down);
-        } else if self.allowed.len() < EGRESS_LIST_LIMIT {
-            self.allowed.push(allowed);
-        } else {
-            self.allowed_not_listed = self.allowed_not_listed.saturating_add(allowed.connections);
-        }
+    /// Add connections and bytes to an allowed destination (see [`tally_allowed`]).
+    pub fn allowed(&mut self, allowed: EgressAllowed) {
+        tally_allowed(&mut self.allowed, &mut self.allowed_not_listed, allowed);
     }
 
     /// Count connections to allowed destinations that were never held one by one.
