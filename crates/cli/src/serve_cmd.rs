@@ -19,6 +19,8 @@ mod connections;
 mod followed;
 mod guard;
 mod hand_back;
+mod lease_view;
+mod leases;
 mod live;
 pub(crate) mod local_watch;
 mod openapi;
@@ -108,6 +110,8 @@ pub(crate) struct App {
     max_download_bytes: Option<u64>,
     /// The tasks of `/v1/tasks`, each token's own.
     book: Arc<crate::task_book::TaskBook>,
+    /// The open CDP leases, each its token's own.
+    leases: Arc<leases::LeaseBook>,
     /// The dashboard's signed-in browsers.
     ui: Arc<ui_sessions::UiSessions>,
 }
@@ -298,6 +302,7 @@ async fn serve(
         secrets: settings.secrets.clone(),
         max_download_bytes: settings.max_download_bytes,
         book: crate::task_book::TaskBook::new(keeping.tasks, keeping.bytes),
+        leases: Arc::default(),
         ui: Arc::new(ui_sessions::UiSessions::new(tls.is_some())),
     };
     let metrics_router = metrics_router(app.clone());

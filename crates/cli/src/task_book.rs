@@ -117,7 +117,7 @@ impl TaskBook {
 
     /// Enter a new task of `owner`, queued, asked in the words `task`; its id.
     pub(crate) fn open(&self, owner: &str, task: &str, cancel: CancellationToken) -> String {
-        let id = new_id();
+        let id = new_id("task");
         let (changed, _) = watch::channel(0);
         let entry = Entry {
             owner: owner.to_owned(),
@@ -376,8 +376,8 @@ fn title_of(task: &str) -> String {
     }
 }
 
-/// 128 random bits, from the OS: an id nobody can guess or count up to.
-fn new_id() -> String {
+/// `prefix_` and 128 random bits, from the OS: an id nobody can guess or count up to.
+pub(crate) fn new_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     // A failing OS random source would make every id the same; a time-and-counter fallback
     // keeps them distinct, and the owner check still keeps them private.
@@ -387,7 +387,7 @@ fn new_id() -> String {
         bytes[..8].copy_from_slice(&now_unix_ms().to_le_bytes());
         bytes[8..].copy_from_slice(&count.to_le_bytes());
     }
-    format!("task_{}", hex::encode(bytes))
+    format!("{prefix}_{}", hex::encode(bytes))
 }
 
 pub(crate) fn now_unix_ms() -> u64 {

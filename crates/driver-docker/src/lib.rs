@@ -58,6 +58,7 @@ pub use config::{DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;
 pub use host::{CONTAINER_USER, current_user};
+pub use live::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
 pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
 pub use tool::{AgentBrowserInput, TOOL_NAME};
 

@@ -39,6 +39,7 @@
 mod cdp;
 mod cdp_message;
 mod cdp_table;
+mod cdp_watch;
 mod command;
 mod command_table;
 mod docker_api;
@@ -56,6 +57,7 @@ pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
 };
 pub use cdp_message::MAX_JSON_ELEMENTS;
+pub use cdp_watch::{CdpWatch, MAX_FRAME_BASE64, SERVER_ID_BASE, WatchAction};
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,

@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use airlock_policy::{
-    CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, MAX_JSON_ELEMENTS, RECORD_LIMIT, Verdict,
-    page_refusal,
+    CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, MAX_JSON_ELEMENTS, RECORD_LIMIT, SERVER_ID_BASE,
+    Verdict, page_refusal,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -233,6 +233,11 @@ fn unreadable_messages_get_invalid_request() {
         (
             "{\"id\": 5, \"method\": \"Page.enable\", \"sessionId\": 9}",
             json!(5),
+        ),
+        // The server's own range, where its live view's commands are numbered.
+        (
+            "{\"id\": 2000000000, \"method\": \"Page.enable\"}",
+            json!(SERVER_ID_BASE),
         ),
     ] {
         let verdict = guard.check(text);
@@ -510,7 +515,7 @@ fn what_a_client_makes_the_guard_remember_is_bounded() {
 
 proptest! {
     #[test]
-    fn refused_urls_are_refused_in_every_spelling(url in refused_url(), id in any::<i64>()) {
+    fn refused_urls_are_refused_in_every_spelling(url in refused_url(), id in i64::MIN..SERVER_ID_BASE) {
         for method in ["Page.navigate", "Target.createTarget"] {
             let mut guard = CdpGuard::new();
             let verdict = check(&mut guard, &json!({"id": id, "method": method, "params": {"url": url}}));
@@ -531,7 +536,7 @@ proptest! {
     #[test]
     fn every_reply_keeps_the_commands_id_and_session(
         (method, params) in command(),
-        id in any::<i64>(),
+        id in i64::MIN..SERVER_ID_BASE,
         session in proptest::option::of("[A-F0-9]{1,8}"),
         close_first in any::<bool>(),
     ) {
@@ -566,7 +571,7 @@ proptest! {
     fn what_is_forwarded_is_what_was_judged(
         method in prop_oneof![Just("Page.navigate".to_owned()), Just("Runtime.evaluate".to_owned()), Just("Target.createTarget".to_owned()), "[A-Za-z.]{1,20}"],
         url in prop_oneof![refused_url(), "https?://[a-z]{1,8}\\.test/[a-z]{0,5}", any::<String>()],
-        id in any::<i64>(),
+        id in i64::MIN..SERVER_ID_BASE,
         session in proptest::option::of("[A-F0-9]{1,8}"),
     ) {
         let mut message = json!({"id": id, "method": method, "params": {"url": url}});

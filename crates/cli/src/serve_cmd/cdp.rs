@@ -5,7 +5,9 @@
 //! ready) with its own egress proxy, for at most `--cdp-timeout`, and while messages flow at least
 //! every `--cdp-idle-timeout`. A lease takes a slot of the same gate as tasks. Every client
 //! message passes the [`CdpGuard`] before Chromium sees it; when the connection ends for any
-//! reason the browser's container is removed and its proxy stopped.
+//! reason the browser's container is removed and its proxy stopped. The token's viewers may
+//! watch the lease's page meanwhile (`lease_view.rs`; its id is the upgrade's `Airlock-Lease`
+//! header and in `GET /v1/leases`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +22,8 @@ use http::{HeaderMap, Response, StatusCode};
 
 use super::App;
 use super::guard::{busy, json_response, refuse};
+use super::lease_view::{LeaseView, lease_view};
+use super::leases::Listed;
 use crate::capacity::Slot;
 use crate::scope_request::Ceiling;
 
@@ -111,22 +115,51 @@ pub(crate) async fn connect(
         }
     };
     let start_ms = started.elapsed().as_millis();
+    let id = crate::task_book::new_id("lease");
     tracing::info!(
+        lease = %id,
         container = browser.container(),
         warm = browser.warm(),
         start_ms,
         "a CDP client leased a sealed browser"
     );
     let tracker = app.tracker.clone();
-    upgrade
+    let (view, source) = lease_view();
+    // Listed from here: an upgrade that fails drops the closure, and the lease leaves the book.
+    let listed = app
+        .leases
+        .list_lease(&id, &ceiling.context_owner, browser.warm(), source);
+    let mut response = upgrade
         .max_message_size(MAX_CLIENT_MESSAGE_BYTES)
         .max_frame_size(MAX_CLIENT_MESSAGE_BYTES)
         .on_failed_upgrade(|error| tracing::warn!(%error, "a CDP client's upgrade failed"))
         .on_upgrade(move |socket| {
+            let lease = Lease {
+                slot,
+                browser,
+                view,
+                listed,
+            };
             // The tracker keeps shutdown waiting for the lease's cleanup.
-            tracker.track_future(serve_lease(app, slot, browser, socket))
+            tracker.track_future(serve_lease(app, lease, socket))
         })
-        .into_response()
+        .into_response();
+    if let Ok(value) = http::HeaderValue::from_str(&id) {
+        response.headers_mut().insert(LEASE_HEADER, value);
+    }
+    response
+}
+
+/// The upgrade's header naming the lease (for `GET /v1/leases/{id}/live`).
+const LEASE_HEADER: &str = "airlock-lease";
+
+/// What a lease holds while it runs.
+struct Lease {
+    slot: Slot,
+    browser: CdpBrowser,
+    view: LeaseView,
+    /// In the book until the lease ends.
+    listed: Listed,
 }
 
 /// How a lease ended, for the log and `/metrics`.
@@ -200,7 +233,13 @@ impl End {
 
 /// Pass messages both ways until either side ends or a limit passes; then close the client with
 /// the reason and dispose of the browser.
-async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: WebSocket) {
+async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
+    let Lease {
+        slot,
+        mut browser,
+        mut view,
+        listed,
+    } = lease;
     let metrics = &app.gate.metrics;
     metrics.cdp_leases.inc();
     let limits = app.cdp;
@@ -247,13 +286,16 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
                 }
             }
             from_browser = browser.next_message() => {
-                idle_until = tokio::time::Instant::now() + limits.idle;
                 match from_browser {
                     Some(Ok(message)) => {
                         log_refusals(&browser, metrics);
-                        guard.observe_reply(&message);
-                        if !send(&mut socket, message).await {
-                            break End::ClientClosed;
+                        let mut both = Both { socket: &mut socket, guard: &mut guard, browser: &mut browser };
+                        match both.pass(&mut view, message).await {
+                            Ok(true) => idle_until = tokio::time::Instant::now() + limits.idle,
+                            // The live view's own messages are not the client's traffic: a
+                            // watched lease whose client is silent still ends when idle.
+                            Ok(false) => {}
+                            Err(end) => break end,
                         }
                     }
                     Some(Err(error)) => {
@@ -261,6 +303,11 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
                         break End::Failed;
                     }
                     None => break End::BrowserExited,
+                }
+            }
+            command = view.next() => {
+                if !to_browser(&mut browser, &[command]).await {
+                    break End::BrowserExited;
                 }
             }
             () = tokio::time::sleep_until(deadline) => break End::LeaseTimeout,
@@ -280,9 +327,16 @@ async fn serve_lease(app: App, slot: Slot, mut browser: CdpBrowser, mut socket: 
     log_refusals(&browser, metrics);
     let container = browser.container().to_owned();
     browser.dispose().await;
+    // Out of the book before its viewers are told it ended.
+    drop(listed);
+    drop(view);
     drop(slot);
     metrics.cdp_leases.dec();
     metrics.cdp_ended(end.label());
+    log_end(&container, end, &guard);
+}
+
+fn log_end(container: &str, end: End, guard: &CdpGuard) {
     let record: Vec<String> = guard
         .record()
         .iter()
@@ -317,6 +371,54 @@ fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
             more,
             "the egress proxy refused more of a CDP browser's requests, not logged one by one"
         );
+    }
+}
+
+/// Send the live view's commands to the browser (each bounded like the client's); false when
+/// the browser is gone or stuck.
+async fn to_browser(browser: &mut CdpBrowser, commands: &[String]) -> bool {
+    for command in commands {
+        match tokio::time::timeout(SEND_TIMEOUT, browser.send(command)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// A lease's two ends, for one message from the browser.
+struct Both<'a> {
+    socket: &'a mut WebSocket,
+    guard: &'a mut CdpGuard,
+    browser: &'a mut CdpBrowser,
+}
+
+impl Both<'_> {
+    /// Pass one browser message on: to the client, or (the live view's own) to the view, which
+    /// may answer the browser and hand back messages for the client. `Ok(true)` when the client
+    /// got something; `Err` with how the lease ends when either side is gone.
+    async fn pass(&mut self, view: &mut LeaseView, message: String) -> Result<bool, End> {
+        let Some(taken) = view.take(&message) else {
+            self.tell_client(message).await?;
+            return Ok(true);
+        };
+        if !to_browser(self.browser, &taken.to_browser).await {
+            return Err(End::BrowserExited);
+        }
+        let any = !taken.to_client.is_empty();
+        for message in taken.to_client {
+            self.tell_client(message).await?;
+        }
+        Ok(any)
+    }
+
+    async fn tell_client(&mut self, message: String) -> Result<(), End> {
+        self.guard.observe_reply(&message);
+        if send(self.socket, message).await {
+            Ok(())
+        } else {
+            Err(End::ClientClosed)
+        }
     }
 }
 

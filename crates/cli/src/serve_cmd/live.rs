@@ -5,12 +5,13 @@
 //! the guard re-writes and the task's help desk admits; at any other time an event is answered
 //! with a refusal and goes nowhere. Anything else (another message type, a field the guard does
 //! not know, a value out of range, over 1 KiB) closes the socket with a policy violation (1008).
-//! For the task's own token only.
+//! For the task's own token only. A CDP lease's live view (`leases.rs`) is the same socket
+//! without a help desk: its input events are always refused.
 
 use std::sync::Arc;
 
 use airlock_policy::{HumanInput, MAX_HUMAN_MESSAGE_BYTES};
-use airlock_worker::{HelpDesk, LiveFeed};
+use airlock_worker::{HelpDesk, LiveFeed, LiveSource};
 use axum::body::Body;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, State};
@@ -42,6 +43,17 @@ pub(super) async fn watch(
             "this task's browser is not running: its live view is there while it runs (its record stays afterwards)",
         );
     };
+    serve_watch(&app, source.as_ref(), Some(window.help), upgrade).await
+}
+
+/// Open a watch of `source` and carry it over the upgraded socket; `desk` admits a helping
+/// person's input (none: every input event is refused).
+pub(super) async fn serve_watch(
+    app: &App,
+    source: &dyn LiveSource,
+    desk: Option<HelpDesk>,
+    upgrade: WebSocketUpgrade,
+) -> Response<Body> {
     let feed = match source.watch().await {
         Ok(feed) => feed,
         Err(error) => {
@@ -50,7 +62,6 @@ pub(super) async fn watch(
         }
     };
     let shutdown = app.shutdown.clone();
-    let desk = window.help;
     upgrade
         .max_message_size(MAX_HUMAN_MESSAGE_BYTES)
         .on_upgrade(move |socket| async move {
@@ -63,7 +74,7 @@ pub(super) async fn watch(
 
 /// Send each newest frame until the feed ends (the task's browser is gone) or the viewer goes;
 /// pass on the input events the desk admits.
-async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed, desk: HelpDesk) {
+async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed, desk: Option<HelpDesk>) {
     loop {
         tokio::select! {
             changed = feed.frames.changed() => {
@@ -81,7 +92,7 @@ async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed, desk: HelpDesk) 
                 None | Some(Err(_) | Ok(Message::Close(_))) => return,
                 Some(Ok(Message::Text(text))) => match HumanInput::parse(text.as_str()) {
                     Ok(input) => {
-                        if let Some(notice) = pass_on(input, &feed, &desk)
+                        if let Some(notice) = pass_on(input, &feed, desk.as_ref())
                             && socket.send(Message::Text(notice.into())).await.is_err()
                         {
                             return;
@@ -113,7 +124,12 @@ async fn send_frames(mut socket: WebSocket, mut feed: LiveFeed, desk: HelpDesk) 
 
 /// Pass `input` to the page if the desk admits it (the task waits for a person); otherwise the
 /// notice the viewer is sent.
-fn pass_on(input: HumanInput, feed: &LiveFeed, desk: &HelpDesk) -> Option<&'static str> {
+fn pass_on(input: HumanInput, feed: &LiveFeed, desk: Option<&HelpDesk>) -> Option<&'static str> {
+    let Some(desk) = desk else {
+        return Some(
+            r#"{"refused":"a CDP lease's live view takes no input: the lease's CDP client drives its page"}"#,
+        );
+    };
     if !desk.admit(&input) {
         return Some(
             r#"{"refused":"the task is not waiting for a person: input reaches its page only while it asks for help"}"#,

@@ -89,6 +89,7 @@ pub(crate) async fn start(
         secrets: settings.secrets.clone(),
         max_download_bytes: settings.max_download_bytes,
         book,
+        leases: Arc::default(),
         ui: Arc::new(UiSessions::new(false)),
     };
     let state = Local {

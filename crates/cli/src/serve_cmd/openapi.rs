@@ -7,6 +7,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::followed::{DoneEvent, StateEvent, TaskStatus};
+use super::leases::LeaseList;
 use super::task_body::TaskBody;
 use super::tasks_api::{InlineScreenshot, TaskAccepted};
 use crate::task_book::StepSeen;
@@ -33,6 +34,10 @@ fn answer(description: &str, name: &str) -> Value {
 
 fn error(description: &str) -> Value {
     answer(description, "ApiError")
+}
+
+fn lease_id() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "description": "The lease's id, from `GET /v1/leases` or the `Airlock-Lease` header of the CDP upgrade.", "schema": {"type": "string", "pattern": "^lease_[0-9a-f]{32}$"}})
 }
 
 fn task_id() -> Value {
@@ -64,6 +69,7 @@ fn components() -> Map<String, Value> {
         StepSeen => "StepSeen",
         DoneEvent => "DoneEvent",
         airlock_worker::FlightRecord => "FlightRecord",
+        LeaseList => "LeaseList",
         ApiError => "ApiError",
     );
     let mut schemas = generator.take_definitions(true);
@@ -144,8 +150,20 @@ fn responses() -> Map<String, Value> {
         "description": "The task's flight record as one self-contained page (sent in a sandbox: it reaches nothing).",
         "content": {"text/html": {"schema": {"type": "string"}}}
     });
+    let mut leases_answers = errors(&[]);
+    leases_answers["200"] = answer("The caller's open CDP leases.", "LeaseList");
+    let mut lease_live_answers = errors(&[
+        ("404", "No such open lease for this token."),
+        (
+            "503",
+            "The live view could not start, or the lease's watches are all taken.",
+        ),
+    ]);
+    lease_live_answers["101"] = json!({"description": "The WebSocket is open."});
     let mut all = Map::new();
     for (name, answers) in [
+        ("leases", leases_answers),
+        ("lease_live", lease_live_answers),
         ("post", post_answers),
         ("status", status_answers),
         ("cancel", cancel_answers),
@@ -203,6 +221,15 @@ pub(super) fn document() -> Value {
             "/v1/tasks/{id}/record.html": {
                 "parameters": [task_id()],
                 "get": {"operationId": "getTaskRecordPage", "summary": "A finished task's flight record as a page.", "responses": answers["page"]}
+            },
+            "/v1/leases": {"get": {
+                "operationId": "listLeases",
+                "summary": "The caller's open CDP leases (from `/cdp`), each with its live view's links.",
+                "responses": answers["leases"]
+            }},
+            "/v1/leases/{id}/live": {
+                "parameters": [lease_id()],
+                "get": {"operationId": "watchLease", "summary": "A WebSocket (upgrade) carrying an open CDP lease's page: one binary message per frame, a JPEG, the newest only. Watching changes nothing the lease's client does, and the page takes no input from here: an input event is answered with a refusal; any other message closes the socket (1008).", "responses": answers["lease_live"]}
             },
             "/v1/schema": {"get": {
                 "operationId": "getSchemas",

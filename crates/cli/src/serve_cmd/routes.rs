@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
-use super::{App, cdp, followed, hand_back, live, openapi, task_body, tasks_api, ui};
+use super::{App, cdp, followed, hand_back, leases, live, openapi, task_body, tasks_api, ui};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
@@ -42,6 +42,9 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
         )
         .route("/v1/tasks", post(tasks))
         .merge(task_routes())
+        .route("/v1/leases", get(leases::list))
+        .route("/v1/leases/{id}/live", get(leases::watch))
+        .route("/ui/leases/{id}", get(ui::lease_page))
         .route("/ui", get(ui::home))
         .route(
             "/ui/sign-in",
@@ -52,7 +55,7 @@ pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
         .fallback(|| async {
             refuse(
                 StatusCode::NOT_FOUND,
-                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/schema, /v1/openapi.json, /ui (the dashboard), /cdp, /json/version, /healthz, /readyz and /metrics",
+                "no such path: the endpoints are /mcp, /v1/tasks (and /v1/tasks/{id}), /v1/leases, /v1/schema, /v1/openapi.json, /ui (the dashboard), /cdp, /json/version, /healthz, /readyz and /metrics",
             )
         });
     guarded(routes, app)

@@ -1,7 +1,8 @@
 //! The dashboard's routes: `/ui` (the sign-in form, or the dashboard once signed in),
-//! `POST /ui/sign-in` and `/ui/sign-out`, and `/ui/tasks/{id}` (a task's live page). A signed-in
-//! browser calls the task API (`/v1/tasks/{id}…`: status, events, live view, hand-back, cancel)
-//! with its session cookie instead of a bearer token; anything it sends that changes something,
+//! `POST /ui/sign-in` and `/ui/sign-out`, `/ui/tasks/{id}` (a task's live page) and
+//! `/ui/leases/{id}` (a CDP lease's). A signed-in browser calls the task API (`/v1/tasks/{id}…`:
+//! status, events, live view, hand-back, cancel) and the leases' (`/v1/leases…`) with its
+//! session cookie instead of a bearer token; anything it sends that changes something,
 //! and every WebSocket it opens, must come from this server's own pages (`Origin`).
 
 use std::sync::Arc;
@@ -37,7 +38,10 @@ pub(super) fn session_ceiling(
     request: &Request,
 ) -> Result<Option<Arc<Ceiling>>, Box<Response<Body>>> {
     let path = request.uri().path();
-    if !(path.starts_with("/ui") || path.starts_with("/v1/tasks/")) {
+    if !(path.starts_with("/ui")
+        || path.starts_with("/v1/tasks/")
+        || path.starts_with("/v1/leases"))
+    {
         return Ok(None);
     }
     let headers = request.headers();
@@ -88,6 +92,7 @@ pub(super) async fn home(
         return page(StatusCode::OK, ui_pages::sign_in(None));
     };
     let tasks = app.book.list(&ceiling.context_owner);
+    let leases = app.leases.of(&ceiling.context_owner);
     let server = ServerView {
         capacity: app.gate.capacity(),
         running: app.gate.running(),
@@ -102,7 +107,7 @@ pub(super) async fn home(
     };
     page(
         StatusCode::OK,
-        ui_pages::dashboard(&server, &tasks, crate::task_book::now_unix_ms()),
+        ui_pages::dashboard(&server, &tasks, &leases, crate::task_book::now_unix_ms()),
     )
 }
 
@@ -168,5 +173,20 @@ pub(super) async fn task_page(
     match app.book.get(&ceiling.context_owner, &id) {
         Some(task) => page(StatusCode::OK, ui_pages::live(&id, &task, signed_in)),
         None => page(StatusCode::NOT_FOUND, ui_pages::no_such_task(signed_in)),
+    }
+}
+
+/// `GET /ui/leases/{id}`: an open CDP lease's live page, for its own token.
+pub(super) async fn lease_page(
+    State(app): State<App>,
+    ceiling: axum::Extension<Arc<Ceiling>>,
+    signed_in: Option<axum::Extension<SignedIn>>,
+    Path(id): Path<String>,
+) -> Response<Body> {
+    let signed_in = signed_in.is_some();
+    if app.leases.has(&ceiling.context_owner, &id) {
+        page(StatusCode::OK, ui_pages::lease_live(&id, signed_in))
+    } else {
+        page(StatusCode::NOT_FOUND, ui_pages::no_such_lease(signed_in))
     }
 }

@@ -1,6 +1,6 @@
-//! The dashboard's pages, rendered on the server (maud): sign-in, the dashboard, a task's live
-//! page. Each is one response with its style inline and, on the live page, one script, both
-//! allowed by their hashes alone; the page may connect only to this server and submit forms only
+//! The dashboard's pages, rendered on the server (maud): sign-in, the dashboard, a task's and a
+//! CDP lease's live page. Each is one response with its style inline and, on a live page, one
+//! script, all allowed by their hashes alone; the page may connect only to this server and submit forms only
 //! to it, may not be framed, and is never cached.
 
 use std::sync::LazyLock;
@@ -11,10 +11,12 @@ use http::{HeaderValue, Response, StatusCode};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use sha2::{Digest, Sha256};
 
+use super::leases::LeaseSeen;
 use crate::task_book::{Snapshot, TaskState};
 
 const STYLE: &str = include_str!("ui/ui.css");
 const LIVE_SCRIPT: &str = include_str!("ui/live.js");
+const LEASE_SCRIPT: &str = include_str!("ui/lease.js");
 
 /// The pages' Content-Security-Policy: the inline style and script by hash; frames as `blob:`
 /// images; fetches, events and the live view's WebSocket to this server alone.
@@ -23,9 +25,10 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
         base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text.as_bytes()))
     };
     format!(
-        "default-src 'none'; style-src 'sha256-{}'; script-src 'sha256-{}'; img-src blob:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        "default-src 'none'; style-src 'sha256-{}'; script-src 'sha256-{}' 'sha256-{}'; img-src blob:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         hash(STYLE),
-        hash(LIVE_SCRIPT)
+        hash(LIVE_SCRIPT),
+        hash(LEASE_SCRIPT)
     )
 });
 
@@ -80,6 +83,8 @@ enum Extras {
     None,
     /// The live view's script.
     LiveScript,
+    /// A lease's live view's script.
+    LeaseScript,
     /// A reload every [`DASHBOARD_REFRESH_SECONDS`].
     Refresh,
 }
@@ -100,6 +105,7 @@ fn layout(title: &str, body: &Markup, extras: Extras) -> Markup {
             body {
                 (body)
                 @if extras == Extras::LiveScript { script { (PreEscaped(LIVE_SCRIPT)) } }
+                @if extras == Extras::LeaseScript { script { (PreEscaped(LEASE_SCRIPT)) } }
             }
         }
     }
@@ -131,8 +137,13 @@ pub(super) fn sign_in(problem: Option<&str>) -> Markup {
     layout("Sign in", &body, Extras::None)
 }
 
-/// The dashboard: help requests first, then the server, then the caller's tasks.
-pub(super) fn dashboard(server: &ServerView, tasks: &[(String, Snapshot)], now_ms: u64) -> Markup {
+/// The dashboard: help requests first, then the server, then the caller's tasks and leases.
+pub(super) fn dashboard(
+    server: &ServerView,
+    tasks: &[(String, Snapshot)],
+    leases: &[LeaseSeen],
+    now_ms: u64,
+) -> Markup {
     let waiting: Vec<&(String, Snapshot)> = tasks
         .iter()
         .filter(|(_, task)| task.state == TaskState::WaitingForHuman)
@@ -185,8 +196,50 @@ pub(super) fn dashboard(server: &ServerView, tasks: &[(String, Snapshot)], now_m
                 }
             }
         }
+        @if !leases.is_empty() {
+            h2 { "Your CDP leases" }
+            table #leases-open {
+                thead { tr { th { "Lease" } th { "Browser" } th { "Started" } th { "" } } }
+                tbody {
+                    @for lease in leases {
+                        tr.lease data-lease=(lease.id) {
+                            td { code { (lease.id) } }
+                            td { @if lease.warm { "warm" } @else { "started for it" } }
+                            td { (ago(now_ms, lease.started_unix_ms)) }
+                            td { a href=(lease.links.page) { "watch" } }
+                        }
+                    }
+                }
+            }
+        }
     };
     layout("Dashboard", &body, Extras::Refresh)
+}
+
+/// An open CDP lease's live page: its frames while its client drives.
+pub(super) fn lease_live(id: &str, signed_in: bool) -> Markup {
+    let body = html! {
+        (header(signed_in))
+        main #lease data-lease=(id) {
+            h2 { "CDP lease " code { (id) } }
+            p.muted { "Its CDP client drives this page; you watch. Watching changes nothing the client does." }
+            p #said role="status" {}
+            div #screen {
+                p #placeholder { "Waiting for the browser's first frame…" }
+                img #view alt="The lease's page" hidden;
+            }
+        }
+    };
+    layout("Lease", &body, Extras::LeaseScript)
+}
+
+/// A lease this session cannot see, told like one that does not exist.
+pub(super) fn no_such_lease(signed_in: bool) -> Markup {
+    let body = html! {
+        (header(signed_in))
+        p.error { "No such open lease for this token: a lease is seen only with the token that opened it, and only while it is open." }
+    };
+    layout("No such lease", &body, Extras::None)
 }
 
 /// A task's live page: its frames, its state and steps as they come, and while it asks for help,
@@ -292,8 +345,13 @@ mod tests {
     fn a_tasks_words_are_escaped() {
         let mut task = snapshot();
         task.title = "<script>alert(1)</script>".to_owned();
-        let html =
-            dashboard(&ServerView::default(), &[("task_1".to_owned(), task)], 0).into_string();
+        let html = dashboard(
+            &ServerView::default(),
+            &[("task_1".to_owned(), task)],
+            &[],
+            0,
+        )
+        .into_string();
         assert!(!html.contains("<script>alert"), "{html}");
         assert!(html.contains("&lt;script&gt;"));
     }

@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod lease_live;
 mod limits;
 mod memory;
 

@@ -1,0 +1,575 @@
+//! Watching a CDP lease's page without its client seeing the watch.
+//!
+//! A lease's browser has one DevTools pipe, and the client's messages share it. The watch adds
+//! its own: it lists the targets, attaches to the page with a session of its own (flat mode),
+//! starts a screencast there, and acknowledges each frame when the caller says so (the ack is
+//! what lets Chromium send the next, so the caller's pace bounds the rate). Everything it sends
+//! carries an id from [`SERVER_ID_BASE`] up, which the guard refuses to clients, and everything
+//! the browser says about the watch (answers to those ids, events of its session, the
+//! attach and detach events naming that session) is taken out before the client could read it.
+//! This is a state machine without I/O: it says what to send and reads what arrives.
+//!
+//! Telling the watch's messages apart costs nearly nothing for the client's: Chromium writes an
+//! answer's `id` first and a session's `sessionId` last, so an answer is read by its first bytes
+//! and an event by its last; only the rare `Target.attachedToTarget`/`detachedFromTarget` events
+//! are parsed whole.
+
+use std::collections::VecDeque;
+
+use serde_json::{Value, json};
+
+/// Command ids from here up are the server's own (Chromium reads ids as 32-bit integers).
+/// Clients count up from 1.
+pub const SERVER_ID_BASE: i64 = 2_000_000_000;
+/// The largest screencast frame kept, as base64 (a 1280×720 JPEG is about 100 KB).
+pub const MAX_FRAME_BASE64: usize = 6 * 1024 * 1024;
+/// The frame size asked for: the lease's default viewport, at most.
+const FRAME_WIDTH: u32 = 1280;
+const FRAME_HEIGHT: u32 = 720;
+/// Sessions the watch has left but whose detach event has not arrived yet.
+const RETIRED_LIMIT: usize = 8;
+/// Attach events held while the watch's own attach is under way; past this they pass on.
+const HELD_LIMIT: usize = 8;
+
+/// Where the watch is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Idle,
+    /// `Target.getTargets` is asked (its id).
+    Listing(i64),
+    /// `Target.attachToTarget` is asked: its id, the target, and whether the watch ended since
+    /// (then the session is left as soon as it is known).
+    Attaching {
+        id: i64,
+        target: String,
+        abandon: bool,
+    },
+    /// Attached, the screencast asked for.
+    Watching(String),
+}
+
+/// What the caller does with a message the watch took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchAction {
+    /// Send this to the browser now.
+    Send(String),
+    /// A frame arrived: show it, then send `ack` to the browser when the next frame is due.
+    Frame {
+        /// The JPEG, in base64 as Chromium sent it.
+        jpeg_base64: String,
+        /// The acknowledgement that lets Chromium send the next frame.
+        ack: String,
+    },
+    /// There is no page to watch (none open, or the watched one went): try again later.
+    NoPage,
+    /// Pass this on to the client after all: an attach event the watch held while its own
+    /// attach was under way, which turned out to be the client's.
+    ToClient(String),
+}
+
+/// One lease's watch.
+#[derive(Debug)]
+pub struct CdpWatch {
+    next_id: i64,
+    state: State,
+    /// Sessions left behind, until the browser says they are gone (oldest first, bounded).
+    retired: VecDeque<String>,
+    /// Attach events for the watched target that came while its attach was under way: the
+    /// watch's own is one of them, and which one is known only from the attach's answer.
+    held: Vec<String>,
+}
+
+impl Default for CdpWatch {
+    fn default() -> Self {
+        Self {
+            next_id: SERVER_ID_BASE,
+            state: State::Idle,
+            retired: VecDeque::new(),
+            held: Vec::new(),
+        }
+    }
+}
+
+impl CdpWatch {
+    /// A watch that is not watching yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether it is watching or on its way to.
+    pub fn active(&self) -> bool {
+        self.state != State::Idle
+    }
+
+    /// Start watching: the command to send, or `None` when already started.
+    pub fn begin(&mut self) -> Option<String> {
+        if let State::Attaching { abandon, .. } = &mut self.state {
+            // Ended and begun again before the attach answered: keep that attach.
+            *abandon = false;
+            return None;
+        }
+        if self.active() {
+            return None;
+        }
+        let id = self.take_id();
+        self.state = State::Listing(id);
+        Some(json!({"id": id, "method": "Target.getTargets"}).to_string())
+    }
+
+    /// Stop watching: the command to send, if there is one. An attach still under way is left
+    /// when its answer comes.
+    pub fn end(&mut self) -> Option<String> {
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Watching(session) => Some(self.detach(session)),
+            State::Attaching { id, target, .. } => {
+                self.state = State::Attaching {
+                    id,
+                    target,
+                    abandon: true,
+                };
+                None
+            }
+            State::Idle | State::Listing(_) => None,
+        }
+    }
+
+    /// Read one message from the browser: `None` when it is the client's (pass it on), or what
+    /// to do for the watch's own (never passed on).
+    pub fn read(&mut self, text: &str) -> Option<Vec<WatchAction>> {
+        if let Some(id) = leading_id(text) {
+            return (id >= SERVER_ID_BASE).then(|| self.answer(id, text));
+        }
+        if !self.active() && self.retired.is_empty() {
+            return None;
+        }
+        if let State::Attaching { target, .. } = &self.state
+            && self.held.len() < HELD_LIMIT
+            && text.starts_with("{\"method\":\"Target.attachedToTarget\"")
+            && attached_target(text).as_deref() == Some(target.as_str())
+        {
+            self.held.push(text.to_owned());
+            return Some(Vec::new());
+        }
+        if self.is_ours(session_suffix(text)?) {
+            return Some(self.event(text));
+        }
+        None
+    }
+
+    /// The session a message ends with, if any is the watch's (current or retired).
+    fn is_ours(&self, session: &str) -> bool {
+        matches!(&self.state, State::Watching(ours) if ours == session)
+            || self.retired.iter().any(|retired| retired == session)
+    }
+
+    fn take_id(&mut self) -> i64 {
+        let id = self.next_id;
+        // Past i32::MAX Chromium would not read the id: start the range again (any answer to
+        // an id that old has long arrived).
+        self.next_id = if id >= i64::from(i32::MAX) {
+            SERVER_ID_BASE
+        } else {
+            id + 1
+        };
+        id
+    }
+
+    fn detach(&mut self, session: String) -> String {
+        let id = self.take_id();
+        let command = json!({
+            "id": id,
+            "method": "Target.detachFromTarget",
+            "params": {"sessionId": session},
+        })
+        .to_string();
+        if self.retired.len() >= RETIRED_LIMIT {
+            self.retired.pop_front();
+        }
+        self.retired.push_back(session);
+        command
+    }
+
+    /// An answer to one of the watch's commands.
+    fn answer(&mut self, id: i64, text: &str) -> Vec<WatchAction> {
+        match &self.state {
+            State::Listing(asked) if *asked == id => {
+                let Some(target) = parse(text).as_ref().and_then(page_to_watch) else {
+                    self.state = State::Idle;
+                    return vec![WatchAction::NoPage];
+                };
+                let id = self.take_id();
+                let attach = json!({
+                    "id": id,
+                    "method": "Target.attachToTarget",
+                    "params": {"targetId": target, "flatten": true},
+                });
+                self.state = State::Attaching {
+                    id,
+                    target,
+                    abandon: false,
+                };
+                vec![WatchAction::Send(attach.to_string())]
+            }
+            State::Attaching {
+                id: asked, abandon, ..
+            } if *asked == id => {
+                let abandon = *abandon;
+                let session = parse(text).as_ref().and_then(answered_session);
+                let mut actions = self.release_held(session.as_deref());
+                match session {
+                    Some(session) if abandon => {
+                        self.state = State::Idle;
+                        actions.push(WatchAction::Send(self.detach(session)));
+                    }
+                    Some(session) => {
+                        let id = self.take_id();
+                        let start = json!({
+                            "id": id,
+                            "method": "Page.startScreencast",
+                            "params": {"format": "jpeg", "quality": 70, "maxWidth": FRAME_WIDTH, "maxHeight": FRAME_HEIGHT},
+                            "sessionId": session,
+                        });
+                        self.state = State::Watching(session);
+                        actions.push(WatchAction::Send(start.to_string()));
+                    }
+                    None => {
+                        self.state = State::Idle;
+                        if !abandon {
+                            actions.push(WatchAction::NoPage);
+                        }
+                    }
+                }
+                actions
+            }
+            // Answers to the screencast's start, acks and detaches: nothing to do.
+            _ => Vec::new(),
+        }
+    }
+
+    /// The held attach events back to the client, but for the one naming the watch's session.
+    fn release_held(&mut self, ours: Option<&str>) -> Vec<WatchAction> {
+        std::mem::take(&mut self.held)
+            .into_iter()
+            .filter(|held| ours.is_none() || session_suffix(held) != ours)
+            .map(WatchAction::ToClient)
+            .collect()
+    }
+
+    /// An event of the watch's session, or about it.
+    fn event(&mut self, text: &str) -> Vec<WatchAction> {
+        let Some(event) = parse(text) else {
+            return Vec::new();
+        };
+        let method = event.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = event.get("params");
+        match method {
+            "Page.screencastFrame" => {
+                let (Some(State::Watching(session)), Some(params)) = (self.watching(), params)
+                else {
+                    return Vec::new();
+                };
+                let Some(frame) = params.get("sessionId").and_then(Value::as_i64) else {
+                    return Vec::new();
+                };
+                let ack = json!({
+                    "id": self.take_id(),
+                    "method": "Page.screencastFrameAck",
+                    "params": {"sessionId": frame},
+                    "sessionId": session,
+                })
+                .to_string();
+                match params.get("data").and_then(Value::as_str) {
+                    Some(data) if data.len() <= MAX_FRAME_BASE64 => vec![WatchAction::Frame {
+                        jpeg_base64: data.to_owned(),
+                        ack,
+                    }],
+                    // Too large to keep: skip it, but let the next one come.
+                    _ => vec![WatchAction::Send(ack)],
+                }
+            }
+            "Target.detachedFromTarget" => {
+                let gone = params
+                    .and_then(|params| params.get("sessionId"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                self.retired.retain(|retired| retired != gone);
+                if matches!(&self.state, State::Watching(ours) if ours == gone) {
+                    self.state = State::Idle;
+                    return vec![WatchAction::NoPage];
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn watching(&self) -> Option<State> {
+        matches!(self.state, State::Watching(_)).then(|| self.state.clone())
+    }
+}
+
+fn parse(text: &str) -> Option<Value> {
+    serde_json::from_str(text).ok()
+}
+
+/// The session an attach's answer names.
+fn answered_session(answer: &Value) -> Option<String> {
+    Some(answer.get("result")?.get("sessionId")?.as_str()?.to_owned())
+}
+
+/// The target an attach event is about.
+fn attached_target(text: &str) -> Option<String> {
+    let event = parse(text)?;
+    Some(
+        event
+            .get("params")?
+            .get("targetInfo")?
+            .get("targetId")?
+            .as_str()?
+            .to_owned(),
+    )
+}
+
+/// An answer's id, read from its first bytes (`{"id":N,`): Chromium writes it first.
+fn leading_id(text: &str) -> Option<i64> {
+    let rest = text.strip_prefix("{\"id\":")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest.get(..digits)?.parse().ok()
+}
+
+/// The session a message is about: the `sessionId` it ends with (Chromium writes a session's
+/// id last), or for the browser's attach and detach events, the session they name.
+fn session_suffix(text: &str) -> Option<&str> {
+    if text.starts_with("{\"method\":\"Target.attachedToTarget\"")
+        || text.starts_with("{\"method\":\"Target.detachedFromTarget\"")
+    {
+        let start = text.find("\"sessionId\":\"")? + "\"sessionId\":\"".len();
+        let length = text[start..].find('"')?;
+        return Some(&text[start..start + length]);
+    }
+    let inner = text.strip_suffix("\"}")?;
+    let start = inner.rfind("\"sessionId\":\"")? + "\"sessionId\":\"".len();
+    Some(&inner[start..])
+}
+
+/// Which page to watch from a `Target.getTargets` answer: the last page the client is attached
+/// to (the one it opened last, as Chromium lists them), else the last page.
+fn page_to_watch(answer: &Value) -> Option<String> {
+    let targets = answer.get("result")?.get("targetInfos")?.as_array()?;
+    let pages: Vec<&Value> = targets
+        .iter()
+        .filter(|target| target.get("type").and_then(Value::as_str) == Some("page"))
+        .collect();
+    let attached = pages
+        .iter()
+        .rev()
+        .find(|page| page.get("attached").and_then(Value::as_bool) == Some(true));
+    let page = attached.or_else(|| pages.last())?;
+    Some(page.get("targetId")?.as_str()?.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(actions: &[WatchAction]) -> Vec<Value> {
+        actions
+            .iter()
+            .filter_map(|action| match action {
+                WatchAction::Send(text) => Some(serde_json::from_str(text).unwrap()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn id_of(text: &str) -> i64 {
+        serde_json::from_str::<Value>(text).unwrap()["id"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// A watch attached to target `T2` with session `OURS`; returns the screencast's start.
+    fn watching(watch: &mut CdpWatch) -> Value {
+        let list = watch.begin().unwrap();
+        let listed = format!(
+            r#"{{"id":{},"result":{{"targetInfos":[{{"targetId":"T1","type":"page","attached":true}},{{"targetId":"T2","type":"page","attached":true}},{{"targetId":"T3","type":"page","attached":false}},{{"targetId":"W","type":"service_worker","attached":true}}]}}}}"#,
+            id_of(&list)
+        );
+        let attach = sent(&watch.read(&listed).unwrap());
+        assert_eq!(attach[0]["method"], "Target.attachToTarget");
+        assert_eq!(
+            attach[0]["params"]["targetId"], "T2",
+            "the last attached page"
+        );
+        let event = r#"{"method":"Target.attachedToTarget","params":{"sessionId":"OURS","targetInfo":{"targetId":"T2","type":"page"},"waitingForDebugger":false}}"#;
+        assert_eq!(watch.read(event), Some(Vec::new()), "held, not passed on");
+        let answer = format!(
+            r#"{{"id":{},"result":{{"sessionId":"OURS"}}}}"#,
+            attach[0]["id"]
+        );
+        let start = sent(&watch.read(&answer).unwrap());
+        assert_eq!(start.len(), 1, "our own attach event is dropped: {start:?}");
+        start[0].clone()
+    }
+
+    #[test]
+    fn the_watch_attaches_to_the_page_and_screencasts_with_ids_of_its_own() {
+        let mut watch = CdpWatch::new();
+        let start = watching(&mut watch);
+        assert_eq!(start["method"], "Page.startScreencast");
+        assert_eq!(start["sessionId"], "OURS");
+        assert!(start["id"].as_i64().unwrap() >= SERVER_ID_BASE);
+        let frame = r#"{"method":"Page.screencastFrame","params":{"data":"/9j/AA==","metadata":{},"sessionId":7},"sessionId":"OURS"}"#;
+        let Some(actions) = watch.read(frame) else {
+            panic!("a frame of the watch went to the client")
+        };
+        let [WatchAction::Frame { jpeg_base64, ack }] = actions.as_slice() else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(jpeg_base64, "/9j/AA==");
+        let ack: Value = serde_json::from_str(ack).unwrap();
+        assert_eq!(ack["method"], "Page.screencastFrameAck");
+        assert_eq!(ack["params"]["sessionId"], 7);
+        assert_eq!(ack["sessionId"], "OURS");
+        // The answers to its own commands are its own.
+        let answer = format!(r#"{{"id":{},"result":{{}},"sessionId":"OURS"}}"#, ack["id"]);
+        assert_eq!(watch.read(&answer), Some(Vec::new()));
+    }
+
+    #[test]
+    fn the_clients_messages_pass_untouched() {
+        let mut watch = CdpWatch::new();
+        watching(&mut watch);
+        for text in [
+            r#"{"id":1,"result":{}}"#,
+            r#"{"id":1999999999,"result":{}}"#,
+            r#"{"id":3,"result":{},"sessionId":"CLIENT"}"#,
+            r#"{"method":"Page.loadEventFired","params":{"timestamp":1},"sessionId":"CLIENT"}"#,
+            r#"{"method":"Page.screencastFrame","params":{"data":"x","sessionId":1},"sessionId":"CLIENT"}"#,
+            r#"{"method":"Target.targetCreated","params":{"targetInfo":{"targetId":"T9"}}}"#,
+            r#"{"method":"Target.attachedToTarget","params":{"sessionId":"NEW","targetInfo":{"targetId":"T9"}}}"#,
+            r#"{"method":"Runtime.consoleAPICalled","params":{"args":[{"value":"\"sessionId\":\"OURS"}]},"sessionId":"CLIENT"}"#,
+        ] {
+            assert_eq!(watch.read(text), None, "{text}");
+        }
+        let idle = &mut CdpWatch::new();
+        assert_eq!(
+            idle.read(r#"{"method":"X","params":{},"sessionId":"OURS"}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn a_clients_attach_to_the_same_page_meanwhile_is_passed_on_after_the_answer() {
+        let mut watch = CdpWatch::new();
+        let list = watch.begin().unwrap();
+        let listed = format!(
+            r#"{{"id":{},"result":{{"targetInfos":[{{"targetId":"T1","type":"page","attached":false}}]}}}}"#,
+            id_of(&list)
+        );
+        let attach = sent(&watch.read(&listed).unwrap());
+        let clients = r#"{"method":"Target.attachedToTarget","params":{"sessionId":"THEIRS","targetInfo":{"targetId":"T1","type":"page"}}}"#;
+        let ours = r#"{"method":"Target.attachedToTarget","params":{"sessionId":"OURS","targetInfo":{"targetId":"T1","type":"page"}}}"#;
+        assert_eq!(watch.read(clients), Some(Vec::new()));
+        assert_eq!(watch.read(ours), Some(Vec::new()));
+        let answer = format!(
+            r#"{{"id":{},"result":{{"sessionId":"OURS"}}}}"#,
+            attach[0]["id"]
+        );
+        let actions = watch.read(&answer).unwrap();
+        assert_eq!(actions[0], WatchAction::ToClient(clients.to_owned()));
+        assert_eq!(actions.len(), 2, "{actions:?}");
+    }
+
+    #[test]
+    fn ending_detaches_and_the_detach_is_not_the_clients_to_see() {
+        let mut watch = CdpWatch::new();
+        watching(&mut watch);
+        let detach: Value = serde_json::from_str(&watch.end().unwrap()).unwrap();
+        assert_eq!(detach["method"], "Target.detachFromTarget");
+        assert_eq!(detach["params"]["sessionId"], "OURS");
+        assert!(!watch.active());
+        assert_eq!(watch.end(), None, "ended once");
+        let late_frame = r#"{"method":"Page.screencastFrame","params":{"data":"x","sessionId":2},"sessionId":"OURS"}"#;
+        assert_eq!(watch.read(late_frame), Some(Vec::new()));
+        let detached = r#"{"method":"Target.detachedFromTarget","params":{"sessionId":"OURS","targetId":"T2"}}"#;
+        assert_eq!(watch.read(detached), Some(Vec::new()));
+        assert!(watch.retired.is_empty());
+    }
+
+    #[test]
+    fn a_watched_page_that_closes_asks_for_another_look() {
+        let mut watch = CdpWatch::new();
+        watching(&mut watch);
+        let detached = r#"{"method":"Target.detachedFromTarget","params":{"sessionId":"OURS","targetId":"T2"}}"#;
+        assert_eq!(watch.read(detached), Some(vec![WatchAction::NoPage]));
+        assert!(!watch.active());
+        assert!(watch.begin().is_some(), "it can look again");
+    }
+
+    #[test]
+    fn no_page_and_a_failed_attach_say_so() {
+        let mut watch = CdpWatch::new();
+        let list = watch.begin().unwrap();
+        let none = format!(
+            r#"{{"id":{},"result":{{"targetInfos":[{{"targetId":"B","type":"browser"}}]}}}}"#,
+            id_of(&list)
+        );
+        assert_eq!(watch.read(&none), Some(vec![WatchAction::NoPage]));
+        let list = watch.begin().unwrap();
+        let one = format!(
+            r#"{{"id":{},"result":{{"targetInfos":[{{"targetId":"T","type":"page"}}]}}}}"#,
+            id_of(&list)
+        );
+        let attach = sent(&watch.read(&one).unwrap());
+        let failed = format!(
+            r#"{{"id":{},"error":{{"code":-32602,"message":"No target with given id found"}}}}"#,
+            attach[0]["id"]
+        );
+        assert_eq!(watch.read(&failed), Some(vec![WatchAction::NoPage]));
+        assert!(!watch.active());
+    }
+
+    #[test]
+    fn a_watch_ended_during_its_attach_leaves_the_session_it_gets() {
+        let mut watch = CdpWatch::new();
+        let list = watch.begin().unwrap();
+        let one = format!(
+            r#"{{"id":{},"result":{{"targetInfos":[{{"targetId":"T","type":"page"}}]}}}}"#,
+            id_of(&list)
+        );
+        let attach = sent(&watch.read(&one).unwrap());
+        assert_eq!(watch.end(), None);
+        let answer = format!(
+            r#"{{"id":{},"result":{{"sessionId":"LATE"}}}}"#,
+            attach[0]["id"]
+        );
+        let detach = sent(&watch.read(&answer).unwrap());
+        assert_eq!(detach[0]["method"], "Target.detachFromTarget");
+        assert_eq!(detach[0]["params"]["sessionId"], "LATE");
+        assert!(!watch.active());
+    }
+
+    #[test]
+    fn a_frame_too_large_to_keep_is_acknowledged_and_dropped() {
+        let mut watch = CdpWatch::new();
+        watching(&mut watch);
+        let data = "A".repeat(MAX_FRAME_BASE64 + 4);
+        let frame = format!(
+            r#"{{"method":"Page.screencastFrame","params":{{"data":"{data}","sessionId":3}},"sessionId":"OURS"}}"#
+        );
+        let actions = watch.read(&frame).unwrap();
+        assert_eq!(sent(&actions)[0]["method"], "Page.screencastFrameAck");
+        assert_eq!(actions.len(), 1);
+    }
+
+    #[test]
+    fn ids_stay_in_the_servers_range() {
+        let mut watch = CdpWatch::new();
+        watch.next_id = i64::from(i32::MAX);
+        assert_eq!(watch.take_id(), i64::from(i32::MAX));
+        assert_eq!(watch.take_id(), SERVER_ID_BASE);
+        assert_eq!(leading_id(r#"{"id":12,"result":{}}"#), Some(12));
+        assert_eq!(leading_id(r#"{"method":"x"}"#), None);
+    }
+}
