@@ -10,6 +10,7 @@ use base64::Engine;
 use serde_json::json;
 
 use super::*;
+use support::mean_colour;
 
 const OTHER_TOKEN: &str = "second-token-abcdef0123456";
 
@@ -37,19 +38,6 @@ fn coloured_lab() -> u16 {
         ])
     });
     port
-}
-
-/// The mean colour of a JPEG, as (red, green, blue).
-fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
-    let picture = image::load_from_memory(jpeg).unwrap().to_rgb8();
-    let count = u64::from(picture.width()) * u64::from(picture.height());
-    let (mut red, mut green, mut blue) = (0, 0, 0);
-    for pixel in picture.pixels() {
-        red += u64::from(pixel[0]);
-        green += u64::from(pixel[1]);
-        blue += u64::from(pixel[2]);
-    }
-    (red / count, green / count, blue / count)
 }
 
 /// A child's stdout, a line at a time.
@@ -83,6 +71,22 @@ impl Lines {
             }
         }
     }
+}
+
+/// `cdp_watched.js` on `port`'s /cdp, at `page` and ready: the client, what it says, its lease.
+fn watched_client(port: u16, page: &str) -> (Child, Lines, String) {
+    let mut client = node("cdp_watched.js")
+        .arg(format!("ws://127.0.0.1:{port}/cdp?token={TOKEN}"))
+        .arg(page)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Lines::of(&mut client);
+    let ready: Value = serde_json::from_str(&said.next()).unwrap();
+    let lease = ready["lease"].as_str().unwrap().to_owned();
+    assert!(lease.starts_with("lease_"), "{ready}");
+    (client, said, lease)
 }
 
 fn viewer(port: u16, token: &str, lease: &str) -> Child {
@@ -182,17 +186,7 @@ fn a_leases_page_is_watched_by_its_token_alone_and_its_client_never_sees_the_wat
     let (served, _dir) = serving(lab, &[]);
     let port = served.port;
 
-    let mut client = node("cdp_watched.js")
-        .arg(format!("ws://127.0.0.1:{port}/cdp?token={TOKEN}"))
-        .arg(format!("http://127.0.0.1:{lab}/"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Lines::of(&mut client);
-    let ready: Value = serde_json::from_str(&said.next()).unwrap();
-    let lease = ready["lease"].as_str().unwrap().to_owned();
-    assert!(lease.starts_with("lease_"), "{ready}");
+    let (mut client, mut said, lease) = watched_client(port, &format!("http://127.0.0.1:{lab}/"));
 
     // The token lists its lease; another token lists nothing and cannot watch it.
     let (status, listed) = get(port, TOKEN, "/v1/leases");
@@ -271,16 +265,8 @@ fn a_watched_lease_whose_client_is_silent_still_ends_at_its_idle_limit() {
     let lab = coloured_lab();
     let (served, _dir) = serving(lab, &["--cdp-idle-timeout", "5", "--cdp-timeout", "120"]);
     let port = served.port;
-    let mut client = node("cdp_watched.js")
-        .arg(format!("ws://127.0.0.1:{port}/cdp?token={TOKEN}"))
-        .arg(format!("http://127.0.0.1:{lab}/moving/"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Lines::of(&mut client);
-    let ready: Value = serde_json::from_str(&said.next()).unwrap();
-    let lease = ready["lease"].as_str().unwrap().to_owned();
+    let (mut client, mut said, lease) =
+        watched_client(port, &format!("http://127.0.0.1:{lab}/moving/"));
     // The page never rests, so the browser sends the view frame after frame; none of them is the
     // client's traffic, and the client sends nothing.
     let mut watching = viewer(port, TOKEN, &lease);

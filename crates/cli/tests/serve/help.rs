@@ -14,7 +14,8 @@ use airlock_testkit::site::{Seen, site};
 use base64::Engine;
 
 use super::followed::{Events, conforms, get, openapi, queued, until_step};
-use super::live::{mean_colour, viewer_with};
+use super::live::viewer_with;
+use super::support::mean_colour;
 use super::*;
 
 const OTHER_TOKEN: &str = "second-token-abcdef0123456";

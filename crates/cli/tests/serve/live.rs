@@ -10,6 +10,7 @@ use airlock_testkit::site::site;
 use base64::Engine;
 
 use super::followed::{Events, queued, until_step};
+use super::support::mean_colour;
 use super::*;
 
 /// Two pages of one colour each; the red one links to the blue one.
@@ -36,19 +37,6 @@ fn coloured_site() -> u16 {
         ])
     });
     port
-}
-
-/// The mean colour of a JPEG, as (red, green, blue).
-pub(super) fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
-    let picture = image::load_from_memory(jpeg).unwrap().to_rgb8();
-    let count = u64::from(picture.width()) * u64::from(picture.height());
-    let (mut red, mut green, mut blue) = (0, 0, 0);
-    for pixel in picture.pixels() {
-        red += u64::from(pixel[0]);
-        green += u64::from(pixel[1]);
-        blue += u64::from(pixel[2]);
-    }
-    (red / count, green / count, blue / count)
 }
 
 /// Where the Node clients are: `AIRLOCK_TEST_NODE_MODULES` (set by `cargo xtask integration`).

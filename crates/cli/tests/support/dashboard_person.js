@@ -11,20 +11,7 @@ const [base, token, otherToken, id, lab, shots] = process.argv.slice(2);
 const seen = {};
 const STEP = 90_000;
 
-// The mean colour of the live view's newest frame.
-const meanColour = () => {
-  const view = document.getElementById('view');
-  const canvas = document.createElement('canvas');
-  canvas.width = 64;
-  canvas.height = 36;
-  const context = canvas.getContext('2d');
-  context.drawImage(view, 0, 0, 64, 36);
-  const pixels = context.getImageData(0, 0, 64, 36).data;
-  const sum = [0, 0, 0];
-  for (let i = 0; i < pixels.length; i += 4) for (let c = 0; c < 3; c += 1) sum[c] += pixels[i + c];
-  const count = pixels.length / 4;
-  return sum.map((value) => Math.round(value / count));
-};
+const { meanColour } = require('./frame_colour.js');
 
 // Where on the screen the frame's pixel (x, y) is drawn.
 async function onScreen(page, x, y) {

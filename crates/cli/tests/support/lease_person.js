@@ -8,19 +8,7 @@ const { chromium } = require('playwright-core');
 const [base, token, id, shots] = process.argv.slice(2);
 const STEP = 90_000;
 
-const meanColour = () => {
-  const view = document.getElementById('view');
-  const canvas = document.createElement('canvas');
-  canvas.width = 64;
-  canvas.height = 36;
-  const context = canvas.getContext('2d');
-  context.drawImage(view, 0, 0, 64, 36);
-  const pixels = context.getImageData(0, 0, 64, 36).data;
-  const sum = [0, 0, 0];
-  for (let i = 0; i < pixels.length; i += 4) for (let c = 0; c < 3; c += 1) sum[c] += pixels[i + c];
-  const count = pixels.length / 4;
-  return sum.map((value) => Math.round(value / count));
-};
+const { meanColour } = require('./frame_colour.js');
 
 (async () => {
   const browser = await chromium.launch({

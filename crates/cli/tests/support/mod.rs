@@ -253,3 +253,16 @@ pub fn cookie_set_by(answer: &str) -> String {
         .unwrap_or_else(|| panic!("no cookie set: {answer}"))
         .to_owned()
 }
+
+/// The mean colour of a JPEG, as (red, green, blue).
+pub fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
+    let picture = image::load_from_memory(jpeg).unwrap().to_rgb8();
+    let count = u64::from(picture.width()) * u64::from(picture.height());
+    let (mut red, mut green, mut blue) = (0, 0, 0);
+    for pixel in picture.pixels() {
+        red += u64::from(pixel[0]);
+        green += u64::from(pixel[1]);
+        blue += u64::from(pixel[2]);
+    }
+    (red / count, green / count, blue / count)
+}
