@@ -15,6 +15,7 @@
 //!   1, 2 and 4 clients.
 //! - CDP: a Playwright client's connect to its first page.goto through `airlock cdp` (cold and
 //!   from the warm CDP pool) against Playwright launching the same Chromium on the host.
+//! - Idle memory: an idle warm browser's memory by process, and its container's cgroup account.
 //! - Context: characters and image bytes shown to a worker to find facts planted in demanding
 //!   pages, cut (the old default) against paged.
 //!
@@ -28,6 +29,7 @@ mod context;
 mod dev_shm;
 mod gate;
 mod gvisor;
+mod idle_memory;
 mod live;
 mod page_load;
 mod pool;
@@ -76,6 +78,7 @@ enum Section {
     Cdp,
     Gate,
     Live,
+    IdleMemory,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -91,16 +94,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     // Page loads are short and the noisiest, so they get more rounds.
     let load_rounds = if args.quick { 3 } else { 20 };
     let agent_browser = prepare(&root)?;
-    let mut report = String::new();
-    let _ = writeln!(
-        report,
-        "# Airlock benchmarks\n\nWritten by `cargo xtask bench`{}. Measured in one run: every section runs a \
-         warm-up round first (not recorded), then rotates which contender goes first in each round. \
-         Times in ms; ratios are the contender's median over the baseline's in the same run; failed \
-         attempts are counted in their own column, never averaged in.\n",
-        if args.quick { " --quick" } else { "" }
-    );
-    let _ = writeln!(report, "{}", machine_description());
+    let mut report = report_header(args.quick);
 
     let mut children = Children::default();
     let site_port = serve_site(&out_dir.join("site"), load_rounds, &mut children)?;
@@ -159,6 +153,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if wanted(Section::Live) {
         live::live(&root, site_port, load_rounds, &mut report);
     }
+    if wanted(Section::IdleMemory) {
+        idle_memory::idle_memory(&root, &mut report)?;
+    }
     if wanted(Section::Context) {
         context::context(&root, site_port, &mut report);
     }
@@ -188,6 +185,21 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 /// Write the benchmark's pages and serve them on loopback; the port.
+/// The report's title, how it was measured, and the machine.
+fn report_header(quick: bool) -> String {
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "# Airlock benchmarks\n\nWritten by `cargo xtask bench`{}. Measured in one run: every section runs a \
+         warm-up round first (not recorded), then rotates which contender goes first in each round. \
+         Times in ms; ratios are the contender's median over the baseline's in the same run; failed \
+         attempts are counted in their own column, never averaged in.\n",
+        if quick { " --quick" } else { "" }
+    );
+    let _ = writeln!(report, "{}", machine_description());
+    report
+}
+
 fn serve_site(site_dir: &Path, load_rounds: usize, children: &mut Children) -> anyhow::Result<u16> {
     let site_port = free_port()?;
     // Every load gets a page of its own (no cache): a warm-up round plus `load_rounds`, per mode.

@@ -115,7 +115,7 @@ pub(super) fn start_tinyproxy(conf: &Path, children: &mut Children) -> anyhow::R
 }
 
 /// Flags the image gives Chromium, so the host baseline runs the same browser settings.
-const CHROMIUM_ARGS: &str = "--no-sandbox,--disable-gpu,--disable-dev-shm-usage,--no-first-run,--disable-background-networking,--disable-component-update,--disable-sync,--disable-default-apps";
+const CHROMIUM_ARGS: &str = "--no-sandbox,--disable-gpu,--disable-dev-shm-usage,--no-first-run,--disable-background-networking,--disable-component-update,--disable-sync,--disable-default-apps,--no-startup-window";
 
 pub(super) fn agent_browser_command(binary: &Path, session: &str, proxy: Option<&str>) -> Command {
     let mut command = Command::new(binary);
