@@ -264,10 +264,10 @@ impl CdpWatch {
         let params = event.get("params");
         match method {
             "Page.screencastFrame" => {
-                let (Some(State::Watching(session)), Some(params)) = (self.watching(), params)
-                else {
+                let (State::Watching(session), Some(params)) = (&self.state, params) else {
                     return Vec::new();
                 };
+                let session = session.clone();
                 let Some(frame) = params.get("sessionId").and_then(Value::as_i64) else {
                     return Vec::new();
                 };
@@ -301,10 +301,6 @@ impl CdpWatch {
             }
             _ => Vec::new(),
         }
-    }
-
-    fn watching(&self) -> Option<State> {
-        matches!(self.state, State::Watching(_)).then(|| self.state.clone())
     }
 }
 

@@ -122,9 +122,7 @@ impl LeaseBook {
 
     /// Whether `owner` has the open lease `id`.
     pub(super) fn has(&self, owner: &str, id: &str) -> bool {
-        self.lock()
-            .get(id)
-            .is_some_and(|lease| lease.owner == owner)
+        self.source(owner, id).is_some()
     }
 
     fn source(&self, owner: &str, id: &str) -> Option<Arc<LeaseSource>> {
