@@ -312,7 +312,14 @@ mod tests {
         let step_done = CancellationToken::new();
         let script = async {
             assert_eq!(next(&mut events).await, "pause");
-            drop(Sleeper::named(&name));
+            // Through the API, so a removal that did not happen fails here, not at the thaw.
+            let force = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+                .force(true)
+                .build();
+            docker
+                .remove_container(&name, Some(force))
+                .await
+                .expect("removing the frozen container");
             step_done.cancel();
         };
         let (frozen, ()) = tokio::join!(

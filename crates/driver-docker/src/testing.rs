@@ -32,11 +32,6 @@ impl Sleeper {
             .await
             .unwrap();
         docker.start_container(name, None).await.unwrap();
-        Self::named(name)
-    }
-
-    /// The one named `name`, to remove it early.
-    pub(crate) fn named(name: &str) -> Self {
         Self {
             name: name.to_owned(),
         }
