@@ -16,6 +16,7 @@ mod output;
 mod privsep;
 mod proxy_cmd;
 mod record_page;
+mod replica;
 mod scope_request;
 mod secret_flags;
 mod serve_cmd;

@@ -376,16 +376,18 @@ fn title_of(task: &str) -> String {
     }
 }
 
-/// `prefix_` and 128 random bits, from the OS: an id nobody can guess or count up to.
+/// `prefix_`, this replica's tag (`crate::replica`, so a balancer can route by the id) and 96
+/// random bits from the OS: an id nobody can guess or count up to.
 pub(crate) fn new_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(&crate::replica::tag());
     // A failing OS random source would make every id the same; a time-and-counter fallback
     // keeps them distinct, and the owner check still keeps them private.
-    if getrandom::fill(&mut bytes).is_err() {
+    if getrandom::fill(&mut bytes[4..]).is_err() {
         static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let count = FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        bytes[..8].copy_from_slice(&now_unix_ms().to_le_bytes());
-        bytes[8..].copy_from_slice(&count.to_le_bytes());
+        bytes[4..12].copy_from_slice(&now_unix_ms().to_le_bytes());
+        bytes[12..].copy_from_slice(&count.to_le_bytes()[..4]);
     }
     format!("{prefix}_{}", hex::encode(bytes))
 }
@@ -401,6 +403,18 @@ pub(crate) fn now_unix_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_id_begins_with_the_replicas_tag() {
+        let tag = crate::replica::tag_hex();
+        assert_eq!(tag.len(), 8);
+        for prefix in ["task", "lease"] {
+            let id = new_id(prefix);
+            assert_eq!(id.len(), prefix.len() + 1 + 32, "{id}");
+            assert!(id.starts_with(&format!("{prefix}_{tag}")), "{id}");
+        }
+        assert_ne!(new_id("task"), new_id("task"), "the rest is random");
+    }
 
     fn finished(book: &TaskBook, owner: &str, bytes: usize) -> String {
         let id = book.open(owner, "a task", CancellationToken::new());

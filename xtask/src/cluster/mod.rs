@@ -25,6 +25,7 @@ use anyhow::{Context, bail};
 
 use crate::util::{free_port, output, run_loud, succeeds, workspace_root};
 
+mod followed;
 mod manifests;
 mod proofs;
 
@@ -179,6 +180,7 @@ pub fn run() -> anyhow::Result<()> {
         ca,
     };
     spread(&client)?;
+    followed::followed(&client)?;
     refused(&client)?;
     cleartext_refused(&client)?;
     gated()?;

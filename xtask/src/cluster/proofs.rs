@@ -35,7 +35,7 @@ impl Client {
     }
 
     /// curl, trusting the balancer's certificate.
-    fn curl(&self) -> Command {
+    pub(super) fn curl(&self) -> Command {
         let mut curl = Command::new("curl");
         curl.arg("--cacert").arg(&self.ca);
         curl

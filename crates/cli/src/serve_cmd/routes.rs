@@ -133,12 +133,24 @@ fn common_routes() -> Router<App> {
 fn guarded(routes: Router<App>, app: App) -> Router {
     routes
         .layer(middleware::from_fn_with_state(app.clone(), checks))
+        // Every answer, refusals included, names the replica that gave it.
+        .layer(middleware::map_response(name_the_replica))
         // Every body (a task's, an MCP message's) must arrive within the time limit: a client
         // that trickles one holds a connection no longer than that.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_TIMEOUT,
         ))
         .with_state(app)
+}
+
+/// `Airlock-Replica` on an answer: which replica holds the tasks and leases whose ids begin
+/// with it (a balancer keeps the pair and routes by the id).
+async fn name_the_replica(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(
+        crate::replica::HEADER,
+        http::HeaderValue::from_static(crate::replica::tag_hex()),
+    );
+    response
 }
 
 /// Host, Origin and token checks, and the MCP session cap, before any handler.
