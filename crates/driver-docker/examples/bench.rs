@@ -24,6 +24,12 @@ use airlock_policy::{EgressPolicy, Profile};
 use airlock_worker::{BrowserDriver, CancellationToken, TaskContext, TaskLimits};
 use serde_json::json;
 
+#[path = "bench/cgroup.rs"]
+mod cgroup;
+#[path = "bench/concurrency.rs"]
+mod concurrency;
+use concurrency::{concurrency_level, container_memory_mib};
+
 fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
@@ -107,100 +113,6 @@ async fn startup_round(driver: &DockerDriver, url: &str) -> serde_json::Value {
         "warm_ms": millis(warm),
         "dispose_ms": millis(dispose_began.elapsed()),
     })
-}
-
-/// The memory of every running task container, in MiB, from `docker stats`.
-fn container_memory_mib() -> Vec<f64> {
-    let ids = std::process::Command::new("docker")
-        .args(["ps", "-q", "--filter", "label=airlock.task"])
-        .output()
-        .map(|out| {
-            String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    if ids.is_empty() {
-        return Vec::new();
-    }
-    let out = std::process::Command::new("docker")
-        .args(["stats", "--no-stream", "--format", "{{.MemUsage}}"])
-        .args(&ids)
-        .output();
-    let Ok(out) = out else { return Vec::new() };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let used = line.split('/').next()?.trim();
-            let (number, unit) = used.split_at(used.find(|c: char| c.is_ascii_alphabetic())?);
-            let value: f64 = number.trim().parse().ok()?;
-            Some(match unit {
-                "GiB" => value * 1024.0,
-                "KiB" | "kB" => value / 1024.0,
-                _ => value,
-            })
-        })
-        .collect()
-}
-
-async fn concurrency_level(
-    driver: Arc<DockerDriver>,
-    url: &str,
-    tasks: usize,
-) -> serde_json::Value {
-    let mut handles = Vec::new();
-    let (snapshotted, mut all_up) = tokio::sync::mpsc::channel::<()>(tasks);
-    let release = CancellationToken::new();
-    for _ in 0..tasks {
-        let driver = Arc::clone(&driver);
-        let url = url.to_owned();
-        let snapshotted = snapshotted.clone();
-        let release = release.clone();
-        handles.push(tokio::spawn(async move {
-            let began = Instant::now();
-            let session = driver
-                .start(TaskContext::new(
-                    CancellationToken::new(),
-                    TaskLimits::default(),
-                ))
-                .await;
-            if let Ok(session) = session {
-                let opened = session.tools[0]
-                    .execute(json!({"args": ["open", url]}))
-                    .await;
-                let shot = session.tools[0]
-                    .execute(json!({"args": ["snapshot"]}))
-                    .await;
-                let ok = matches!((&opened, &shot), (Ok(o), Ok(s)) if !o.is_error && !s.is_error);
-                let took = began.elapsed();
-                let _ = snapshotted.send(()).await;
-                // Hold the session until every task is up, so memory is measured together.
-                release.cancelled().await;
-                session.dispose.dispose().await;
-                (ok, took)
-            } else {
-                let _ = snapshotted.send(()).await;
-                (false, began.elapsed())
-            }
-        }));
-    }
-    drop(snapshotted);
-    for _ in 0..tasks {
-        all_up.recv().await;
-    }
-    let memory = container_memory_mib();
-    release.cancel();
-    let mut times = Vec::new();
-    let mut failures = 0;
-    for handle in handles {
-        let (ok, took) = handle.await.unwrap();
-        if !ok {
-            failures += 1;
-        }
-        times.push(millis(took));
-    }
-    json!({"tasks": tasks, "failures": failures, "times_ms": times, "memory_mib": memory})
 }
 
 /// Wait (bounded) until the pool has `count` browsers ready.
@@ -536,6 +448,7 @@ async fn main() {
             let session = new_session(&driver).await;
             let script = "(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()";
             let mut loads = Vec::new();
+            let cpu_before = cgroup::task_container_cpu_ms();
             // `{n}` in the URL names a fresh page for every load, so nothing comes from cache.
             for n in 0..count {
                 call(
@@ -552,8 +465,15 @@ async fn main() {
                 }
                 loads.push(load_ms);
             }
+            // The container's CPU for all the loads (and their evals), user and system.
+            let cpu = cgroup::task_container_cpu_ms()
+                .zip(cpu_before)
+                .map(|(after, before)| [after[0] - before[0], after[1] - before[1]]);
             session.dispose.dispose().await;
-            println!("{}", json!({ "loads_ms": loads }));
+            println!(
+                "{}",
+                json!({ "loads_ms": loads, "cpu_user_system_ms": cpu })
+            );
         }
         "concurrency" => {
             let mut tasks = 1;

@@ -88,35 +88,63 @@ async fn run(quick: bool) {
     proxy.stop().await;
 }
 
-/// CONNECT throughput, each contender in turn.
+/// CONNECT throughput, each contender in turn, with the CPU this process spent on it (client,
+/// server and, but for tinyproxy, the proxy), split into user and kernel time: what the proxy adds
+/// over a direct copy, and where.
 async fn bulk_table(targets: &[(&str, Target)], rounds: usize) {
     let mut times: Vec<Samples> = vec![Samples::default(); targets.len()];
+    let mut cpu = vec![[0_u64; 2]; targets.len()];
     for round in 0..total_rounds(rounds) {
         for index in rotation(round, targets.len()) {
+            let before = own_cpu_ticks();
             let took = bulk_run(&targets[index].1).await;
             if !is_warmup(round) {
                 times[index].record(took.map(|t| t.as_secs_f64()));
+                let after = own_cpu_ticks();
+                for kind in 0..2 {
+                    cpu[index][kind] += after[kind].saturating_sub(before[kind]);
+                }
             }
         }
     }
     println!(
-        "| CONNECT bulk ({} MiB) | MiB/s (median) | failed | ratio (time / direct) |",
+        "| CONNECT bulk ({} MiB) | MiB/s (median) | failed | ratio (time / direct) | this process's CPU per transfer, ms: user / kernel |",
         BULK_BYTES >> 20
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     let direct_time = times[0].summary().map(|s| s.median);
     for (index, (name, _)) in targets.iter().enumerate() {
         let failed = times[index].failed();
+        // Ticks are 10 ms; summed over the rounds, then per transfer.
+        let per = |ticks: u64| ticks as f64 * 10.0 / rounds as f64;
+        let cpu = if name.starts_with("tinyproxy") {
+            "– (another process)".to_owned()
+        } else {
+            format!("{:.0} / {:.0}", per(cpu[index][0]), per(cpu[index][1]))
+        };
         match (times[index].summary(), direct_time) {
             (Some(time), Some(direct)) => println!(
-                "| {name} | {:.0} | {failed} | {:.2}x |",
+                "| {name} | {:.0} | {failed} | {:.2}x | {cpu} |",
                 mib_per_s(time.median),
                 time.median / direct
             ),
-            _ => println!("| {name} | – | {failed} | n/a: no successful run |"),
+            _ => println!("| {name} | – | {failed} | n/a: no successful run | {cpu} |"),
         }
     }
     println!();
+}
+
+/// This process's CPU so far in clock ticks (100 a second): user, kernel.
+fn own_cpu_ticks() -> [u64; 2] {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name start at the state (field 3); utime and stime are 14 and 15.
+    let mut fields = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .skip(11)
+        .map(|field| field.parse::<u64>().unwrap_or(0));
+    [fields.next().unwrap_or(0), fields.next().unwrap_or(0)]
 }
 
 /// Small-request rate and p99 at 1, 16 and 256 clients, each contender in turn.

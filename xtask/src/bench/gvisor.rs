@@ -47,6 +47,11 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
     let mut cold = [Samples::default(), Samples::default()];
     let mut snapshot = [Samples::default(), Samples::default()];
     let mut page = [Samples::default(), Samples::default()];
+    // Each runtime's container CPU per page load: user, system.
+    let mut cpu = [
+        [Samples::default(), Samples::default()],
+        [Samples::default(), Samples::default()],
+    ];
     for round in 0..total_rounds(rounds) {
         for index in rotation(round, RUNTIMES.len()) {
             let runtime = RUNTIMES[index];
@@ -60,6 +65,7 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
             cold[index].record(field("cold_ms"));
             snapshot[index].record(field("first_snapshot_ms"));
             record_loads(&mut page[index], &loaded);
+            record_cpu(&mut cpu[index], &loaded, loads);
         }
     }
     let _ = writeln!(
@@ -98,5 +104,53 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
         &page[1],
         Some(&page[0]),
     );
+    write_cpu(report, &cpu);
+    super::gvisor_cause::gvisor_cause(report);
+}
+
+/// A run's container CPU over its loads, per load; a run without it counts as failed.
+#[allow(clippy::cast_precision_loss)] // a handful of loads
+fn record_cpu(cpu: &mut [Samples; 2], loaded: &[serde_json::Value], loads: usize) {
+    let split = loaded
+        .first()
+        .and_then(|v| v["cpu_user_system_ms"].as_array())
+        .map(|pair| {
+            pair.iter()
+                .filter_map(serde_json::Value::as_f64)
+                .collect::<Vec<_>>()
+        });
+    for (kind, samples) in cpu.iter_mut().enumerate() {
+        samples.record(
+            split
+                .as_ref()
+                .and_then(|pair| pair.get(kind))
+                .map(|ms| ms / loads.max(1) as f64),
+        );
+    }
+}
+
+fn write_cpu(report: &mut String, cpu: &[[Samples; 2]; 2]) {
+    let _ = writeln!(
+        report,
+        "\nThe container's CPU per page load, with the commands that open the page and read its load \
+         time (its cgroup: under runsc, the Sentry and the processes it traces), median ms: in the \
+         processes' own code (user) and in the host's kernel (system).\n\n\
+         | runtime | user | system | all |\n|---|---|---|---|"
+    );
+    for (index, runtime) in RUNTIMES.iter().enumerate() {
+        let median = |kind: usize| cpu[index][kind].summary().map(|s| s.median);
+        match (median(0), median(1)) {
+            (Some(user), Some(system)) => {
+                let _ = writeln!(
+                    report,
+                    "| {runtime} | {user:.0} | {system:.0} | {:.0} |",
+                    user + system
+                );
+            }
+            _ => {
+                let _ = writeln!(report, "| {runtime} | – | – | – |");
+            }
+        }
+    }
     let _ = writeln!(report);
 }

@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
+use super::container::{cgroup_dir, processes_in, role_of, task_container_pids};
 use super::processes::{Children, free_port, wait_for_port};
 
 /// How long the warm browser idles before it is measured (its start-up work done).
@@ -89,25 +90,15 @@ fn warm_sessions(port: u16) -> u64 {
 type Measured = (BTreeMap<String, (usize, Pss)>, Vec<(String, u64)>);
 
 fn measure() -> anyhow::Result<Measured> {
-    let ids = crate::util::output(Command::new("docker").args([
-        "ps",
-        "-q",
-        "--filter",
-        "label=airlock.task",
-    ]))?;
-    let ids: Vec<&str> = ids.split_whitespace().collect();
-    let [id] = ids.as_slice() else {
-        bail!("expected the one warm container, found {}", ids.len());
+    let pids = task_container_pids()?;
+    let [pid] = pids.as_slice() else {
+        bail!("expected the one warm container, found {}", pids.len());
     };
-    let pid =
-        crate::util::output(Command::new("docker").args(["inspect", "-f", "{{.State.Pid}}", id]))?;
-    let cgroup = memory_cgroup(pid.trim())?;
-    let procs = fs::read_to_string(cgroup.join("cgroup.procs"))
-        .with_context(|| format!("reading {}", cgroup.display()))?;
+    let cgroup = cgroup_dir(pid, "memory")?;
     let mut roles: BTreeMap<String, (usize, Pss)> = BTreeMap::new();
-    for pid in procs.split_whitespace() {
-        let Some(pss) = pss_of(pid) else { continue };
-        let entry = roles.entry(role_of(pid)).or_default();
+    for pid in processes_in(&cgroup) {
+        let Some(pss) = pss_of(&pid) else { continue };
+        let entry = roles.entry(role_of(&pid)).or_default();
         entry.0 += 1;
         entry.1 += pss;
     }
@@ -145,26 +136,6 @@ fn measure() -> anyhow::Result<Measured> {
     Ok((roles, account))
 }
 
-/// The memory cgroup's directory of a process (cgroup v2, or v1's memory hierarchy).
-fn memory_cgroup(pid: &str) -> anyhow::Result<PathBuf> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let path = path.trim_start_matches('/');
-        if controllers.split(',').any(|c| c == "memory") {
-            return Ok(Path::new("/sys/fs/cgroup/memory").join(path));
-        }
-        if controllers.is_empty() && Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-            return Ok(Path::new("/sys/fs/cgroup").join(path));
-        }
-    }
-    bail!("no memory cgroup for process {pid}")
-}
-
 fn pss_of(pid: &str) -> Option<Pss> {
     let text = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
     let field = |name: &str| {
@@ -179,45 +150,6 @@ fn pss_of(pid: &str) -> Option<Pss> {
         file: field("Pss_File:"),
         shmem: field("Pss_Shmem:"),
     })
-}
-
-/// What a process is, from its command line. Chromium's children rewrite theirs into one
-/// space-separated title, so it is read as words.
-fn role_of(pid: &str) -> String {
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let words: Vec<String> = String::from_utf8_lossy(&raw)
-        .split(['\0', ' '])
-        .filter(|word| !word.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let program = words
-        .first()
-        .and_then(|first| first.rsplit('/').next())
-        .unwrap_or("?")
-        .to_owned();
-    let flag = |name: &str| {
-        words
-            .iter()
-            .find_map(|word| word.strip_prefix(name))
-            .map(str::to_owned)
-    };
-    if program == "chrome_crashpad_handler" {
-        return "chromium: crash handler".to_owned();
-    }
-    if !(program.starts_with("chrom") || program.starts_with("agent-browser-chrome")) {
-        return program;
-    }
-    match flag("--type=").as_deref() {
-        None => "chromium: browser".to_owned(),
-        Some("utility") => format!(
-            "chromium: utility ({})",
-            flag("--utility-sub-type=").unwrap_or_default()
-        ),
-        Some("zygote") if words.iter().any(|word| word == "--no-zygote-sandbox") => {
-            "chromium: zygote (unsandboxed, for the GPU process)".to_owned()
-        }
-        Some(kind) => format!("chromium: {kind}"),
-    }
 }
 
 /// KiB to MiB (a memory size fits an `f64` exactly).

@@ -25,10 +25,12 @@
 
 mod cdp;
 mod concurrency;
+mod container;
 mod context;
 mod dev_shm;
 mod gate;
 mod gvisor;
+mod gvisor_cause;
 mod idle_memory;
 mod live;
 mod page_load;

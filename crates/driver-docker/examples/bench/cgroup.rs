@@ -1,0 +1,52 @@
+//! The CPU time of the one task container running, from its cgroup (readable by any user): what
+//! the container's processes spent in their own code (user) and in the host's kernel (system).
+//! Under gVisor that is the Sentry and the processes it traces, so the split shows where the
+//! runtime's cost lands.
+
+/// User and system CPU ms of the one task container running now; `None` unless exactly one runs.
+pub fn task_container_cpu_ms() -> Option<[f64; 2]> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-q", "--no-trunc", "--filter", "label=airlock.task"])
+        .output()
+        .ok()?;
+    let ids = String::from_utf8_lossy(&out.stdout);
+    let mut ids = ids.split_whitespace();
+    let (Some(id), None) = (ids.next(), ids.next()) else {
+        return None;
+    };
+    let pid = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", id])
+        .output()
+        .ok()?;
+    let pid = String::from_utf8_lossy(&pid.stdout).trim().to_owned();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let path = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "cpuacct") {
+            // cgroup v1: USER_HZ ticks (100 a second).
+            let stat = std::fs::read_to_string(format!(
+                "/sys/fs/cgroup/{controllers}/{path}/cpuacct.stat"
+            ))
+            .ok()?;
+            return Some([field(&stat, "user")? * 10.0, field(&stat, "system")? * 10.0]);
+        }
+        if controllers.is_empty() {
+            let stat = std::fs::read_to_string(format!("/sys/fs/cgroup/{path}/cpu.stat")).ok()?;
+            return Some([
+                field(&stat, "user_usec")? / 1e3,
+                field(&stat, "system_usec")? / 1e3,
+            ]);
+        }
+    }
+    None
+}
+
+fn field(stat: &str, name: &str) -> Option<f64> {
+    stat.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}

@@ -1,0 +1,107 @@
+//! A sealed browser's container seen from the host, as root: which cgroup holds it, and what each
+//! of its processes is.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+
+/// The directory of `pid`'s cgroup for `controller` (`memory`, `cpuacct`): cgroup v1's hierarchy
+/// that holds the controller (mounted under the controllers' joined names, as `cpu,cpuacct`), or
+/// the one cgroup v2 tree.
+pub(super) fn cgroup_dir(pid: &str, controller: &str) -> anyhow::Result<PathBuf> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == controller) {
+            return Ok(Path::new("/sys/fs/cgroup").join(controllers).join(path));
+        }
+        if controllers.is_empty() && Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            return Ok(Path::new("/sys/fs/cgroup").join(path));
+        }
+    }
+    bail!("no {controller} cgroup for process {pid}")
+}
+
+/// The task containers running now: each one's main process id.
+pub(super) fn task_container_pids() -> anyhow::Result<Vec<String>> {
+    let ids = crate::util::output(std::process::Command::new("docker").args([
+        "ps",
+        "-q",
+        "--filter",
+        "label=airlock.task",
+    ]))?;
+    ids.split_whitespace()
+        .map(|id| {
+            let pid = crate::util::output(std::process::Command::new("docker").args([
+                "inspect",
+                "-f",
+                "{{.State.Pid}}",
+                id,
+            ]))?;
+            Ok(pid.trim().to_owned())
+        })
+        .collect()
+}
+
+/// The processes in the cgroup `dir`.
+pub(super) fn processes_in(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What a process is, from its command line. Chromium's children rewrite theirs into one
+/// space-separated title, so it is read as words.
+pub(super) fn role_of(pid: &str) -> String {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let words: Vec<String> = String::from_utf8_lossy(&raw)
+        .split(['\0', ' '])
+        .filter(|word| !word.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let program = words
+        .first()
+        .and_then(|first| first.rsplit('/').next())
+        .unwrap_or("?")
+        .to_owned();
+    let flag = |name: &str| {
+        words
+            .iter()
+            .find_map(|word| word.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    if program == "chrome_crashpad_handler" {
+        return "chromium: crash handler".to_owned();
+    }
+    if !(program.starts_with("chrom") || program.starts_with("agent-browser-chrome")) {
+        return program;
+    }
+    match flag("--type=").as_deref() {
+        None => "chromium: browser".to_owned(),
+        Some("utility") => format!(
+            "chromium: utility ({})",
+            flag("--utility-sub-type=").unwrap_or_default()
+        ),
+        Some("zygote") if words.iter().any(|word| word == "--no-zygote-sandbox") => {
+            "chromium: zygote (unsandboxed, for the GPU process)".to_owned()
+        }
+        Some(kind) => format!("chromium: {kind}"),
+    }
+}
+
+/// A process's CPU time (user and system) so far, in clock ticks (100 a second on Linux).
+pub(super) fn cpu_ticks(pid: &str) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses) start at the state.
+    let (_, after_name) = stat.rsplit_once(')')?;
+    let mut fields = after_name.split_whitespace().skip(11);
+    Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
+}
