@@ -96,11 +96,11 @@ async fn bulk_table(targets: &[(&str, Target)], rounds: usize) {
     let mut cpu = vec![[0_u64; 2]; targets.len()];
     for round in 0..total_rounds(rounds) {
         for index in rotation(round, targets.len()) {
-            let before = own_cpu_ticks();
+            let before = airlock_testkit::host::cpu_ticks("self").unwrap_or_default();
             let took = bulk_run(&targets[index].1).await;
             if !is_warmup(round) {
                 times[index].record(took.map(|t| t.as_secs_f64()));
-                let after = own_cpu_ticks();
+                let after = airlock_testkit::host::cpu_ticks("self").unwrap_or_default();
                 for kind in 0..2 {
                     cpu[index][kind] += after[kind].saturating_sub(before[kind]);
                 }
@@ -132,19 +132,6 @@ async fn bulk_table(targets: &[(&str, Target)], rounds: usize) {
         }
     }
     println!();
-}
-
-/// This process's CPU so far in clock ticks (100 a second): user, kernel.
-fn own_cpu_ticks() -> [u64; 2] {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name start at the state (field 3); utime and stime are 14 and 15.
-    let mut fields = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .skip(11)
-        .map(|field| field.parse::<u64>().unwrap_or(0));
-    [fields.next().unwrap_or(0), fields.next().unwrap_or(0)]
 }
 
 /// Small-request rate and p99 at 1, 16 and 256 clients, each contender in turn.

@@ -8,6 +8,7 @@
 //! - [`files`]: a lab site with a PDF, a CSV and a large file to download.
 //! - [`dns`]: a lab DNS responder on loopback for names that must not need the public DNS.
 //! - [`http`]: reading a response head, and bounding a wait.
+//! - [`host`]: a process's CPU time and cgroup, as the host's `/proc` tells them (benchmarks).
 //! - [`stats`]: the one way every benchmark summarizes, rotates and warms up (also used by xtask).
 //!
 //! Everything here is real (sockets, servers, the `docker` CLI); nothing stands in for Airlock.
@@ -38,6 +39,7 @@
 pub mod dns;
 pub mod docker;
 pub mod files;
+pub mod host;
 pub mod http;
 pub mod login;
 pub mod site;

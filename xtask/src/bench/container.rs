@@ -4,28 +4,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
+use anyhow::Context as _;
 
-/// The directory of `pid`'s cgroup for `controller` (`memory`, `cpuacct`): cgroup v1's hierarchy
-/// that holds the controller (mounted under the controllers' joined names, as `cpu,cpuacct`), or
-/// the one cgroup v2 tree.
+/// The directory of `pid`'s cgroup for `controller` (`memory`, `cpuacct`).
 pub(super) fn cgroup_dir(pid: &str, controller: &str) -> anyhow::Result<PathBuf> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let path = path.trim_start_matches('/');
-        if controllers.split(',').any(|c| c == controller) {
-            return Ok(Path::new("/sys/fs/cgroup").join(controllers).join(path));
-        }
-        if controllers.is_empty() && Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-            return Ok(Path::new("/sys/fs/cgroup").join(path));
-        }
-    }
-    bail!("no {controller} cgroup for process {pid}")
+    airlock_testkit::host::cgroup_dir(pid, controller)
+        .with_context(|| format!("no {controller} cgroup for process {pid}"))
 }
 
 /// The task containers running now: each one's main process id.
@@ -99,9 +83,5 @@ pub(super) fn role_of(pid: &str) -> String {
 
 /// A process's CPU time (user and system) so far, in clock ticks (100 a second on Linux).
 pub(super) fn cpu_ticks(pid: &str) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces and parentheses) start at the state.
-    let (_, after_name) = stat.rsplit_once(')')?;
-    let mut fields = after_name.split_whitespace().skip(11);
-    Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
+    airlock_testkit::host::cpu_ticks(pid).map(|[user, system]| user + system)
 }

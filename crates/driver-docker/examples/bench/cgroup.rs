@@ -19,30 +19,16 @@ pub fn task_container_cpu_ms() -> Option<[f64; 2]> {
         .output()
         .ok()?;
     let pid = String::from_utf8_lossy(&pid.stdout).trim().to_owned();
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        let path = path.trim_start_matches('/');
-        if controllers.split(',').any(|c| c == "cpuacct") {
-            // cgroup v1: USER_HZ ticks (100 a second).
-            let stat = std::fs::read_to_string(format!(
-                "/sys/fs/cgroup/{controllers}/{path}/cpuacct.stat"
-            ))
-            .ok()?;
-            return Some([field(&stat, "user")? * 10.0, field(&stat, "system")? * 10.0]);
-        }
-        if controllers.is_empty() {
-            let stat = std::fs::read_to_string(format!("/sys/fs/cgroup/{path}/cpu.stat")).ok()?;
-            return Some([
-                field(&stat, "user_usec")? / 1e3,
-                field(&stat, "system_usec")? / 1e3,
-            ]);
-        }
+    let dir = airlock_testkit::host::cgroup_dir(&pid, "cpuacct")?;
+    if let Ok(stat) = std::fs::read_to_string(dir.join("cpuacct.stat")) {
+        // cgroup v1: USER_HZ ticks (100 a second).
+        return Some([field(&stat, "user")? * 10.0, field(&stat, "system")? * 10.0]);
     }
-    None
+    let stat = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
+    Some([
+        field(&stat, "user_usec")? / 1e3,
+        field(&stat, "system_usec")? / 1e3,
+    ])
 }
 
 fn field(stat: &str, name: &str) -> Option<f64> {
