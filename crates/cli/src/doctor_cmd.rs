@@ -141,7 +141,8 @@ async fn docker_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, S
                     let what = match error.downcast_ref::<DockerError>() {
                         Some(DockerError::NoUserNamespaces { .. }) => "browser sandbox",
                         Some(
-                            DockerError::RuntimeMissing { .. } | DockerError::RunscCannotReachProxy,
+                            DockerError::RuntimeMissing { .. }
+                            | DockerError::RunscCannotReachProxy { .. },
                         ) => "runtimes",
                         Some(DockerError::ImageMissing { .. }) => "image",
                         _ => "driver",

@@ -67,11 +67,14 @@ pub enum DockerError {
         /// The ones the daemon offers.
         offered: String,
     },
-    /// runsc is registered without access to host Unix sockets.
+    /// A gVisor runtime (runsc, under any name) is registered without access to host Unix sockets.
     #[error(
-        "the runtime `runsc` is registered without --host-uds=open, so the container cannot reach the egress proxy's socket: add \"--host-uds=open\" to its runtimeArgs in /etc/docker/daemon.json and reload dockerd (kill -HUP)"
+        "the runtime `{runtime}` is gVisor's runsc, registered without --host-uds=open, so the container cannot reach the egress proxy's socket: add \"--host-uds=open\" to its runtimeArgs in /etc/docker/daemon.json and reload dockerd (kill -HUP)"
     )]
-    RunscCannotReachProxy,
+    RunscCannotReachProxy {
+        /// The runtime's name in the daemon.
+        runtime: String,
+    },
     /// The browser image is not in the daemon.
     #[error(
         "the image {image} is missing: build it with `{BUILD_COMMAND}` from an Airlock checkout"

@@ -375,26 +375,33 @@ impl DockerDriver {
     /// The configured runtime is offered by the daemon, and gVisor may reach the proxy's socket.
     async fn check_runtime(&self) -> Result<(), DriverError> {
         let runtime = &self.config.runtime;
-        let runtimes = self.runtimes().await?;
-        let Some((_, args)) = runtimes.iter().find(|(name, _)| name == runtime) else {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(DockerError::NotAnswering)?;
+        let runtimes = info.runtimes.unwrap_or_default();
+        let Some(registered) = runtimes.get(runtime) else {
+            let mut offered: Vec<&str> = runtimes.keys().map(String::as_str).collect();
+            offered.sort_unstable();
             return Err(DockerError::RuntimeMissing {
                 runtime: runtime.clone(),
-                offered: runtimes
-                    .iter()
-                    .map(|(name, _)| name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                offered: offered.join(", "),
             }
             .into());
         };
         // runsc keeps host Unix sockets out of the sandbox unless told otherwise; the copying
-        // relay must connect to proxy.sock.
-        if runtime == "runsc"
+        // relay must connect to proxy.sock. Known by its program, whatever name it has here.
+        let args = registered.runtime_args.as_deref().unwrap_or_default();
+        if spec::is_gvisor(runtime, registered.path.as_deref())
             && !args
                 .iter()
                 .any(|arg| matches!(arg.as_str(), "--host-uds=open" | "--host-uds=all"))
         {
-            return Err(DockerError::RunscCannotReachProxy.into());
+            return Err(DockerError::RunscCannotReachProxy {
+                runtime: runtime.clone(),
+            }
+            .into());
         }
         Ok(())
     }

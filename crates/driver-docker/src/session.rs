@@ -382,11 +382,12 @@ impl Maker {
     }
 
     /// The container's CPU weight against other containers (Docker's default is 1024).
-    /// Whether the runtime lets Docker change a running container's CPU weight. gVisor's runsc
-    /// (the release Debian ships) has no `update` command, so under it a refill keeps the full
-    /// weight (the freeze during Chromium's launch still applies).
+    /// Whether the runtime lets Docker change a running container's CPU weight: runtimes on the
+    /// host's kernel do. gVisor's runsc (the release Debian ships) has no `update` command, and it
+    /// may be registered under any name, so under anything else a refill keeps the full weight
+    /// (the freeze during Chromium's launch still applies).
     fn can_reweigh(&self) -> bool {
-        self.config.runtime != "runsc"
+        crate::spec::on_host_kernel(&self.config.runtime)
     }
 
     pub(crate) async fn set_cpu_weight(

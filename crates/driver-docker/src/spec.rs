@@ -90,7 +90,7 @@ const HANDOFF_RUNTIMES: &[&str] = &["runc", "crun", "youki"];
 /// initializing first thread: resource temporarily unavailable"), which takes the browser down
 /// in the middle of a page.
 fn host_pids_limit(pids: u32, runtime: &str) -> i64 {
-    if HANDOFF_RUNTIMES.contains(&runtime) {
+    if on_host_kernel(runtime) {
         i64::from(pids)
     } else {
         i64::from(pids) * USER_SPACE_KERNEL_PIDS_FACTOR
@@ -101,9 +101,25 @@ fn host_pids_limit(pids: u32, runtime: &str) -> i64 {
 /// [`host_pids_limit`].
 const USER_SPACE_KERNEL_PIDS_FACTOR: i64 = 8;
 
+/// Whether `runtime` runs containers on the host's kernel (runc and its kin), where the relay
+/// hands sockets over and Docker can change a running container's CPU weight. Anything else
+/// (gVisor under any name, a VM) is treated as a kernel of its own.
+pub(crate) fn on_host_kernel(runtime: &str) -> bool {
+    HANDOFF_RUNTIMES.contains(&runtime)
+}
+
+/// Whether the daemon's runtime `name`, whose program is `path`, is gVisor's runsc: by its
+/// program, so a runsc registered as `gvisor` or `runsc-kvm` is known too.
+pub(crate) fn is_gvisor(name: &str, path: Option<&str>) -> bool {
+    name == "runsc"
+        || path
+            .and_then(|path| std::path::Path::new(path).file_name())
+            .is_some_and(|program| program == "runsc")
+}
+
 /// `handoff` or `copy`: how the container's relay reaches the proxy under `runtime`.
 pub fn relay_mode(runtime: &str) -> &'static str {
-    if HANDOFF_RUNTIMES.contains(&runtime) {
+    if on_host_kernel(runtime) {
         "handoff"
     } else {
         "copy"
@@ -202,4 +218,34 @@ fn security_options(browser_sandbox: bool) -> Vec<String> {
         options.push(format!("seccomp={SECCOMP_PROFILE}"));
     }
     options
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gvisor_is_known_by_its_program_under_any_name() {
+        assert!(is_gvisor("runsc", None));
+        assert!(is_gvisor("gvisor", Some("/usr/bin/runsc")));
+        assert!(is_gvisor("runsc-kvm", Some("/usr/local/bin/runsc")));
+        assert!(!is_gvisor("runc", Some("runc")));
+        assert!(!is_gvisor("kata", Some("/usr/bin/containerd-shim-kata-v2")));
+        assert!(!is_gvisor("not-runsc", Some("/opt/runsc-wrapper")));
+    }
+
+    #[test]
+    fn only_host_kernel_runtimes_hand_sockets_over_and_share_the_host_pids_count() {
+        for runtime in ["runc", "crun", "youki"] {
+            assert!(on_host_kernel(runtime));
+            assert_eq!(relay_mode(runtime), "handoff");
+            assert_eq!(host_pids_limit(100, runtime), 100);
+        }
+        // gVisor under another name is treated as the user-space kernel it is.
+        for runtime in ["runsc", "gvisor", "kata"] {
+            assert!(!on_host_kernel(runtime));
+            assert_eq!(relay_mode(runtime), "copy");
+            assert_eq!(host_pids_limit(100, runtime), 800);
+        }
+    }
 }
