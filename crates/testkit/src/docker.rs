@@ -101,6 +101,28 @@ pub fn task_containers() -> Vec<String> {
         .collect()
 }
 
+/// The host's process id of every running task container's first process (what `/proc` and
+/// the cgroup files know it by), in one `docker inspect`; empty when none runs.
+pub fn task_container_pids() -> Vec<String> {
+    let names = task_containers();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let Ok(out) = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}"])
+        .args(&names)
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        // A container that stopped meanwhile has pid 0.
+        .filter(|pid| *pid != "0")
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The names of the task containers whose owner label names process `pid`.
 pub fn containers_of(pid: u32) -> Vec<String> {
     let marker = format!("pid={pid};");

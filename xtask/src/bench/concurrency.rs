@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
 
-use super::container::{cgroup_dir, cpu_ticks, processes_in, role_of, task_container_pids};
+use airlock_testkit::docker::task_container_pids;
+
+use super::container::{cgroup_dir, cpu_ticks, processes_in, role_of};
 use super::stats::Samples;
 
 /// Docker's own processes on the host, by command name (a shim per container).
@@ -116,7 +118,7 @@ fn parse_level(value: &serde_json::Value) -> Level {
 fn containers_cpu() -> BTreeMap<String, f64> {
     let mut cpu = BTreeMap::new();
     let mut exited = 0.0;
-    for pid in task_container_pids().unwrap_or_default() {
+    for pid in task_container_pids() {
         let Ok(dir) = cgroup_dir(&pid, "cpuacct") else {
             continue;
         };

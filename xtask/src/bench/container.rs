@@ -12,27 +12,6 @@ pub(super) fn cgroup_dir(pid: &str, controller: &str) -> anyhow::Result<PathBuf>
         .with_context(|| format!("no {controller} cgroup for process {pid}"))
 }
 
-/// The task containers running now: each one's main process id.
-pub(super) fn task_container_pids() -> anyhow::Result<Vec<String>> {
-    let ids = crate::util::output(std::process::Command::new("docker").args([
-        "ps",
-        "-q",
-        "--filter",
-        "label=airlock.task",
-    ]))?;
-    ids.split_whitespace()
-        .map(|id| {
-            let pid = crate::util::output(std::process::Command::new("docker").args([
-                "inspect",
-                "-f",
-                "{{.State.Pid}}",
-                id,
-            ]))?;
-            Ok(pid.trim().to_owned())
-        })
-        .collect()
-}
-
 /// The processes in the cgroup `dir`.
 pub(super) fn processes_in(dir: &Path) -> Vec<String> {
     fs::read_to_string(dir.join("cgroup.procs"))

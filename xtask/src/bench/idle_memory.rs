@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use super::container::{cgroup_dir, processes_in, role_of, task_container_pids};
+use airlock_testkit::docker::task_container_pids;
+
+use super::container::{cgroup_dir, processes_in, role_of};
 use super::processes::{Children, free_port, wait_for_port};
 
 /// How long the warm browser idles before it is measured (its start-up work done).
@@ -90,7 +92,7 @@ fn warm_sessions(port: u16) -> u64 {
 type Measured = (BTreeMap<String, (usize, Pss)>, Vec<(String, u64)>);
 
 fn measure() -> anyhow::Result<Measured> {
-    let pids = task_container_pids()?;
+    let pids = task_container_pids();
     let [pid] = pids.as_slice() else {
         bail!("expected the one warm container, found {}", pids.len());
     };

@@ -5,21 +5,11 @@
 
 /// User and system CPU ms of the one task container running now; `None` unless exactly one runs.
 pub fn task_container_cpu_ms() -> Option<[f64; 2]> {
-    let out = std::process::Command::new("docker")
-        .args(["ps", "-q", "--no-trunc", "--filter", "label=airlock.task"])
-        .output()
-        .ok()?;
-    let ids = String::from_utf8_lossy(&out.stdout);
-    let mut ids = ids.split_whitespace();
-    let (Some(id), None) = (ids.next(), ids.next()) else {
+    let pids = airlock_testkit::docker::task_container_pids();
+    let [pid] = pids.as_slice() else {
         return None;
     };
-    let pid = std::process::Command::new("docker")
-        .args(["inspect", "-f", "{{.State.Pid}}", id])
-        .output()
-        .ok()?;
-    let pid = String::from_utf8_lossy(&pid.stdout).trim().to_owned();
-    let dir = airlock_testkit::host::cgroup_dir(&pid, "cpuacct")?;
+    let dir = airlock_testkit::host::cgroup_dir(pid, "cpuacct")?;
     if let Ok(stat) = std::fs::read_to_string(dir.join("cpuacct.stat")) {
         // cgroup v1: USER_HZ ticks (100 a second).
         return Some([field(&stat, "user")? * 10.0, field(&stat, "system")? * 10.0]);
