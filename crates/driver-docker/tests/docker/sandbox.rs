@@ -183,6 +183,22 @@ async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
         .filter(|p| p.5.iter().any(|a| a == "--type=renderer"))
         .collect();
     assert!(!renderers.is_empty(), "no renderer process: {all:#?}");
+    // The network service runs in the browser process (the image's NetworkServiceInProcess2):
+    // Chromium would otherwise start it as a utility process of its own with no sandbox, one
+    // more unsandboxed process and 16 MiB more for an idle browser (docs/benchmarks.md).
+    let unsandboxed_services: Vec<_> = all
+        .iter()
+        .filter(|p| p.5.iter().any(|a| a == "--service-sandbox-type=none"))
+        .collect();
+    assert!(
+        unsandboxed_services.is_empty(),
+        "a Chromium service runs in a process of its own without a sandbox: {unsandboxed_services:#?}"
+    );
+    assert!(
+        all.iter()
+            .any(|p| p.5.iter().any(|a| a.starts_with("--service-sandbox-type="))),
+        "no sandboxed service process either: this check would prove nothing: {all:#?}"
+    );
     for (pid, userns, seccomp, caps, uid, args) in renderers {
         assert_ne!(
             userns, &container_userns,
