@@ -35,8 +35,10 @@ mod idle_memory;
 mod live;
 mod page_load;
 mod pool;
+mod pprof;
 mod processes;
 mod proxy;
+mod sentry_profile;
 mod serve;
 mod site;
 mod startup;
@@ -130,6 +132,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let (session_rounds, loads) = if args.quick { (2, 2) } else { (5, 4) };
     if wanted(Section::Gvisor) {
         gvisor::gvisor(&root, site_port, session_rounds, loads, &mut report);
+        let pages = format!("http://127.0.0.1:{site_port}/page-{{n}}.html");
+        sentry_profile::sentry_profile(&root, &pages, loads, &mut report);
     }
     if wanted(Section::DevShm) {
         dev_shm::dev_shm(&root, site_port, session_rounds, loads, &mut report);
