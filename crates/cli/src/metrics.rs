@@ -7,7 +7,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
 
 /// One label, `name="value"`, with a value from a fixed set.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,6 +55,15 @@ impl Metrics {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
     }
+
+    /// How long the pool's refills have waited for tasks' first answers (the driver's total).
+    pub(crate) fn set_pool_refill_held(&self, held: std::time::Duration) {
+        let counter = &self.warm_pool_refill_held;
+        let more = held.as_secs_f64() - counter.get();
+        if more > 0.0 {
+            counter.inc_by(more);
+        }
+    }
 }
 
 /// Every metric the server exports.
@@ -69,6 +79,8 @@ pub(crate) struct Metrics {
     pub(crate) warm_pool_target: Gauge,
     /// Tasks that asked the warm pool, by whether they found a browser.
     pub(crate) warm_pool_claims: Family<Start, Counter>,
+    /// Seconds the pool's refills waited, or stayed frozen, for tasks' first answers.
+    warm_pool_refill_held: Counter<f64, AtomicU64>,
     pub(crate) warm_cdp_browsers: Gauge,
     /// 1 while a warm pool's last attempt to make a browser failed (the reason is in `/readyz`
     /// for a caller with a token, and in the log).
@@ -102,6 +114,7 @@ impl Metrics {
             warm_sessions: Gauge::default(),
             warm_pool_target: Gauge::default(),
             warm_pool_claims: Family::default(),
+            warm_pool_refill_held: Counter::default(),
             warm_cdp_browsers: Gauge::default(),
             warm_pool_failing: Gauge::default(),
             unasked_requests: Gauge::default(),
@@ -255,6 +268,12 @@ impl Metrics {
             "Tasks that asked the warm pool for a browser, by start: warm (one was ready) or cold (it was empty)",
             self.warm_pool_claims.clone(),
         );
+        registry.register_with_unit(
+            "warm_pool_refill_held",
+            "Time the warm pool's refills waited, or stayed frozen, so as not to slow a task's first page load",
+            Unit::Seconds,
+            self.warm_pool_refill_held.clone(),
+        );
         registry.register(
             "accept_failures",
             "Connections the listener could not accept (out of descriptors, aborted by the peer)",
@@ -362,5 +381,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("airlock_warm_pool_target 3"), "{text}");
+    }
+
+    #[test]
+    fn the_pools_held_time_is_the_drivers_total_however_often_scraped() {
+        let metrics = Metrics::new(2);
+        for held in [1500, 1500, 2250] {
+            metrics.set_pool_refill_held(std::time::Duration::from_millis(held));
+        }
+        let text = metrics.encode();
+        assert!(
+            text.contains("airlock_warm_pool_refill_held_seconds_total 2.25"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# UNIT airlock_warm_pool_refill_held_seconds seconds"),
+            "{text}"
+        );
     }
 }

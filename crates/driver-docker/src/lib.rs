@@ -342,6 +342,15 @@ impl DockerDriver {
         self.pool.get().map_or((0, 0), pool::Pool::claims)
     }
 
+    /// How long the warm pool's refills have waited, or stayed frozen, for tasks' first answers
+    /// since the driver connected (zero without a pool): what keeping a refill off a running
+    /// task's first page load has cost the pool in making time.
+    pub fn pool_refill_held(&self) -> std::time::Duration {
+        self.pool
+            .get()
+            .map_or(std::time::Duration::ZERO, pool::Pool::refill_held)
+    }
+
     /// Warm CDP browsers ready now (0 without a CDP pool).
     pub fn warm_cdp_browsers(&self) -> usize {
         self.cdp_pool.get().map_or(0, pool::Pool::ready_count)

@@ -153,6 +153,11 @@ impl Pool {
         )
     }
 
+    /// How long refills have waited, or stayed frozen, for tasks' first answers so far.
+    pub(crate) fn refill_held(&self) -> Duration {
+        self.shared.unanswered.held()
+    }
+
     /// Why the last attempt to make a session failed, if it did.
     pub(crate) fn last_error(&self) -> Option<String> {
         lock(&self.shared.last_error).clone()

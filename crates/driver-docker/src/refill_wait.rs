@@ -4,6 +4,7 @@
 //! See `pool.rs` for why.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use airlock_worker::DriverError;
@@ -26,6 +27,8 @@ pub(crate) struct Unanswered {
     added: Notify,
     /// The pool's stop, which ends any wait at once.
     stop: CancellationToken,
+    /// How long refills have waited (or stayed frozen) for first answers so far, in µs.
+    held_micros: AtomicU64,
 }
 
 impl Unanswered {
@@ -34,6 +37,7 @@ impl Unanswered {
             waiting: Mutex::new(Vec::new()),
             added: Notify::new(),
             stop,
+            held_micros: AtomicU64::new(0),
         }
     }
 
@@ -59,12 +63,24 @@ impl Unanswered {
             .filter(|token| !token.is_cancelled())
             .cloned()
             .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let began = Instant::now();
         let all = futures_util::future::join_all(waiting.iter().map(CancellationToken::cancelled));
         tokio::select! {
             _ = all => {}
             () = tokio::time::sleep_until(until) => {}
             () = self.stop.cancelled() => {}
         }
+        let held = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.held_micros.fetch_add(held, Ordering::Relaxed);
+    }
+
+    /// How long refills have waited, or stayed frozen, for tasks' first answers so far: the
+    /// price of the rule that a refill never slows a first page load.
+    pub(crate) fn held(&self) -> Duration {
+        Duration::from_micros(self.held_micros.load(Ordering::Relaxed))
     }
 }
 
@@ -197,12 +213,22 @@ mod tests {
         );
         // Settled with the second answer (200 ms), not the first.
         assert_eq!(started.elapsed(), Duration::from_millis(200));
+        assert_eq!(unanswered.held(), Duration::from_millis(200));
+        // With no task waiting, nothing is held.
+        unanswered
+            .settled_until(Instant::now() + REFILL_WAIT_LIMIT)
+            .await;
+        assert_eq!(unanswered.held(), Duration::from_millis(200));
 
         let never = CancellationToken::new();
         unanswered.add(never);
         let started = tokio::time::Instant::now();
         unanswered.settled_until(started + REFILL_WAIT_LIMIT).await;
         assert_eq!(started.elapsed(), REFILL_WAIT_LIMIT);
+        assert_eq!(
+            unanswered.held(),
+            Duration::from_millis(200) + REFILL_WAIT_LIMIT
+        );
         assert_eq!(
             lock(&unanswered.waiting).len(),
             1,

@@ -24,6 +24,8 @@ pub(super) fn pool(
     let mut per_minute = [Vec::new(), Vec::new(), Vec::new()];
     let mut loads = [Samples::default(), Samples::default(), Samples::default()];
     let mut warm = [0_u64; 3];
+    // Each run's time its pool's refills spent held for first answers, as a share of the run.
+    let mut held = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..total_rounds(rounds) {
         for index in rotation(round, POOLS.len()) {
             let run = example(
@@ -42,6 +44,9 @@ pub(super) fn pool(
                 let done = run["loads_ms"].as_array().map_or(0, Vec::len);
                 per_minute[index]
                     .push(f64::from(u32::try_from(done).unwrap_or(0)) * 60.0 / seconds);
+                if let Some(held_s) = run["refill_held_s"].as_f64() {
+                    held[index].push(100.0 * held_s / seconds);
+                }
             }
             warm[index] += run["warm"].as_u64().unwrap_or(0);
             for load in run["loads_ms"].as_array().into_iter().flatten() {
@@ -57,8 +62,10 @@ pub(super) fn pool(
          for a refill). A pool starts full. A refill starts once the task that took a browser has its \
          first answer (the page load, and the command that follows it at once), holds its next step while a later task (warm, or cold because \
          the pool was empty) waits for its own, and its Chromium's launch, if under way then, is \
-         frozen until that answer.\n\n\
-         | pool | tasks per minute (median) | ratio | tasks that started warm | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|"
+         frozen until that answer. Refills held is the time the pool's refills spent waiting, or \
+         frozen, for those answers, as a share of the run (median): making time the pool gives up \
+         so as not to slow a task's first page.\n\n\
+         | pool | tasks per minute (median) | ratio | tasks that started warm | refills held | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|---|"
     );
     let tpm: Vec<Option<f64>> = per_minute.iter().map(|v| super::stats::median(v)).collect();
     let load_median: Vec<Option<f64>> = loads
@@ -73,11 +80,14 @@ pub(super) fn pool(
         let number = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
         let _ = writeln!(
             report,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             POOLS[index],
             number(tpm[index]),
             ratio(&tpm),
             warm[index],
+            super::stats::median(&held[index])
+                .filter(|_| index > 0)
+                .map_or_else(|| "–".to_owned(), |share| format!("{share:.0} %")),
             number(load_median[index]),
             ratio(&load_median),
             loads[index].failed(),

@@ -260,6 +260,9 @@ async fn metrics(State(app): State<App>) -> Response<Body> {
         .warm_pool_target
         .set(i64::try_from(app.driver.pool_target()).unwrap_or(i64::MAX));
     app.gate.metrics.set_pool_claims(app.driver.pool_claims());
+    app.gate
+        .metrics
+        .set_pool_refill_held(app.driver.pool_refill_held());
     let warm_cdp = app.driver.warm_cdp_browsers();
     app.gate
         .metrics
