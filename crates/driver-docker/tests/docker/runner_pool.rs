@@ -107,6 +107,7 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
         .await
         .unwrap();
     assert!(session.warm);
+    assert_eq!(driver.pool_refill_held(), Duration::ZERO);
 
     // While the task waits for its first answer (a second in the page), no browser is being
     // made beside it: the taken container stays the only one.
@@ -130,8 +131,68 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
         );
         tokio::task::yield_now().await;
     }
+    // The wait is counted: the refill was held from the take to the answer.
+    assert!(
+        driver.pool_refill_held() > Duration::ZERO,
+        "the refill's wait for the first answer was not counted"
+    );
     until_warm(&driver).await;
     session.dispose.dispose().await;
+    driver.shutdown().await;
+    assert!(my_containers().is_empty(), "{:?}", my_containers());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_browser_keeps_no_shader_cache_in_its_tmpfs() {
+    if !docker_ready() {
+        return;
+    }
+    // A task's profile is fresh and thrown away with it: a shader cache there is never read
+    // again, and the tmpfs it would fill is memory. The image's --disable-gpu-shader-disk-cache
+    // keeps an idle browser (a warm one, on about:blank) from writing the four it did.
+    let driver = DockerDriver::connect(airlock_driver_docker::DriverConfig {
+        pool: airlock_driver_docker::PoolConfig {
+            size: 1,
+            ..airlock_driver_docker::PoolConfig::default()
+        },
+        ..lab_config(serve_site())
+    })
+    .await
+    .unwrap();
+    driver.check().await.unwrap();
+    driver.start_pool().unwrap();
+    until_warm(&driver).await;
+    let name = my_containers().pop().unwrap();
+    let profile = exec_in(
+        &name,
+        &["find", "/tmp", "-maxdepth", "2", "-name", "Default"],
+    );
+    assert!(
+        profile.contains("Default"),
+        "no Chromium profile under /tmp: this check would prove nothing"
+    );
+    let caches = exec_in(
+        &name,
+        &[
+            "find",
+            "/tmp",
+            "-type",
+            "f",
+            "-size",
+            "+0",
+            "(",
+            "-path",
+            "*/GPUCache/*",
+            "-o",
+            "-path",
+            "*Dawn*",
+            ")",
+        ],
+    );
+    assert!(
+        caches.trim().is_empty(),
+        "shader caches fill the tmpfs: {caches}"
+    );
     driver.shutdown().await;
     assert!(my_containers().is_empty(), "{:?}", my_containers());
 }
