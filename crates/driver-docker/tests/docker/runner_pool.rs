@@ -143,13 +143,15 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_browser_keeps_no_shader_cache_in_its_tmpfs() {
+async fn a_warm_browser_writes_no_caches_to_its_tmpfs() {
     if !docker_ready() {
         return;
     }
     // A task's profile is fresh and thrown away with it: a shader cache there is never read
     // again, and the tmpfs it would fill is memory. The image's --disable-gpu-shader-disk-cache
-    // keeps an idle browser (a warm one, on about:blank) from writing the four it did.
+    // keeps an idle browser (a warm one, on about:blank) from writing the four it did. Nor does
+    // fontconfig write caches of its own: the image's are valid (its Dockerfile says why they
+    // were not), so a launch does not rescan the fonts.
     let driver = DockerDriver::connect(airlock_driver_docker::DriverConfig {
         pool: airlock_driver_docker::PoolConfig {
             size: 1,
@@ -186,13 +188,13 @@ async fn a_warm_browser_keeps_no_shader_cache_in_its_tmpfs() {
             "-o",
             "-path",
             "*Dawn*",
+            "-o",
+            "-path",
+            "*/fontconfig/*",
             ")",
         ],
     );
-    assert!(
-        caches.trim().is_empty(),
-        "shader caches fill the tmpfs: {caches}"
-    );
+    assert!(caches.trim().is_empty(), "caches fill the tmpfs: {caches}");
     driver.shutdown().await;
     assert!(my_containers().is_empty(), "{:?}", my_containers());
 }
