@@ -292,7 +292,9 @@ fn write_cpu(report: &mut String, levels: &[Level]) {
              took 3× a single one ({cores} × 3 × {single:.0} / {need:.0}). A warm pool still starts \
              a browser for every task it serves, so back to back it can raise tasks per minute by \
              about {:.2}× at most ({cores} × {single:.0} / {need:.0}: the cores kept busy instead of one \
-             session's share of them).\n",
+             session's share of them), and only while no task waits for its first answer: the \
+             warm pool's back-to-back table shows how much of each run its refills were held for \
+             that.\n",
             cores as f64 * single / need
         );
     }
