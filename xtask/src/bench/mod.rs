@@ -23,6 +23,7 @@
 //! section also writes `docs/benchmarks.md`, the report of record (committed, with the machine it
 //! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
 
+mod bench_runtimes;
 mod cdp;
 mod concurrency;
 mod container;
@@ -31,6 +32,7 @@ mod dev_shm;
 mod gate;
 mod gvisor;
 mod gvisor_cause;
+mod gvisor_options;
 mod idle_memory;
 mod live;
 mod page_load;
@@ -134,6 +136,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         gvisor::gvisor(&root, site_port, session_rounds, loads, &mut report);
         let pages = format!("http://127.0.0.1:{site_port}/page-{{n}}.html");
         sentry_profile::sentry_profile(&root, &pages, loads, &mut report);
+        gvisor_options::gvisor_options(&root, &pages, session_rounds.min(3), loads, &mut report);
     }
     if wanted(Section::DevShm) {
         dev_shm::dev_shm(&root, site_port, session_rounds, loads, &mut report);

@@ -2,24 +2,21 @@
 //! (`--profile-cpu`, taken over the whole life of one sandbox) while the bench's sealed session
 //! loads the 100-subresource pages, summed by what the Sentry was doing. runsc profiles only when
 //! registered with `--profile`, which loosens the Sentry's own seccomp filter, so the bench
-//! registers a runtime of its own with dockerd for this run and takes it out again after.
+//! registers a runtime of its own with dockerd for this one session (`bench_runtimes.rs`).
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
+use super::bench_runtimes::{BenchRuntimes, settled};
 use super::pprof::{Sample, cpu_samples};
 
 /// The runtime registered for the profile: gVisor's registration plus `--profile`.
 const RUNTIME: &str = "airlock-bench-runsc-profile";
-const DAEMON_JSON: &str = "/etc/docker/daemon.json";
-const DOCKER_PID: &str = "/var/run/docker.pid";
-/// How long dockerd may take to load its changed configuration, and runsc to write the profile
-/// once the driver has removed the container.
-const SETTLE: Duration = Duration::from_secs(30);
+/// How long runsc may take to write the profile once the driver has removed the container.
+const WRITTEN_LIMIT: Duration = Duration::from_secs(30);
 
 /// What the Sentry was doing, known by a function on the sampled stack: the first that matches.
 const ACTIVITIES: [(&str, &str); 5] = [
@@ -65,7 +62,13 @@ fn profile_one_session(
 ) -> anyhow::Result<(Vec<Sample>, Option<f64>)> {
     let dir = tempfile::tempdir().context("a directory for the profile")?;
     let file = dir.path().join("sentry-cpu.pprof");
-    let registered = ProfilingRuntime::register(&file)?;
+    let registered = BenchRuntimes::register(&[(
+        RUNTIME,
+        vec![
+            "--profile".to_owned(),
+            format!("--profile-cpu={}", file.display()),
+        ],
+    )])?;
     let loaded = super::gvisor::example(
         root,
         &[("AIRLOCK_RUNTIME", RUNTIME)],
@@ -76,95 +79,16 @@ fn profile_one_session(
         "the session under {RUNTIME} loaded no page"
     );
     // runsc writes the profile as the sandbox exits, which the session's dispose starts.
-    let samples = settled(|| std::fs::read(&file).ok().and_then(|b| cpu_samples(&b).ok()))
-        .with_context(|| format!("runsc wrote no CPU profile to {}", file.display()))?;
+    let samples = settled(WRITTEN_LIMIT, || {
+        std::fs::read(&file).ok().and_then(|b| cpu_samples(&b).ok())
+    })
+    .with_context(|| format!("runsc wrote no CPU profile to {}", file.display()))?;
     drop(registered);
     let container_ms = loaded
         .first()
         .and_then(|v| v["cpu_user_system_ms"].as_array())
         .map(|pair| pair.iter().filter_map(serde_json::Value::as_f64).sum());
     Ok((samples, container_ms))
-}
-
-/// `check`'s first answer within `SETTLE`, asking every 100 ms.
-fn settled<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check() {
-            return Some(value);
-        }
-        if start.elapsed() > SETTLE {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `RUNTIME` registered with dockerd while this lives; dockerd's configuration as it was after.
-struct ProfilingRuntime {
-    restore: String,
-}
-
-impl ProfilingRuntime {
-    fn register(file: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(DAEMON_JSON)
-            .with_context(|| format!("reading {DAEMON_JSON} (cargo xtask docker writes it)"))?;
-        let mut config: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{DAEMON_JSON} is not JSON"))?;
-        let runtimes = config["runtimes"]
-            .as_object_mut()
-            .with_context(|| format!("{DAEMON_JSON} registers no runtimes"))?;
-        // A run stopped half-way may have left its runtime behind: it goes either way.
-        let restore = if runtimes.remove(RUNTIME).is_some() {
-            serde_json::to_string_pretty(&config)?
-        } else {
-            text
-        };
-        let mut profiling = config["runtimes"]["runsc"].clone();
-        let args = profiling["runtimeArgs"]
-            .as_array_mut()
-            .with_context(|| format!("{DAEMON_JSON} registers no runsc with its arguments"))?;
-        args.push("--profile".into());
-        args.push(format!("--profile-cpu={}", file.display()).into());
-        config["runtimes"][RUNTIME] = profiling;
-        std::fs::write(DAEMON_JSON, serde_json::to_string_pretty(&config)?)?;
-        let registered = Self { restore };
-        reload_until(true)?;
-        Ok(registered)
-    }
-}
-
-impl Drop for ProfilingRuntime {
-    fn drop(&mut self) {
-        let restored = std::fs::write(DAEMON_JSON, &self.restore);
-        if let Err(error) = restored
-            .map_err(anyhow::Error::from)
-            .and_then(|()| reload_until(false))
-        {
-            eprintln!(
-                "the bench's profiling runtime may still be registered with dockerd: {error:#}"
-            );
-        }
-    }
-}
-
-/// Ask dockerd to read its configuration again, until `RUNTIME` is (or is not) among its runtimes.
-fn reload_until(registered: bool) -> anyhow::Result<()> {
-    let pid = std::fs::read_to_string(DOCKER_PID)
-        .with_context(|| format!("reading dockerd's pid from {DOCKER_PID}"))?;
-    let status = Command::new("kill")
-        .args(["-HUP", pid.trim()])
-        .status()
-        .context("running kill")?;
-    anyhow::ensure!(status.success(), "kill -HUP {} failed", pid.trim());
-    settled(|| {
-        let out = Command::new("docker")
-            .args(["info", "--format", "{{json .Runtimes}}"])
-            .output()
-            .ok()?;
-        (String::from_utf8_lossy(&out.stdout).contains(RUNTIME) == registered).then_some(())
-    })
-    .with_context(|| format!("dockerd did not load {DAEMON_JSON} again"))
 }
 
 #[allow(clippy::cast_precision_loss)] // milliseconds of a bench run
