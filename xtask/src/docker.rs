@@ -52,11 +52,14 @@ pub(crate) fn install(list: &[&str], what: &str) -> anyhow::Result<()> {
     )
 }
 
+/// dockerd's configuration, where runtimes are registered (the bench adds variants of its own).
+pub(crate) const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+
 /// gVisor as a Docker runtime, merged into any existing `/etc/docker/daemon.json`:
 /// `--network=none` (Airlock's containers never have a network) and `--host-uds=open` (the
 /// copying relay reaches the proxy's socket).
 fn register_runsc() -> anyhow::Result<()> {
-    let path = std::path::Path::new("/etc/docker/daemon.json");
+    let path = std::path::Path::new(DAEMON_JSON);
     let mut config: serde_json::Value = match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .with_context(|| format!("{} is not JSON: fix it by hand", path.display()))?,

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+use crate::docker::DAEMON_JSON;
+
 const DOCKER_PID: &str = "/var/run/docker.pid";
 /// Every runtime the bench registers is named with this, so a leftover is known as one.
-pub(super) const PREFIX: &str = "airlock-bench-";
+const PREFIX: &str = "airlock-bench-";
 /// How long dockerd may take to load its changed configuration.
 const RELOAD_LIMIT: Duration = Duration::from_secs(30);
 
