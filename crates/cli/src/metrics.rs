@@ -49,8 +49,13 @@ pub(crate) struct Start {
 
 impl Metrics {
     /// The pool's claims so far (the driver counts them; a counter only moves forward).
-    pub(crate) fn set_pool_claims(&self, (warm, cold): (u64, u64)) {
-        for (start, total) in [("warm", warm), ("cold", cold)] {
+    pub(crate) fn set_pool_claims(&self, claims: airlock_driver_docker::PoolClaims) {
+        let starts = [
+            ("warm", claims.warm),
+            ("taken_over", claims.taken_over),
+            ("cold", claims.cold),
+        ];
+        for (start, total) in starts {
             let counter = self.warm_pool_claims.get_or_create(&Start { start });
             counter.inc_by(total.saturating_sub(counter.get()));
         }
@@ -265,7 +270,7 @@ impl Metrics {
         );
         registry.register(
             "warm_pool_claims",
-            "Tasks that asked the warm pool for a browser, by start: warm (one was ready) or cold (it was empty)",
+            "Tasks that asked the warm pool for a browser, by start: warm (one was ready), taken_over (it was empty and the task took the browser being made) or cold (nothing was being made)",
             self.warm_pool_claims.clone(),
         );
         registry.register_with_unit(
@@ -369,7 +374,11 @@ mod tests {
         let metrics = Metrics::new(2);
         metrics.warm_pool_target.set(3);
         for _ in 0..2 {
-            metrics.set_pool_claims((5, 2));
+            metrics.set_pool_claims(airlock_driver_docker::PoolClaims {
+                warm: 5,
+                taken_over: 3,
+                cold: 2,
+            });
         }
         let text = metrics.encode();
         assert!(
@@ -378,6 +387,10 @@ mod tests {
         );
         assert!(
             text.contains("airlock_warm_pool_claims_total{start=\"cold\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("airlock_warm_pool_claims_total{start=\"taken_over\"} 3"),
             "{text}"
         );
         assert!(text.contains("airlock_warm_pool_target 3"), "{text}");

@@ -183,9 +183,10 @@ async fn pool_tasks(url: &str, tasks: usize) -> serde_json::Value {
     }
     let seconds = began.elapsed().as_secs_f64();
     let refill_held_s = driver.pool_refill_held().as_secs_f64();
+    let taken_over = driver.pool_claims().taken_over;
     driver.shutdown().await;
     json!({"pool": pool, "tasks": tasks, "warm": warm, "seconds": seconds, "loads_ms": loads,
-        "refill_held_s": refill_held_s})
+        "refill_held_s": refill_held_s, "taken_over": taken_over})
 }
 
 /// Claims from a pool of 2, each disposed at once: take → session ready. A claim waits only for

@@ -86,11 +86,11 @@ async fn main() {
         times.push(took);
     }
     let seconds = began.elapsed().as_secs_f64();
-    let (claims_warm, claims_cold) = driver.pool_claims();
+    let claims = driver.pool_claims();
     println!(
         "{}",
         json!({"min": min, "max": max, "tasks": times.len(), "warm": warm, "times_ms": times,
-               "seconds": seconds, "claims": [claims_warm, claims_cold]})
+               "seconds": seconds, "claims": [claims.warm, claims.taken_over, claims.cold]})
     );
     driver.shutdown().await;
 }

@@ -43,6 +43,7 @@ mod sync;
 mod testing;
 mod tool;
 mod upload_input;
+mod weight;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -59,6 +60,7 @@ pub use error::DockerError;
 pub use exec::ExecError;
 pub use host::{CONTAINER_USER, current_user};
 pub use live::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
+pub use pool::PoolClaims;
 pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
 pub use tool::{AgentBrowserInput, TOOL_NAME};
 
@@ -336,10 +338,12 @@ impl DockerDriver {
         self.pool.get().map_or(0, pool::Pool::target)
     }
 
-    /// Tasks that took a warm session, and tasks that found the pool empty (both 0 without a
-    /// pool).
-    pub fn pool_claims(&self) -> (u64, u64) {
-        self.pool.get().map_or((0, 0), pool::Pool::claims)
+    /// How tasks have started: with a warm session, with the one a refill under way was making
+    /// (the pool was empty), or cold (all 0 without a pool).
+    pub fn pool_claims(&self) -> PoolClaims {
+        self.pool
+            .get()
+            .map_or_else(PoolClaims::default, pool::Pool::claims)
     }
 
     /// How long the warm pool's refills have waited, or stayed frozen, for tasks' first answers

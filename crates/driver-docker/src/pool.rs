@@ -18,6 +18,11 @@
 //! container never finishes starting. A refill waits at most [`REFILL_WAIT_LIMIT`] before it
 //! starts and as long again over its steps, frozen or not, so a slow first page never leaves the
 //! pool empty for long.
+//!
+//! A task that finds the pool empty while a refill is under way takes that refill over instead
+//! of starting cold: the refill stops yielding (a cold start yields to nobody either) and the
+//! task waits for it. Starting its own browser beside the refill would do the same work twice on
+//! the same cores, and the refill is further along.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,8 +53,9 @@ struct Shared {
     maker: Arc<Maker>,
     /// How many to hold, from the tasks seen.
     demand: Mutex<Demand>,
-    /// Tasks that found a browser ready, and that did not.
+    /// Tasks that found a browser ready, that took over a refill, and that started cold.
     warm_claims: AtomicU64,
+    taken_over_claims: AtomicU64,
     cold_claims: AtomicU64,
     max_age: Duration,
     /// How long a warm container may live: waiting in the pool, then running a task.
@@ -61,6 +67,11 @@ struct Shared {
     taken: Notify,
     /// The first answers of tasks that took a session.
     unanswered: Unanswered,
+    /// The refill under way, if one is and nobody has taken it over: cancelled by the task that
+    /// takes it over, which removes it from here.
+    refilling: Mutex<Option<CancellationToken>>,
+    /// Told when a refill under way ends, with a session made or not.
+    refilled: Notify,
     stop: CancellationToken,
     last_error: Mutex<Option<String>>,
 }
@@ -80,6 +91,7 @@ impl Pool {
             maker,
             demand: Mutex::new(demand),
             warm_claims: AtomicU64::new(0),
+            taken_over_claims: AtomicU64::new(0),
             cold_claims: AtomicU64::new(0),
             max_age,
             lifetime,
@@ -87,6 +99,8 @@ impl Pool {
             ready: Mutex::new(VecDeque::new()),
             taken: Notify::new(),
             unanswered: Unanswered::new(stop.clone()),
+            refilling: Mutex::new(None),
+            refilled: Notify::new(),
             stop,
             last_error: Mutex::new(None),
         });
@@ -97,19 +111,45 @@ impl Pool {
         }
     }
 
-    /// A ready session that still answers, if there is one. Stale or dead ones met on the way
-    /// are removed; the filler is woken to make more.
+    /// A ready session that still answers, if there is one, or else the one a refill under way
+    /// is making. Stale or dead ones met on the way are removed; the filler is woken to make more.
     pub(crate) async fn take(&self) -> Option<Prepared> {
-        let taken = self.take_answering().await;
-        let claims = if taken.is_some() {
-            &self.shared.warm_claims
-        } else {
-            &self.shared.cold_claims
+        let mut taken = self.take_answering().await;
+        let ready = taken.is_some();
+        if !ready {
+            taken = self.take_over_refill().await;
+        }
+        let claims = match (ready, taken.is_some()) {
+            (true, _) => &self.shared.warm_claims,
+            (false, true) => &self.shared.taken_over_claims,
+            (false, false) => &self.shared.cold_claims,
         };
         claims.fetch_add(1, Ordering::Relaxed);
-        lock(&self.shared.demand).arrived(Instant::now(), taken.is_some());
+        // A take-over found the pool empty too: the pool was that much too small.
+        lock(&self.shared.demand).arrived(Instant::now(), ready);
         self.shared.taken.notify_one();
         taken
+    }
+
+    /// The session of the refill under way, which stops yielding to other tasks' first answers
+    /// and is waited for (its steps are bounded); `None` when no refill is under way, another
+    /// task has already taken it over (one taker per refill, so a burst's later tasks start cold
+    /// at once rather than after it), it failed, or another task took what it made.
+    async fn take_over_refill(&self) -> Option<Prepared> {
+        let refilled = self.shared.refilled.notified();
+        tokio::pin!(refilled);
+        // Registered before the look, so a refill ending between the two is not missed.
+        refilled.as_mut().enable();
+        let Some(refill) = lock(&self.shared.refilling).take() else {
+            // Perhaps one was made since the pool was found empty.
+            return self.take_answering().await;
+        };
+        refill.cancel();
+        tokio::select! {
+            () = refilled => {}
+            () = self.shared.stop.cancelled() => return None,
+        }
+        self.take_answering().await
     }
 
     async fn take_answering(&self) -> Option<Prepared> {
@@ -145,12 +185,13 @@ impl Pool {
         lock(&self.shared.demand).target(Instant::now())
     }
 
-    /// Tasks that found a browser ready, and tasks that found the pool empty, so far.
-    pub(crate) fn claims(&self) -> (u64, u64) {
-        (
-            self.shared.warm_claims.load(Ordering::Relaxed),
-            self.shared.cold_claims.load(Ordering::Relaxed),
-        )
+    /// How tasks have started so far.
+    pub(crate) fn claims(&self) -> PoolClaims {
+        PoolClaims {
+            warm: self.shared.warm_claims.load(Ordering::Relaxed),
+            taken_over: self.shared.taken_over_claims.load(Ordering::Relaxed),
+            cold: self.shared.cold_claims.load(Ordering::Relaxed),
+        }
     }
 
     /// How long refills have waited, or stayed frozen, for tasks' first answers so far.
@@ -178,6 +219,39 @@ impl Pool {
     }
 }
 
+/// How the tasks that asked a pool for a session started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolClaims {
+    /// With a session that was ready.
+    pub warm: u64,
+    /// With the session a refill under way was making, when none was ready.
+    pub taken_over: u64,
+    /// Cold: no session ready and no refill under way (or it failed).
+    pub cold: u64,
+}
+
+/// Marks a refill under way until dropped, then tells tasks waiting to take it over that it
+/// ended (after what it made, if anything, is in the ready queue).
+struct Refilling<'a> {
+    shared: &'a Shared,
+    taken_over: CancellationToken,
+}
+
+impl<'a> Refilling<'a> {
+    fn start(shared: &'a Shared) -> Self {
+        let taken_over = CancellationToken::new();
+        *lock(&shared.refilling) = Some(taken_over.clone());
+        Self { shared, taken_over }
+    }
+}
+
+impl Drop for Refilling<'_> {
+    fn drop(&mut self) {
+        *lock(&self.shared.refilling) = None;
+        self.shared.refilled.notify_waiters();
+    }
+}
+
 impl Drop for Pool {
     /// A pool dropped without [`Pool::shutdown`] (an error path of its owner) stops filling: its
     /// filler ends at its next step, removing a session it was making, and the ready sessions'
@@ -190,7 +264,10 @@ impl Drop for Pool {
 /// Keep the pool full until stopped.
 async fn fill(shared: Arc<Shared>) {
     let mut backoff = FIRST_BACKOFF;
+    // Whether a task has just taken a session: the refill first waits for its first answer.
+    let mut just_taken = false;
     loop {
+        let after_take = std::mem::take(&mut just_taken);
         let expired: Vec<Prepared> = {
             let mut ready = lock(&shared.ready);
             let (old, fresh): (VecDeque<Prepared>, VecDeque<Prepared>) = ready
@@ -222,11 +299,18 @@ async fn fill(shared: Arc<Shared>) {
         if lock(&shared.ready).len() < target {
             // Not raced against the stop: a half-made session would be undone on a task of its
             // own that a closing runtime may never run. Making one is bounded; then it goes.
-            let patience = Yield::new(&shared.unanswered, Instant::now() + REFILL_WAIT_LIMIT);
+            let refilling = Refilling::start(&shared);
+            let patience = || {
+                let until = Instant::now() + REFILL_WAIT_LIMIT;
+                Yield::new(&shared.unanswered, until, &refilling.taken_over)
+            };
+            if after_take {
+                patience().to_first_answers().await;
+            }
             let began = Instant::now();
             let made = shared
                 .maker
-                .prepare(shared.lifetime, Some(patience), shared.kind)
+                .prepare(shared.lifetime, Some(patience()), shared.kind)
                 .await;
             if made.is_ok() {
                 lock(&shared.demand).made(began.elapsed());
@@ -245,11 +329,14 @@ async fn fill(shared: Arc<Shared>) {
                         ready.push_back(prepared);
                         ready.len()
                     };
+                    drop(refilling);
                     tracing::info!(container = %name, ready, target, kind = ?shared.kind, "a warm browser is ready");
                     *lock(&shared.last_error) = None;
                     backoff = FIRST_BACKOFF;
                 }
                 Err(error) => {
+                    // A task waiting to take it over starts cold now, not after the backoff.
+                    drop(refilling);
                     tracing::warn!(%error, "the warm pool could not make a session; retrying in {} s", backoff.as_secs());
                     *lock(&shared.last_error) = Some(error.to_string());
                     tokio::select! {
@@ -268,10 +355,7 @@ async fn fill(shared: Arc<Shared>) {
         let aged_out = Instant::now() + shared.max_age.saturating_sub(oldest_age);
         let falls = lock(&shared.demand).next_fall(Instant::now());
         tokio::select! {
-            () = shared.taken.notified() => {
-                let until = Instant::now() + REFILL_WAIT_LIMIT;
-                shared.unanswered.settled_until(until).await;
-            }
+            () = shared.taken.notified() => just_taken = true,
             () = tokio::time::sleep_until(falls.map_or(aged_out, |falls| falls.min(aged_out))) => {}
             () = shared.stop.cancelled() => return,
         }

@@ -1,7 +1,8 @@
 //! How a pool's refill yields to tasks' first answers: it waits (bounded) between its steps while
 //! any task that took a session (or started cold) waits for its first answer, and freezes its
 //! container (`docker pause`) through the longest step, Chromium's launch, until that answer.
-//! See `pool.rs` for why.
+//! A task that finds the pool empty takes the refill over: from then on it yields to nobody, as a
+//! cold start does not. See `pool.rs` for why.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,8 +57,8 @@ impl Unanswered {
     }
 
     /// Return once every task that took a session has had its first answer, at `until` at the
-    /// latest, or at once when the pool stops.
-    pub(crate) async fn settled_until(&self, until: Instant) {
+    /// latest, or at once when the pool stops or the refill is `taken_over`.
+    pub(crate) async fn settled_until(&self, until: Instant, taken_over: &CancellationToken) {
         let waiting: Vec<CancellationToken> = lock(&self.waiting)
             .iter()
             .filter(|token| !token.is_cancelled())
@@ -72,6 +73,7 @@ impl Unanswered {
             _ = all => {}
             () = tokio::time::sleep_until(until) => {}
             () = self.stop.cancelled() => {}
+            () = taken_over.cancelled() => {}
         }
         let held = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.held_micros.fetch_add(held, Ordering::Relaxed);
@@ -84,23 +86,47 @@ impl Unanswered {
     }
 }
 
-/// How long a refill under way yields to first answers: until `until`, then it goes on regardless.
+/// How long a refill under way yields to first answers: until `until`, or until a task takes the
+/// refill over, then it goes on regardless.
 #[derive(Clone, Copy)]
 pub(crate) struct Yield<'a> {
     unanswered: &'a Unanswered,
     until: Instant,
+    taken_over: &'a CancellationToken,
 }
 
 impl<'a> Yield<'a> {
-    /// Patience until `until` for the first answers in `unanswered`.
-    pub(crate) fn new(unanswered: &'a Unanswered, until: Instant) -> Self {
-        Self { unanswered, until }
+    /// Patience until `until` for the first answers in `unanswered`, ended early by `taken_over`.
+    pub(crate) fn new(
+        unanswered: &'a Unanswered,
+        until: Instant,
+        taken_over: &'a CancellationToken,
+    ) -> Self {
+        Self {
+            unanswered,
+            until,
+            taken_over,
+        }
     }
 
     /// Wait (within this refill's patience) until no task that took a session waits for its first
     /// answer.
     pub(crate) async fn to_first_answers(self) {
-        self.unanswered.settled_until(self.until).await;
+        self.unanswered
+            .settled_until(self.until, self.taken_over)
+            .await;
+    }
+
+    /// Cancelled when a task takes this refill over.
+    pub(crate) fn taken_over(self) -> &'a CancellationToken {
+        self.taken_over
+    }
+
+    /// Patience spent, a task waits for this refill itself, or the pool stops: it yields no more.
+    fn spent(self) -> bool {
+        Instant::now() >= self.until
+            || self.taken_over.is_cancelled()
+            || self.unanswered.stop.is_cancelled()
     }
 
     /// Run `step`, work of the refill inside its running container. Whenever a task waits for
@@ -129,10 +155,11 @@ impl<'a> Yield<'a> {
                     tokio::select! {
                         () = &mut took => {}
                         () = done.cancelled() => return Ok::<(), DriverError>(()),
+                        () = self.taken_over.cancelled() => return Ok(()),
                     }
                 }
-                if Instant::now() >= self.until {
-                    // Patience spent: the step goes on beside the task.
+                if self.spent() {
+                    // The step goes on beside the task (or for the task that took it over).
                     return Ok(());
                 }
                 if done.is_cancelled() {
@@ -145,7 +172,7 @@ impl<'a> Yield<'a> {
                     return Ok(());
                 }
                 tokio::select! {
-                    () = self.unanswered.settled_until(self.until) => {}
+                    () = self.unanswered.settled_until(self.until, self.taken_over) => {}
                     // Only a host-side timeout ends a frozen step.
                     () = done.cancelled() => {}
                 }
@@ -197,6 +224,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_refill_waits_for_every_first_answer_but_not_past_the_limit() {
         let unanswered = Unanswered::new(CancellationToken::new());
+        let mine = CancellationToken::new();
         let (first, second) = (CancellationToken::new(), CancellationToken::new());
         unanswered.add(first.clone());
         unanswered.add(second.clone());
@@ -208,7 +236,7 @@ mod tests {
             second.cancel();
         };
         tokio::join!(
-            unanswered.settled_until(Instant::now() + REFILL_WAIT_LIMIT),
+            unanswered.settled_until(Instant::now() + REFILL_WAIT_LIMIT, &mine),
             answers
         );
         // Settled with the second answer (200 ms), not the first.
@@ -216,14 +244,16 @@ mod tests {
         assert_eq!(unanswered.held(), Duration::from_millis(200));
         // With no task waiting, nothing is held.
         unanswered
-            .settled_until(Instant::now() + REFILL_WAIT_LIMIT)
+            .settled_until(Instant::now() + REFILL_WAIT_LIMIT, &mine)
             .await;
         assert_eq!(unanswered.held(), Duration::from_millis(200));
 
         let never = CancellationToken::new();
         unanswered.add(never);
         let started = tokio::time::Instant::now();
-        unanswered.settled_until(started + REFILL_WAIT_LIMIT).await;
+        unanswered
+            .settled_until(started + REFILL_WAIT_LIMIT, &mine)
+            .await;
         assert_eq!(started.elapsed(), REFILL_WAIT_LIMIT);
         assert_eq!(
             unanswered.held(),
@@ -285,7 +315,8 @@ mod tests {
             name: &name,
         };
         let unanswered = Unanswered::new(CancellationToken::new());
-        let patient = || Yield::new(&unanswered, Instant::now() + Duration::from_secs(60));
+        let mine = CancellationToken::new();
+        let patient = || Yield::new(&unanswered, Instant::now() + Duration::from_secs(60), &mine);
 
         // A take while the step runs freezes it; the task's first answer thaws it.
         let mut events = freezes(&docker, &name);
@@ -308,7 +339,11 @@ mod tests {
 
         // Patience spent: thawed although the task still waits, and not frozen again.
         let step_done = CancellationToken::new();
-        let short = Yield::new(&unanswered, Instant::now() + Duration::from_millis(1500));
+        let short = Yield::new(
+            &unanswered,
+            Instant::now() + Duration::from_millis(1500),
+            &mine,
+        );
         let script = async {
             unanswered.add(CancellationToken::new());
             assert_eq!(next(&mut events).await, "pause");
@@ -317,6 +352,28 @@ mod tests {
             step_done.cancel();
         };
         let (frozen, ()) = tokio::join!(short.freezing(&container, step_done.cancelled()), script);
+        frozen.unwrap();
+        assert!(!paused(&docker, &name).await);
+
+        // Taken over by a task that found the pool empty: thawed at once although tasks still
+        // wait (and the patience is long), and not frozen again.
+        let step_done = CancellationToken::new();
+        let taken_over = CancellationToken::new();
+        let script = async {
+            unanswered.add(CancellationToken::new());
+            assert_eq!(next(&mut events).await, "pause");
+            taken_over.cancel();
+            assert_eq!(next(&mut events).await, "unpause");
+            unanswered.add(CancellationToken::new());
+            assert!(!paused(&docker, &name).await);
+            step_done.cancel();
+        };
+        let taken = Yield::new(
+            &unanswered,
+            Instant::now() + Duration::from_secs(60),
+            &taken_over,
+        );
+        let (frozen, ()) = tokio::join!(taken.freezing(&container, step_done.cancelled()), script);
         frozen.unwrap();
         assert!(!paused(&docker, &name).await);
 
@@ -367,7 +424,27 @@ mod tests {
         unanswered.add(CancellationToken::new());
         stop.cancel();
         let started = tokio::time::Instant::now();
-        unanswered.settled_until(started + REFILL_WAIT_LIMIT).await;
+        unanswered
+            .settled_until(started + REFILL_WAIT_LIMIT, &CancellationToken::new())
+            .await;
         assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_takes_the_refill_over_ends_its_yielding() {
+        let unanswered = Unanswered::new(CancellationToken::new());
+        unanswered.add(CancellationToken::new());
+        let taken_over = CancellationToken::new();
+        let started = tokio::time::Instant::now();
+        let patience = Yield::new(&unanswered, started + REFILL_WAIT_LIMIT, &taken_over);
+        let task_arrives = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            taken_over.cancel();
+        };
+        tokio::join!(patience.to_first_answers(), task_arrives);
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        // Taken over, it waits no more although the task still waits for its first answer.
+        patience.to_first_answers().await;
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
     }
 }

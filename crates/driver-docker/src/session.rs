@@ -19,7 +19,7 @@ use crate::made::{Made, remove_container};
 use crate::pending::{self, PendingRefusals};
 use crate::refill_wait::{Freezable, Yield};
 use crate::spec::{ContainerOptions, container_spec};
-use crate::{DockerError, owner, runner, tool};
+use crate::{DockerError, owner, runner, tool, weight};
 
 static TASK_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -187,15 +187,57 @@ impl Maker {
         let reweigh = warm && self.can_reweigh();
         if reweigh {
             // Made beside a running task: it yields the CPU to it while its browser starts.
-            self.set_cpu_weight(&name, BACKGROUND_CPU_SHARES).await?;
+            weight::set(&self.docker, &name, weight::BACKGROUND).await?;
         }
-        yield_to_first_answers().await;
-        self.docker
-            .start_container(&name, None)
-            .await
-            .map_err(DockerError::StartContainer)?;
+        // Boxed: the launch's future is large, and it would otherwise sit inside every caller's.
+        let steps = Box::pin(async {
+            yield_to_first_answers().await;
+            self.docker
+                .start_container(&name, None)
+                .await
+                .map_err(DockerError::StartContainer)?;
+            self.start_browser(&name, pool, kind).await
+        });
+        let (guide, commands, pipe) = match pool {
+            Some(patience) if reweigh => {
+                weight::full_when_done_or_taken_over(
+                    &self.docker,
+                    &name,
+                    patience.taken_over(),
+                    steps,
+                )
+                .await?
+            }
+            _ => steps.await?,
+        };
+        Ok(Prepared {
+            made,
+            name,
+            guide,
+            pending,
+            commands,
+            first_answer: CancellationToken::new(),
+            pipe,
+            made_at: std::time::Instant::now(),
+        })
+    }
 
-        let (guide, commands, pipe) = match kind {
+    /// Start what the session drives in its started container `name`: the runner, and for a
+    /// warm agent-browser session its Chromium (frozen while a task waits for its first answer);
+    /// or the CDP pipe.
+    async fn start_browser(
+        &self,
+        name: &str,
+        pool: Option<Yield<'_>>,
+        kind: Kind,
+    ) -> Result<(String, runner::Commands, Option<Pipe>), DriverError> {
+        let yield_to_first_answers = || async move {
+            if let Some(patience) = pool {
+                patience.to_first_answers().await;
+            }
+        };
+        let name = name.to_owned();
+        Ok(match kind {
             Kind::AgentBrowser => {
                 // One exec for the runner; every command after it is a process spawn inside.
                 yield_to_first_answers().await;
@@ -233,21 +275,6 @@ impl Maker {
                     .await?;
                 (String::new(), commands, Some(pipe))
             }
-        };
-        if reweigh {
-            // Started, and idle until taken: its full weight back now, so the take that hands it
-            // to a task (and which a task waits on) asks Docker for nothing more.
-            self.set_cpu_weight(&name, TASK_CPU_SHARES).await?;
-        }
-        Ok(Prepared {
-            made,
-            name,
-            guide,
-            pending,
-            commands,
-            first_answer: CancellationToken::new(),
-            pipe,
-            made_at: std::time::Instant::now(),
         })
     }
 
@@ -381,28 +408,12 @@ impl Maker {
         Ok(())
     }
 
-    /// The container's CPU weight against other containers (Docker's default is 1024).
     /// Whether the runtime lets Docker change a running container's CPU weight: runtimes on the
     /// host's kernel do. gVisor's runsc (the release Debian ships) has no `update` command, and it
     /// may be registered under any name, so under anything else a refill keeps the full weight
     /// (the freeze during Chromium's launch still applies).
     fn can_reweigh(&self) -> bool {
         crate::spec::on_host_kernel(&self.config.runtime)
-    }
-
-    pub(crate) async fn set_cpu_weight(
-        &self,
-        container: &str,
-        shares: i64,
-    ) -> Result<(), DriverError> {
-        let update = bollard::models::ContainerUpdateBody {
-            cpu_shares: Some(shares),
-            ..Default::default()
-        };
-        self.docker
-            .update_container(container, update)
-            .await
-            .map_err(|e| DockerError::UpdateContainer(e).into())
     }
 
     /// Whether a warm session's container still runs. One inspect, a few milliseconds; an exec
@@ -450,13 +461,6 @@ impl Maker {
         }
     }
 }
-
-/// A warm container's CPU weight while its browser starts: the lowest Docker takes, so starting
-/// the next browser gets only the CPU the running tasks leave (at 128, an eighth of a task's, the
-/// refill still slowed back-to-back tasks' page loads more).
-const BACKGROUND_CPU_SHARES: i64 = 2;
-/// Docker's default CPU weight, which a warm container gets back once its browser is up.
-const TASK_CPU_SHARES: i64 = 1024;
 
 /// After the relay is ready: print agent-browser's guide (an agent-browser session).
 const AFTER_RELAY_GUIDE: &str = "exec agent-browser skills get core";

@@ -24,6 +24,8 @@ pub(super) fn pool(
     let mut per_minute = [Vec::new(), Vec::new(), Vec::new()];
     let mut loads = [Samples::default(), Samples::default(), Samples::default()];
     let mut warm = [0_u64; 3];
+    // Of those, the tasks that found the pool empty and took over the refill under way.
+    let mut taken_over = [0_u64; 3];
     // Each run's time its pool's refills spent held for first answers, as a share of the run.
     let mut held = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..total_rounds(rounds) {
@@ -49,11 +51,13 @@ pub(super) fn pool(
                 }
             }
             warm[index] += run["warm"].as_u64().unwrap_or(0);
+            taken_over[index] += run["taken_over"].as_u64().unwrap_or(0);
             for load in run["loads_ms"].as_array().into_iter().flatten() {
                 loads[index].record(load.as_f64());
             }
         }
     }
+    let total = tasks * rounds;
     let _ = writeln!(
         report,
         "## Warm pool: one-page tasks back to back ({tasks} per run, {rounds} runs each after a warm-up)\n\n\
@@ -64,8 +68,11 @@ pub(super) fn pool(
          the pool was empty) waits for its own, and its Chromium's launch, if under way then, is \
          frozen until that answer. Refills held is the time the pool's refills spent waiting, or \
          frozen, for those answers, as a share of the run (median): making time the pool gives up \
-         so as not to slow a task's first page.\n\n\
-         | pool | tasks per minute (median) | ratio | tasks that started warm | refills held | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|---|"
+         so as not to slow a task's first page. A task that finds the pool empty while a refill is \
+         under way takes that refill over (it stops yielding and the task waits for it) instead \
+         of starting a browser of its own beside it; it is counted among those that started warm, \
+         and apart in brackets.\n\n\
+         | pool | tasks per minute (median) | ratio | tasks that started warm (of {total}; refills taken over) | refills held | page load median ms | ratio | failed loads |\n|---|---|---|---|---|---|---|---|"
     );
     let tpm: Vec<Option<f64>> = per_minute.iter().map(|v| super::stats::median(v)).collect();
     let load_median: Vec<Option<f64>> = loads
@@ -80,11 +87,12 @@ pub(super) fn pool(
         let number = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
         let _ = writeln!(
             report,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} |",
             POOLS[index],
             number(tpm[index]),
             ratio(&tpm),
             warm[index],
+            taken_over[index],
             super::stats::median(&held[index])
                 .filter(|_| index > 0)
                 .map_or_else(|| "–".to_owned(), |share| format!("{share:.0} %")),
@@ -109,6 +117,7 @@ fn burst(root: &Path, site: u16, rounds: usize, report: &mut String) {
     let binary = root.join("target/release/examples/pool_burst");
     let mut times = [Samples::default(), Samples::default(), Samples::default()];
     let mut warm = [(0_u64, 0_u64); 3];
+    let mut taken_over = [0_u64; 3];
     let mut seconds = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..total_rounds(rounds) {
         for index in rotation(round, BURST_POOLS.len()) {
@@ -132,6 +141,8 @@ fn burst(root: &Path, site: u16, rounds: usize, report: &mut String) {
             };
             warm[index].0 += run["warm"].as_u64().unwrap_or(0);
             warm[index].1 += run["tasks"].as_u64().unwrap_or(0);
+            // [warm, taken over, cold]
+            taken_over[index] += run["claims"][1].as_u64().unwrap_or(0);
             seconds[index].extend(run["seconds"].as_f64());
             for time in run["times_ms"].as_array().into_iter().flatten() {
                 times[index].record(time.as_f64());
@@ -144,8 +155,9 @@ fn burst(root: &Path, site: u16, rounds: usize, report: &mut String) {
          Two bursts of 4 tasks 250 ms apart (faster than one browser starts), 20 s between them \
          (`pool_burst`), {rounds} runs each after a warm-up; each contender starts with its \
          minimum ready. A task: a session, a fresh 100-subresource page, a snapshot, dispose; \
-         its time runs from its arrival to its snapshot.\n\n\
-         | pool (min to max) | tasks started warm | task time median ms | p90 ms | ratio (median) \
+         its time runs from its arrival to its snapshot; in brackets, the tasks that found the \
+         pool empty and took over a refill under way.\n\n\
+         | pool (min to max) | tasks started warm (refills taken over) | task time median ms | p90 ms | ratio (median) \
          | run s (median) | failed |\n|---|---|---|---|---|---|---|"
     );
     let base = times[0].summary().map(|s| s.median);
@@ -159,9 +171,10 @@ fn burst(root: &Path, site: u16, rounds: usize, report: &mut String) {
         let run_seconds = super::stats::median(&seconds[index]);
         let _ = writeln!(
             report,
-            "| {min} to {max} | {} of {} | {} | {} | {ratio} | {} | {} |",
+            "| {min} to {max} | {} of {} ({}) | {} | {} | {ratio} | {} | {} |",
             warm[index].0,
             warm[index].1,
+            taken_over[index],
             cell(summary.map(|s| s.median)),
             cell(summary.map(|s| s.p90)),
             run_seconds.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}")),

@@ -2,6 +2,7 @@
 //! it empty, claimed warm, and shrunk back to its minimum once a window passes with no task.
 
 use super::*;
+use airlock_driver_docker::PoolClaims;
 
 /// Wait (bounded) until `done` holds.
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
@@ -49,7 +50,13 @@ async fn the_pool_grows_with_demand_and_falls_back_to_its_minimum() {
     // what that miss says: one for the arrival and one for the miss.
     let cold = driver.start(context()).await.unwrap();
     assert!(!cold.warm);
-    assert_eq!(driver.pool_claims(), (0, 1));
+    assert_eq!(
+        driver.pool_claims(),
+        PoolClaims {
+            cold: 1,
+            ..PoolClaims::default()
+        }
+    );
     let opened = cold.tools[0]
         .execute(json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}))
         .await
@@ -61,7 +68,14 @@ async fn the_pool_grows_with_demand_and_falls_back_to_its_minimum() {
     // The next task is warm.
     let warm = driver.start(context()).await.unwrap();
     assert!(warm.warm);
-    assert_eq!(driver.pool_claims(), (1, 1));
+    assert_eq!(
+        driver.pool_claims(),
+        PoolClaims {
+            warm: 1,
+            cold: 1,
+            ..PoolClaims::default()
+        }
+    );
     warm.dispose.dispose().await;
     cold.dispose.dispose().await;
 

@@ -143,6 +143,71 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_finds_the_pool_empty_takes_over_the_refill_under_way() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let config = airlock_driver_docker::DriverConfig {
+        pool: airlock_driver_docker::PoolConfig {
+            size: 1,
+            ..airlock_driver_docker::PoolConfig::default()
+        },
+        ..lab_config(site)
+    };
+    let driver = DockerDriver::connect(config).await.unwrap();
+    driver.check().await.unwrap();
+    driver.start_pool().unwrap();
+    until_warm(&driver).await;
+    let context = || {
+        TaskContext::new(
+            CancellationToken::new(),
+            airlock_worker::TaskLimits::default(),
+        )
+    };
+    let first = driver.start(context()).await.unwrap();
+    assert!(first.warm);
+    // The first task gives no answer, so the refill waits out its patience, makes its container
+    // and then yields again (as long again) before starting it: a refill under way, far from done.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while my_containers().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no refill started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refill = my_containers();
+
+    // The pool is empty: the next task takes that refill over rather than making a browser of
+    // its own beside it.
+    let second = driver.start(context()).await.unwrap();
+    assert!(second.warm, "the task started cold beside the refill");
+    // No browser was made for it: it runs in the refill's container (the pool's next refill
+    // waits its patience for the first task's answer before making another).
+    let sorted = |mut names: Vec<String>| {
+        names.sort();
+        names
+    };
+    assert_eq!(sorted(my_containers()), sorted(refill));
+    assert_eq!(
+        driver.pool_claims(),
+        airlock_driver_docker::PoolClaims {
+            warm: 1,
+            taken_over: 1,
+            cold: 0
+        }
+    );
+    let opened = call(
+        &second,
+        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
+    )
+    .await;
+    assert!(!opened.is_error, "{}", opened.text);
+    second.dispose.dispose().await;
+    first.dispose.dispose().await;
+    driver.shutdown().await;
+    assert!(my_containers().is_empty(), "{:?}", my_containers());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_browser_writes_no_caches_to_its_tmpfs() {
     if !docker_ready() {
         return;
