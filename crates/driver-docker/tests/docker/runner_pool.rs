@@ -88,17 +88,7 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
         return;
     }
     let site = serve_site();
-    let config = airlock_driver_docker::DriverConfig {
-        pool: airlock_driver_docker::PoolConfig {
-            size: 1,
-            ..airlock_driver_docker::PoolConfig::default()
-        },
-        ..lab_config(site)
-    };
-    let driver = DockerDriver::connect(config).await.unwrap();
-    driver.check().await.unwrap();
-    driver.start_pool().unwrap();
-    until_warm(&driver).await;
+    let driver = warm_pool_of_one(site).await;
     let session = driver
         .start(TaskContext::new(
             CancellationToken::new(),
@@ -148,17 +138,7 @@ async fn a_task_that_finds_the_pool_empty_takes_over_the_refill_under_way() {
         return;
     }
     let site = serve_site();
-    let config = airlock_driver_docker::DriverConfig {
-        pool: airlock_driver_docker::PoolConfig {
-            size: 1,
-            ..airlock_driver_docker::PoolConfig::default()
-        },
-        ..lab_config(site)
-    };
-    let driver = DockerDriver::connect(config).await.unwrap();
-    driver.check().await.unwrap();
-    driver.start_pool().unwrap();
-    until_warm(&driver).await;
+    let driver = warm_pool_of_one(site).await;
     let context = || {
         TaskContext::new(
             CancellationToken::new(),
@@ -217,18 +197,7 @@ async fn a_warm_browser_writes_no_caches_to_its_tmpfs() {
     // keeps an idle browser (a warm one, on about:blank) from writing the four it did. Nor does
     // fontconfig write caches of its own: the image's are valid (its Dockerfile says why they
     // were not), so a launch does not rescan the fonts.
-    let driver = DockerDriver::connect(airlock_driver_docker::DriverConfig {
-        pool: airlock_driver_docker::PoolConfig {
-            size: 1,
-            ..airlock_driver_docker::PoolConfig::default()
-        },
-        ..lab_config(serve_site())
-    })
-    .await
-    .unwrap();
-    driver.check().await.unwrap();
-    driver.start_pool().unwrap();
-    until_warm(&driver).await;
+    let driver = warm_pool_of_one(serve_site()).await;
     let name = my_containers().pop().unwrap();
     let profile = exec_in(
         &name,
@@ -262,6 +231,22 @@ async fn a_warm_browser_writes_no_caches_to_its_tmpfs() {
     assert!(caches.trim().is_empty(), "caches fill the tmpfs: {caches}");
     driver.shutdown().await;
     assert!(my_containers().is_empty(), "{:?}", my_containers());
+}
+
+/// A driver for the lab site on `site` whose pool of one holds a ready session.
+async fn warm_pool_of_one(site: u16) -> DockerDriver {
+    let config = airlock_driver_docker::DriverConfig {
+        pool: airlock_driver_docker::PoolConfig {
+            size: 1,
+            ..airlock_driver_docker::PoolConfig::default()
+        },
+        ..lab_config(site)
+    };
+    let driver = DockerDriver::connect(config).await.unwrap();
+    driver.check().await.unwrap();
+    driver.start_pool().unwrap();
+    until_warm(&driver).await;
+    driver
 }
 
 /// Wait (bounded) until the driver's pool holds a ready session.
