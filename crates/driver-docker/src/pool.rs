@@ -19,10 +19,10 @@
 //! starts and as long again over its steps, frozen or not, so a slow first page never leaves the
 //! pool empty for long.
 //!
-//! A task that finds the pool empty while a refill is under way takes that refill over instead
-//! of starting cold: the refill stops yielding (a cold start yields to nobody either) and the
-//! task waits for it. Starting its own browser beside the refill would do the same work twice on
-//! the same cores, and the refill is further along.
+//! A task that arrives while a refill is under way and finds the pool empty takes that refill
+//! over instead of starting cold: the refill stops yielding (a cold start yields to nobody
+//! either) and the task waits for it. Starting its own browser beside the refill would do the
+//! same work twice on the same cores, and the refill is further along.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,7 +69,9 @@ struct Shared {
     unanswered: Unanswered,
     /// The refill under way, if one is and nobody has taken it over: cancelled by the task that
     /// takes it over, which removes it from here.
-    refilling: Mutex<Option<CancellationToken>>,
+    refilling: Mutex<Option<UnderWay>>,
+    /// Refills begun so far, which numbers them.
+    refills: AtomicU64,
     /// Told when a refill under way ends, with a session made or not.
     refilled: Notify,
     stop: CancellationToken,
@@ -100,6 +102,7 @@ impl Pool {
             taken: Notify::new(),
             unanswered: Unanswered::new(stop.clone()),
             refilling: Mutex::new(None),
+            refills: AtomicU64::new(0),
             refilled: Notify::new(),
             stop,
             last_error: Mutex::new(None),
@@ -114,10 +117,15 @@ impl Pool {
     /// A ready session that still answers, if there is one, or else the one a refill under way
     /// is making. Stale or dead ones met on the way are removed; the filler is woken to make more.
     pub(crate) async fn take(&self) -> Option<Prepared> {
+        // Only a refill under way when the task arrived is worth taking over: one begun since
+        // (after a dead session found on the way) is no further along than a cold start.
+        let under_way = lock(&self.shared.refilling)
+            .as_ref()
+            .map(|refill| refill.number);
         let mut taken = self.take_answering().await;
         let ready = taken.is_some();
-        if !ready {
-            taken = self.take_over_refill().await;
+        if let (false, Some(number)) = (ready, under_way) {
+            taken = self.take_over_refill(number).await;
         }
         let claims = match (ready, taken.is_some()) {
             (true, _) => &self.shared.warm_claims,
@@ -131,20 +139,31 @@ impl Pool {
         taken
     }
 
-    /// The session of the refill under way, which stops yielding to other tasks' first answers
-    /// and is waited for (its steps are bounded); `None` when no refill is under way, another
-    /// task has already taken it over (one taker per refill, so a burst's later tasks start cold
-    /// at once rather than after it), it failed, or another task took what it made.
-    async fn take_over_refill(&self) -> Option<Prepared> {
+    /// The session of refill `number`, which stops yielding to other tasks' first answers and
+    /// is waited for (its steps are bounded); `None` when it has ended without a session left
+    /// for this task, another task has already taken it over (one taker per refill, so a burst's
+    /// later tasks start cold at once rather than after it), it failed, or another task took
+    /// what it made.
+    async fn take_over_refill(&self, number: u64) -> Option<Prepared> {
         let refilled = self.shared.refilled.notified();
         tokio::pin!(refilled);
         // Registered before the look, so a refill ending between the two is not missed.
         refilled.as_mut().enable();
-        let Some(refill) = lock(&self.shared.refilling).take() else {
-            // Perhaps one was made since the pool was found empty.
+        let refill = {
+            let mut refilling = lock(&self.shared.refilling);
+            match refilling.take() {
+                Some(refill) if refill.number == number => Some(refill),
+                other => {
+                    *refilling = other;
+                    None
+                }
+            }
+        };
+        let Some(refill) = refill else {
+            // It ended: perhaps with a session since the pool was found empty.
             return self.take_answering().await;
         };
-        refill.cancel();
+        refill.taken_over.cancel();
         tokio::select! {
             () = refilled => {}
             () = self.shared.stop.cancelled() => return None,
@@ -230,6 +249,12 @@ pub struct PoolClaims {
     pub cold: u64,
 }
 
+/// A refill under way that no task has taken over.
+struct UnderWay {
+    number: u64,
+    taken_over: CancellationToken,
+}
+
 /// Marks a refill under way until dropped, then tells tasks waiting to take it over that it
 /// ended (after what it made, if anything, is in the ready queue).
 struct Refilling<'a> {
@@ -240,7 +265,11 @@ struct Refilling<'a> {
 impl<'a> Refilling<'a> {
     fn start(shared: &'a Shared) -> Self {
         let taken_over = CancellationToken::new();
-        *lock(&shared.refilling) = Some(taken_over.clone());
+        let number = shared.refills.fetch_add(1, Ordering::Relaxed);
+        *lock(&shared.refilling) = Some(UnderWay {
+            number,
+            taken_over: taken_over.clone(),
+        });
         Self { shared, taken_over }
     }
 }
