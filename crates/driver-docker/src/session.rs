@@ -145,11 +145,6 @@ impl Maker {
         kind: Kind,
     ) -> Result<Prepared, DriverError> {
         let warm = pool.is_some();
-        let yield_to_first_answers = || async move {
-            if let Some(patience) = pool {
-                patience.to_first_answers().await;
-            }
-        };
         let task_id = task_id();
         let (proxy, pending) = self.start_proxy()?;
 
@@ -191,7 +186,7 @@ impl Maker {
         }
         // Boxed: the launch's future is large, and it would otherwise sit inside every caller's.
         let steps = Box::pin(async {
-            yield_to_first_answers().await;
+            yield_to_first_answers(pool).await;
             self.docker
                 .start_container(&name, None)
                 .await
@@ -231,28 +226,23 @@ impl Maker {
         pool: Option<Yield<'_>>,
         kind: Kind,
     ) -> Result<(String, runner::Commands, Option<Pipe>), DriverError> {
-        let yield_to_first_answers = || async move {
-            if let Some(patience) = pool {
-                patience.to_first_answers().await;
-            }
-        };
         let name = name.to_owned();
         Ok(match kind {
             Kind::AgentBrowser => {
                 // One exec for the runner; every command after it is a process spawn inside.
-                yield_to_first_answers().await;
+                yield_to_first_answers(pool).await;
                 let runner = runner::Runner::launch(&self.docker, &name).await?;
                 let commands = runner::Commands::new(
                     self.docker.clone(),
                     name.clone(),
                     Some(Arc::new(runner)),
                 );
-                yield_to_first_answers().await;
+                yield_to_first_answers(pool).await;
                 let guide = self
                     .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
                     .await?;
                 if let Some(patience) = pool {
-                    yield_to_first_answers().await;
+                    yield_to_first_answers(pool).await;
                     // The runner has answered (the guide), so its exec has finished starting, and
                     // the launch may not start another: the container can be frozen safely.
                     let container = Freezable {
@@ -489,6 +479,14 @@ fn task_id() -> String {
         nanos & 0xffff_ffff_ffff,
         std::process::id()
     )
+}
+
+/// A warm session's making yields (within its patience) to tasks' first answers; a cold one
+/// yields to nobody.
+async fn yield_to_first_answers(pool: Option<Yield<'_>>) {
+    if let Some(patience) = pool {
+        patience.to_first_answers().await;
+    }
 }
 
 #[cfg(test)]
