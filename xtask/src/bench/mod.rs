@@ -21,7 +21,8 @@
 //!
 //! `--quick` runs a small version. Every run writes `target/bench/report.md`; a full run of every
 //! section also writes `docs/benchmarks.md`, the report of record (committed, with the machine it
-//! ran on), which every figure in README.md and ARCHITECTURE.md quotes.
+//! ran on), which every figure in README.md and ARCHITECTURE.md quotes, followed by `changes.md`:
+//! what each change made for a goal of the report did when it landed.
 
 mod bench_runtimes;
 mod cdp;
@@ -56,6 +57,10 @@ use clap::Args;
 
 use crate::util::{is_root, run_loud, succeeds, workspace_root};
 use processes::{Children, free_port, wait_for_port};
+
+/// What #32's changes did when each landed, kept by hand and added to every report of record
+/// after this run's own sections.
+const CHANGES: &str = include_str!("changes.md");
 
 /// Arguments of `cargo xtask bench`.
 #[derive(Debug, Args)]
@@ -184,7 +189,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if !args.quick && args.only.is_empty() {
         let record = root.join("docs/benchmarks.md");
         fs::create_dir_all(root.join("docs"))?;
-        fs::write(&record, &report)?;
+        fs::write(&record, format!("{report}{CHANGES}"))?;
         eprintln!(
             "wrote {} (the report of record: commit it)",
             record.display()
