@@ -23,10 +23,6 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::exec;
 
-/// Where agent-browser's stream server listens in the container (`AGENT_BROWSER_STREAM_PORT` in
-/// the image): known, so a watch asks the daemon nothing (it answers one command at a time, and
-/// may be busy with the worker's).
-const STREAM_PORT: u16 = 9223;
 /// Frames per second a watch asks for: enough to follow a page, little to carry.
 pub const LIVE_MAX_FPS: u32 = 5;
 /// The largest stream message taken: a frame of the 1280×720 viewport is about 54 KB as JPEG
@@ -144,12 +140,10 @@ type StreamSocket = tokio_tungstenite::WebSocketStream<
 impl DockerLive {
     /// The relay's exec, and the WebSocket handshake over its stdio.
     async fn connect(&self) -> Result<StreamSocket, Unconnected> {
-        let port = STREAM_PORT;
-        let command = vec![
-            "/usr/local/bin/airlock-relay".to_owned(),
-            "--stdio-to".to_owned(),
-            format!("127.0.0.1:{port}"),
-        ];
+        // The stream server's port is known (`AGENT_BROWSER_STREAM_PORT` in the image), so a
+        // watch asks the daemon nothing (it answers one command at a time, and may be busy with
+        // the worker's); the command is the one the Docker gate admits.
+        let command = airlock_policy::LIVE_VIEW_EXEC.map(str::to_owned).to_vec();
         let (_, output, input) =
             exec::attach(&self.docker, &self.container, command, true, 256 * 1024)
                 .await
@@ -169,7 +163,10 @@ impl DockerLive {
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_MESSAGE_BYTES))
             .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        let url = format!("ws://127.0.0.1:{port}/?maxFps={LIVE_MAX_FPS}");
+        let url = format!(
+            "ws://{}/?maxFps={LIVE_MAX_FPS}",
+            airlock_policy::LIVE_VIEW_EXEC[2]
+        );
         let (socket, _) =
             tokio_tungstenite::client_async_with_config(url, connection, Some(config))
                 .await

@@ -238,6 +238,8 @@ fn the_docker_gate_admits_every_spec_the_driver_makes_as_made() {
         egress_parent: "/tmp".into(),
         gate_id: "node-1".into(),
         seccomp_profile: SECCOMP_PROFILE.into(),
+        // The no-sandbox variant is among the specs below; a gate admits it only when told to.
+        allow_no_browser_sandbox: true,
         limits: GateLimits::default(),
     };
     let made = |options: ContainerOptions| ContainerOptions {
@@ -274,4 +276,20 @@ fn the_docker_gate_admits_every_spec_the_driver_makes_as_made() {
         assert_eq!(admitted.browser_sandbox, options.browser_sandbox);
         assert_eq!(admitted.bind_source, options.socket_dir.to_str().unwrap());
     }
+    // A gate left at its default refuses the no-sandbox spec, naming the switch.
+    let plain = made(ContainerOptions {
+        browser_sandbox: false,
+        ..options("runc")
+    });
+    let spec = serde_json::to_vec(&container_spec(&plain)).unwrap();
+    let target = format!("/v1.41/containers/create?name={}", plain.name());
+    let strict = GateRules {
+        allow_no_browser_sandbox: false,
+        ..rules
+    };
+    let refusal = judge_docker_call("POST", &target, &spec, &strict).unwrap_err();
+    assert!(
+        refusal.to_string().contains("--allow-no-browser-sandbox"),
+        "{refusal}"
+    );
 }

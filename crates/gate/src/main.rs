@@ -55,6 +55,10 @@ struct Args {
     /// Most client connections at once.
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
+    /// Admit the no-sandbox variant (an Airlock started with --no-browser-sandbox: Chromium
+    /// without its own sandbox, under Docker's default seccomp profile). Refused without it.
+    #[arg(long)]
+    allow_no_browser_sandbox: bool,
 }
 
 /// Airlock's seccomp profile, exactly as the driver sends it.
@@ -94,6 +98,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         egress_parent,
         gate_id: args.id,
         seccomp_profile: SECCOMP_PROFILE.to_owned(),
+        allow_no_browser_sandbox: args.allow_no_browser_sandbox,
         limits: GateLimits::default(),
     };
     let docker = upstream::Docker::new(args.docker);
@@ -108,6 +113,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         listen = %args.listen.display(),
         image = %gate.rules.image,
         runtimes = ?gate.rules.runtimes,
+        allow_no_browser_sandbox = gate.rules.allow_no_browser_sandbox,
         "airlock-gate: forwarding only Airlock's sealed browsers"
     );
     listener.serve(gate, args.max_connections).await

@@ -506,3 +506,80 @@ async fn a_known_name_taken_by_another_container_reaches_nothing() {
     session.dispose.dispose().await;
     driver.shutdown().await;
 }
+
+/// A page that is one big button; pressing it retitles the page.
+fn button_site() -> u16 {
+    let page = "<!doctype html><title>Waiting</title><button id=b style=position:fixed;inset:0;width:100%;height:100% onclick=\"document.title='Pressed'\">press</button>";
+    airlock_testkit::site::site(move |_| {
+        std::collections::HashMap::from([("/", ("200 OK", String::new(), page.to_owned()))])
+    })
+    .0
+}
+
+/// The live view (the relay's exec to agent-browser's stream server) works through the gate: a
+/// watch receives frames of the page, and a person's click sent through it reaches the page.
+/// The gate refused that exec before it knew the live view's command.
+async fn live_view_through_the_gate(runtime: &str) {
+    let gate = Gate::start(&format!("gate-live-{runtime}-{}", std::process::id()));
+    let site = button_site();
+    let driver = DockerDriver::connect(DriverConfig {
+        runtime: runtime.to_owned(),
+        ..config(&gate.socket, site, 0)
+    })
+    .await
+    .unwrap();
+    let slot = airlock_worker::LiveSlot::default();
+    let session = driver
+        .start(context().with_live(slot.clone()))
+        .await
+        .unwrap();
+    open_page(&session, site).await;
+    let source = slot.source().expect("the driver offers a live view");
+    let mut feed = tokio::time::timeout(Duration::from_secs(120), source.watch())
+        .await
+        .expect("the watch starts")
+        .unwrap_or_else(|error| panic!("{runtime}: {error}"));
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        feed.frames.wait_for(Option::is_some),
+    )
+    .await
+    .expect("a frame arrives")
+    .unwrap();
+    let input = feed.input.clone().expect("the live view takes input");
+    for event in ["mousePressed", "mouseReleased"] {
+        let click = serde_json::from_value(json!({"type": "input_mouse", "eventType": event,
+            "x": 200.0, "y": 200.0, "button": "left", "clickCount": 1}))
+        .unwrap();
+        input.send(click).await.unwrap();
+    }
+    // The click travels through the stream on its own; the page's own state says it arrived.
+    let waited = session.tools[0]
+        .execute(json!({"args": ["wait", "--fn", "document.title === 'Pressed'"]}))
+        .await
+        .unwrap();
+    assert!(
+        !waited.is_error,
+        "{runtime}: the click never reached the page: {}",
+        waited.text
+    );
+    drop(feed);
+    session.dispose.dispose().await;
+    driver.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_view_and_a_persons_input_work_through_the_gate() {
+    if !docker_ready() {
+        return;
+    }
+    live_view_through_the_gate("runc").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_view_works_through_the_gate_under_gvisor() {
+    if !docker_ready() {
+        return;
+    }
+    live_view_through_the_gate("runsc").await;
+}

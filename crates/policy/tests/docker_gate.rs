@@ -19,6 +19,7 @@ fn rules() -> GateRules {
         egress_parent: "/tmp".into(),
         gate_id: "node-1".into(),
         seccomp_profile: PROFILE.into(),
+        allow_no_browser_sandbox: false,
         limits: GateLimits::default(),
     }
 }
@@ -83,11 +84,59 @@ fn the_sealed_container_is_admitted_and_written_by_the_gate() {
         "/tmp/airlock-egress-b1p2s3-AbC123/sockets"
     );
     assert!(admitted.browser_sandbox);
+}
 
-    // The explicit no-sandbox variant: Docker's default profile, admitted (and logged by the gate).
+/// The explicit no-sandbox variant (Docker's default profile, `AIRLOCK_BROWSER_SANDBOX=off`) is
+/// refused, naming the switch, unless the gate's operator allows it; then it is admitted (and
+/// logged by the gate).
+#[test]
+fn the_no_sandbox_variant_needs_the_operators_switch() {
     let mut plain = sealed();
     plain["HostConfig"]["SecurityOpt"] = json!(["no-new-privileges"]);
-    assert!(!create(&plain).unwrap().create.unwrap().browser_sandbox);
+    plain["Env"][1] = json!("AIRLOCK_BROWSER_SANDBOX=off");
+    let why = refused(&plain);
+    assert!(why.contains("--allow-no-browser-sandbox"), "{why}");
+    let allowing = GateRules {
+        allow_no_browser_sandbox: true,
+        ..rules()
+    };
+    let forward = judge_docker_call(
+        "POST",
+        "/v1.41/containers/create?name=airlock-task-t1",
+        &serde_json::to_vec(&plain).unwrap(),
+        &allowing,
+    )
+    .unwrap();
+    assert!(!forward.create.unwrap().browser_sandbox);
+}
+
+/// The environment and the seccomp profile must tell one story: the sandbox switched off under
+/// the profile that opens user namespaces for it (weaker than either variant), on under Docker's
+/// default profile, or not said at all, is refused, whatever the operator allows.
+#[test]
+fn the_sandbox_setting_must_match_the_seccomp_profile() {
+    let allowing = GateRules {
+        allow_no_browser_sandbox: true,
+        ..rules()
+    };
+    let judged = |body: &Value| {
+        judge_docker_call(
+            "POST",
+            "/v1.41/containers/create?name=airlock-task-t1",
+            &serde_json::to_vec(body).unwrap(),
+            &allowing,
+        )
+    };
+    let mut off_under_profile = sealed();
+    off_under_profile["Env"][1] = json!("AIRLOCK_BROWSER_SANDBOX=off");
+    let mut on_without_profile = sealed();
+    on_without_profile["HostConfig"]["SecurityOpt"] = json!(["no-new-privileges"]);
+    let mut unsaid = sealed();
+    unsaid["Env"] = json!(["BROWSER_LIFETIME_SECONDS=360", "AIRLOCK_RELAY_MODE=handoff"]);
+    for body in [off_under_profile, on_without_profile, unsaid] {
+        let why = judged(&body).unwrap_err().to_string();
+        assert!(why.contains("AIRLOCK_BROWSER_SANDBOX must be"), "{why}");
+    }
 }
 
 /// Each field that would open the seal, as a HostConfig key, in Docker's spelling, lower case,
@@ -385,10 +434,34 @@ fn execs_run_the_drivers_commands_only_as_the_containers_user() {
             "-c",
             "pgrep chromium"
         ]),
+        // The live view's relay to agent-browser's stream server.
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "127.0.0.1:9223"
+        ]),
     ] {
         assert!(exec(attached(cmd.clone())).is_ok(), "{cmd}");
     }
     for cmd in [
+        // The relay to any other place, or the relay as anything else.
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "127.0.0.1:9222"
+        ]),
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "10.0.0.1:9223"
+        ]),
+        json!(["/usr/local/bin/airlock-relay"]),
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "127.0.0.1:9223",
+            "x"
+        ]),
         json!(["sh"]),
         json!(["/bin/bash", "-c", "id"]),
         json!(["timeout", "30", "sh"]),

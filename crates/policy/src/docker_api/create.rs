@@ -87,7 +87,7 @@ pub fn judge(
         ));
     }
     let user = user(&string(top, "User")?)?;
-    let env = environment(top)?;
+    let (env, env_sandbox) = environment(top)?;
     let labels = labels(top, &name, rules)?;
     if field(top, "NetworkDisabled") != Some(&Value::Bool(true)) {
         return Err(refused("NetworkDisabled", "must be true"));
@@ -97,6 +97,24 @@ pub fn judge(
         "HostConfig",
     )?;
     let (host, bind_source, browser_sandbox) = host_config(host, rules)?;
+    // The entrypoint reads the environment and the kernel enforces the profile: they must tell
+    // one story. Sandbox off under the profile that opens user namespaces for it would be weaker
+    // than either variant the driver builds.
+    if env_sandbox != Some(browser_sandbox) {
+        let wanted = if browser_sandbox { "on" } else { "off" };
+        return Err(refused(
+            "Env",
+            format!(
+                "AIRLOCK_BROWSER_SANDBOX must be {wanted} with this HostConfig.SecurityOpt (on with Airlock's seccomp profile, off with Docker's default)"
+            ),
+        ));
+    }
+    if !browser_sandbox && !rules.allow_no_browser_sandbox {
+        return Err(refused(
+            "HostConfig.SecurityOpt",
+            "the no-sandbox variant (Chromium without its own sandbox) is refused by this gate: run Airlock with the browser sandbox, or start airlock-gate with --allow-no-browser-sandbox",
+        ));
+    }
     let body = json!({
         "Image": image,
         "User": user,
@@ -291,9 +309,11 @@ fn user(user: &str) -> Result<String, GateRefusal> {
     }
 }
 
-fn environment(top: &Map<String, Value>) -> Result<Vec<String>, GateRefusal> {
+/// The environment, and what it says of Chromium's sandbox (`None` when it does not say).
+fn environment(top: &Map<String, Value>) -> Result<(Vec<String>, Option<bool>), GateRefusal> {
     let entries = strings(top, "Env", "Env")?;
     let mut seen = Vec::new();
+    let mut sandbox = None;
     for entry in &entries {
         let (name, value) = entry
             .split_once('=')
@@ -309,9 +329,12 @@ fn environment(top: &Map<String, Value>) -> Result<Vec<String>, GateRefusal> {
         if !fits || seen.contains(&name) {
             return Err(refused("Env", format!("{name}={value:?} is refused")));
         }
+        if name == "AIRLOCK_BROWSER_SANDBOX" {
+            sandbox = Some(value == "on");
+        }
         seen.push(name);
     }
-    Ok(entries)
+    Ok((entries, sandbox))
 }
 
 fn labels(top: &Map<String, Value>, name: &str, rules: &GateRules) -> Result<Value, GateRefusal> {

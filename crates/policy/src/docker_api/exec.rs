@@ -11,6 +11,14 @@ const LONG_LIVED: &[&str] = &[
     "/usr/local/bin/airlock-runner",
     "/usr/local/bin/airlock-cdp-browser",
 ];
+/// The live view's exec, exactly: the relay copying its stdio to agent-browser's stream server
+/// on the container's loopback (the image's `AGENT_BROWSER_STREAM_PORT`). The driver runs this
+/// command; the gate admits it and no other relay invocation.
+pub const LIVE_VIEW_EXEC: [&str; 3] = [
+    "/usr/local/bin/airlock-relay",
+    "--stdio-to",
+    "127.0.0.1:9223",
+];
 /// The programs a one-off exec may run, always under `timeout --kill-after=2 <seconds>`.
 const ONE_OFF: &[&str] = &[
     "agent-browser",
@@ -88,7 +96,7 @@ pub fn judge_start(body: &Value) -> Result<Value, GateRefusal> {
 }
 
 fn command(object: &Map<String, Value>) -> Result<Vec<String>, GateRefusal> {
-    let why = "must be airlock-runner, airlock-cdp-browser, or `timeout --kill-after=2 <seconds>` before one of the image's programs Airlock runs";
+    let why = "must be airlock-runner, airlock-cdp-browser, the live view's `airlock-relay --stdio-to 127.0.0.1:9223`, or `timeout --kill-after=2 <seconds>` before one of the image's programs Airlock runs";
     let Some(Value::Array(items)) = field(object, "Cmd") else {
         return Err(refused("Cmd", why));
     };
@@ -99,6 +107,7 @@ fn command(object: &Map<String, Value>) -> Result<Vec<String>, GateRefusal> {
         .ok_or_else(|| refused("Cmd", why))?;
     let admitted = match words.as_slice() {
         [program] => LONG_LIVED.contains(&program.as_str()),
+        [_, _, _] if words.iter().eq(LIVE_VIEW_EXEC.iter()) => true,
         [timeout, kill_after, seconds, program, ..] => {
             timeout == "timeout"
                 && kill_after == "--kill-after=2"

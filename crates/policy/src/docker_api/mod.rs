@@ -15,6 +15,7 @@ mod strict_json;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 pub use create::SealedCreate;
+pub use exec::LIVE_VIEW_EXEC;
 pub use route::{Call, ContainerCall, Target};
 pub use strict_json::MAX_BODY_BYTES;
 
@@ -36,6 +37,10 @@ pub struct GateRules {
     pub gate_id: String,
     /// Airlock's seccomp profile, as the driver sends it.
     pub seccomp_profile: String,
+    /// Whether the explicit no-sandbox variant (Chromium's own sandbox off, Docker's default
+    /// seccomp profile: `--no-browser-sandbox`) is admitted. Off unless the gate's operator turns
+    /// it on, since it takes away the browser's inner wall.
+    pub allow_no_browser_sandbox: bool,
     /// The largest resources a container may ask for.
     pub limits: GateLimits,
 }
