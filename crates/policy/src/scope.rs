@@ -64,6 +64,11 @@ impl FromStr for DomainPattern {
             pattern: text.to_owned(),
             why: why.to_owned(),
         };
+        if text.chars().any(char::is_whitespace) {
+            return Err(bad(
+                "it contains white space (a space, tab or line break); write the name alone, with nothing around it",
+            ));
+        }
         let (wildcard, name) = match text.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -87,12 +92,28 @@ impl FromStr for DomainPattern {
                 "a wildcard over a top-level domain opens too much; name the site (`*.example.com`)",
             ));
         }
+        // A wildcard over a public suffix (`*.co.uk`, `*.github.io`) admits every registrant's
+        // site under it; the Public Suffix List (its ICANN and private sections) says which
+        // names are suffixes.
+        if wildcard && is_public_suffix(&name) {
+            return Err(bad(
+                "a wildcard over a public suffix (a name anyone can register under) opens too much; name the site (`*.example.co.uk`)",
+            ));
+        }
         Ok(if wildcard {
             Self::Subdomains(name)
         } else {
             Self::Exact(name)
         })
     }
+}
+
+/// Whether `name` (normalised, lower case) is itself a public suffix on the Public Suffix List.
+/// The list's default rule makes any unknown top-level name a suffix; only names the list knows
+/// count here, so `*.corp.test` stays a private domain's wildcard.
+fn is_public_suffix(name: &str) -> bool {
+    psl::suffix(name.as_bytes())
+        .is_some_and(|suffix| suffix.is_known() && suffix.as_bytes() == name.as_bytes())
 }
 
 /// Why a scope could not be built, or asks for more than its ceiling.
@@ -194,7 +215,7 @@ impl Scope {
         A: AsRef<str>,
         B: AsRef<str>,
     {
-        let read = |text: &str| text.trim().parse::<DomainPattern>();
+        let read = |text: &str| text.parse::<DomainPattern>();
         let allowed = allowed
             .into_iter()
             .map(|p| read(p.as_ref()))

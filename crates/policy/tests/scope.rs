@@ -81,7 +81,17 @@ fn bad_patterns_name_the_pattern_and_the_fix() {
         ("www.*.example.com", "`*` may only open a pattern"),
         ("10.0.0.1", "an address is not a domain"),
         ("[::1]", "an address is not a domain"),
-        ("exa mple.com", "not allowed in a host name"),
+        ("exa mple.com", "white space"),
+        (" example.com", "white space"),
+        ("example.com ", "white space"),
+        ("example.com\n", "white space"),
+        ("*.\texample.com", "white space"),
+        ("*.co.uk", "public suffix"),
+        ("*.com.au", "public suffix"),
+        ("*.CO.UK", "public suffix"),
+        ("*.co.uk.", "public suffix"),
+        ("*.github.io", "public suffix"),
+        ("localhost", "this machine"),
         ("", "empty"),
     ] {
         let error = pattern.parse::<DomainPattern>().unwrap_err().to_string();
@@ -91,6 +101,17 @@ fn bad_patterns_name_the_pattern_and_the_fix() {
         );
         assert!(error.contains("write a name"), "{error}");
     }
+    // Below a public suffix, and under a name the list does not know, a wildcard is a site's.
+    for pattern in [
+        "*.example.co.uk",
+        "*.corp.test",
+        "*.example.github.io",
+        "co.uk",
+    ] {
+        assert!(pattern.parse::<DomainPattern>().is_ok(), "{pattern}");
+    }
+    // The scope's own reading refuses a padded pattern too (no quiet trimming).
+    assert!(Scope::parse([" example.com"], [] as [&str; 0]).is_err());
     let many: Vec<String> = (0..300).map(|i| format!("s{i}.example")).collect();
     let error = Scope::parse(&many, &[] as &[&str]).unwrap_err();
     assert!(matches!(
