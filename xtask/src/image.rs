@@ -20,10 +20,20 @@ use sha2::{Digest, Sha256};
 
 use crate::util::{display, is_root, output, run_loud, succeeds, workspace_root};
 
+mod freshness;
+
 /// The base the Dockerfile names by default.
 const DEFAULT_BASE: &str = "debian:bookworm-slim";
-/// Where a base made from Debian packages is cached.
-pub(crate) const LOCAL_BASE: &str = "airlock-base:bookworm";
+/// Where a base made from Debian packages is cached. Named for its sources: a base cached under
+/// the old name `airlock-base:bookworm` listed `bookworm main` alone and got no security updates.
+pub(crate) const LOCAL_BASE: &str = "airlock-base:bookworm-security";
+/// The apt sources the Debian-built base lists: the release, its updates and its security
+/// archive, so the image's `apt-get` sees every security release.
+const BASE_SOURCES: [&str; 3] = [
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian bookworm-updates main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+];
 
 /// Arguments of `cargo xtask image`.
 // Each bool is one command-line switch; an enum would only rename them.
@@ -152,8 +162,16 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     let binaries = build_in_container_binaries(&root)?;
     let fingerprint = context_fingerprint(&root, &binaries)?;
     if !args.force && built_fingerprint(&tag).as_deref() == Some(fingerprint.as_str()) {
-        eprintln!("image {tag} is up to date with docker/ (use --force to rebuild)");
-        return Ok(());
+        let age = freshness::age_of(&tag)?;
+        let now = std::time::SystemTime::now();
+        if !age.is_stale(now) {
+            eprintln!(
+                "image {tag} is up to date with docker/ (use --force to rebuild): {}",
+                age.describe(now)
+            );
+            return Ok(());
+        }
+        eprintln!("rebuilding: {}", age.describe(now));
     }
     let started = std::time::Instant::now();
     let pins = Pins::read(&root.join("docker/Dockerfile"))?;
@@ -161,8 +179,13 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     let context = prepare_context(&root, &pins, &binaries)?;
 
     let mut build = docker_build(&base, &fingerprint, &tag, &context);
+    build.arg("--build-arg").arg(format!(
+        "PACKAGES_AS_OF={}",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+    ));
     eprintln!("[3/3] building {tag} on {base}");
     run_loud(&mut build)?;
+    freshness::label(&tag)?;
     let size =
         output(Command::new("docker").args(["image", "inspect", "--format", "{{.Size}}", &tag]))?;
     let megabytes = size.trim().parse::<u64>().unwrap_or(0) / 1_000_000;
@@ -354,7 +377,7 @@ fn build_local_base() -> anyhow::Result<()> {
             "bookworm",
             "-",
         ])
-        .arg("http://deb.debian.org/debian")
+        .args(BASE_SOURCES)
         .stdout(Stdio::piped())
         .spawn()
         .context("starting mmdebstrap")?;

@@ -129,6 +129,7 @@ async fn docker_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, S
                         "image",
                         format!("{} is present", settings.driver.image),
                     );
+                    image_age_lines(&driver).await;
                     let sandbox = if settings.driver.browser_sandbox {
                         "on: renderers run in their own user namespace under seccomp-bpf"
                     } else {
@@ -152,6 +153,25 @@ async fn docker_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, S
             }
         }
         Err(error) => report(false, "docker daemon", error.to_string()),
+    }
+}
+
+/// The image's Chromium and age, and a newer Chromium the host's apt knows: warnings, since a
+/// stale image still runs tasks.
+async fn image_age_lines(driver: &DockerDriver) {
+    let Ok(age) = driver.image_age().await else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    let word = if age.is_stale(now) { "warn" } else { "ok  " };
+    println!("{word} image age: {}", age.describe(now));
+    if let Some(image) = &age.chromium
+        && let Some(host) = airlock_driver_docker::host_apt_chromium()
+        && airlock_driver_docker::is_older_version(image, &host)
+    {
+        println!(
+            "warn image age: this host's apt offers Chromium {host}, newer than the image's {image}: rebuild it with `cargo xtask image --force`"
+        );
     }
 }
 

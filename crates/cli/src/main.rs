@@ -7,6 +7,7 @@ mod contexts;
 mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
+mod heap;
 mod kept_run;
 mod mcp_answer;
 mod mcp_cmd;

@@ -47,7 +47,26 @@ pub(crate) struct Start {
     start: &'static str,
 }
 
+/// The Chromium version the browser image carries.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Chromium {
+    chromium: String,
+}
+
 impl Metrics {
+    /// The browser image's Chromium and build time (read once, at start).
+    pub(crate) fn set_image(&self, age: &airlock_driver_docker::ImageAge) {
+        let chromium = age.chromium.clone().unwrap_or_else(|| "unknown".into());
+        self.own
+            .image_chromium
+            .get_or_create(&Chromium { chromium })
+            .set(1);
+        let built = age.built_unix_seconds().unwrap_or(0);
+        self.own
+            .image_built
+            .set(i64::try_from(built).unwrap_or(i64::MAX));
+    }
+
     /// The pool's claims so far (the driver counts them; a counter only moves forward).
     pub(crate) fn set_pool_claims(&self, claims: airlock_driver_docker::PoolClaims) {
         let starts = [
@@ -105,6 +124,16 @@ pub(crate) struct Metrics {
     chars_shown: Counter,
     image_bytes_shown: Counter,
     duration: Histogram,
+    own: OwnGauges,
+}
+
+/// What the server reports of itself: its browser image, and its own memory.
+#[derive(Default)]
+struct OwnGauges {
+    image_chromium: Family<Chromium, Gauge>,
+    image_built: Gauge,
+    heap_allocated: Gauge,
+    heap_resident: Gauge,
 }
 
 impl Metrics {
@@ -136,6 +165,7 @@ impl Metrics {
             image_bytes_shown: Counter::default(),
             // 1 s to about 68 min, doubling.
             duration: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            own: OwnGauges::default(),
             registry: Registry::default(),
         };
         metrics
@@ -161,6 +191,7 @@ impl Metrics {
             "1 while the server takes new tasks, 0 while draining",
             metrics.ready.clone(),
         );
+        metrics.register_image_and_heap(&mut registry);
         metrics.register_pools(&mut registry);
         metrics.register_cdp(&mut registry);
         registry.register(
@@ -249,6 +280,30 @@ impl Metrics {
         #[allow(clippy::cast_precision_loss)] // milliseconds of a task fit an f64 exactly
         self.duration
             .observe(result.timings.total_ms as f64 / 1000.0);
+    }
+
+    /// The browser image's age and the server's own memory.
+    fn register_image_and_heap(&self, registry: &mut Registry) {
+        registry.register(
+            "browser_image_chromium",
+            "1, labelled with the Chromium version the browser image carries",
+            self.own.image_chromium.clone(),
+        );
+        registry.register(
+            "browser_image_built_timestamp_seconds",
+            "When the browser image was built (Unix time; 0 when unlabelled): rebuild with cargo xtask image when it is old",
+            self.own.image_built.clone(),
+        );
+        registry.register(
+            "heap_allocated_bytes",
+            "Bytes the server holds allocated now (its live heap, as jemalloc counts it)",
+            self.own.heap_allocated.clone(),
+        );
+        registry.register(
+            "heap_resident_bytes",
+            "Bytes of the allocator's pages resident now (the live heap and its slack)",
+            self.own.heap_resident.clone(),
+        );
     }
 
     /// The warm pools' metrics.
@@ -346,6 +401,14 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub(crate) fn encode(&self) -> String {
+        if let Some(heap) = crate::heap::stats() {
+            self.own
+                .heap_allocated
+                .set(i64::try_from(heap.allocated).unwrap_or(i64::MAX));
+            self.own
+                .heap_resident
+                .set(i64::try_from(heap.resident).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             // Writing into a String cannot fail; say so rather than serve half a page.

@@ -28,6 +28,7 @@ mod origin;
 mod readiness;
 mod routes;
 mod sessions;
+mod sign_in_limit;
 mod task_body;
 mod tasks_api;
 mod tls;
@@ -76,6 +77,16 @@ enum Endpoints {
     All,
     /// `airlock cdp`: CDP alone.
     CdpOnly,
+}
+
+impl Endpoints {
+    /// The name the server logs under.
+    fn name(self) -> &'static str {
+        match self {
+            Self::All => "airlock serve",
+            Self::CdpOnly => "airlock cdp",
+        }
+    }
 }
 
 /// An MCP session with no traffic for this long ends (its browser too, with --direct).
@@ -270,6 +281,7 @@ async fn serve(
         Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
     };
     let driver = crate::task_cmd::ready_driver(&settings).await?;
+    announce_image(&driver, endpoints, &gate.metrics).await;
     let runner = match model {
         None => None,
         Some(model) => Some(TaskRunner::new(
@@ -333,6 +345,26 @@ async fn serve(
     Ok(0)
 }
 
+/// Say which Chromium the browser image carries and how old it is (a warning when stale), and
+/// put both in the metrics.
+async fn announce_image(
+    driver: &DockerDriver,
+    endpoints: Endpoints,
+    metrics: &crate::metrics::Metrics,
+) {
+    match driver.image_age().await {
+        Ok(age) => {
+            let now = std::time::SystemTime::now();
+            if age.is_stale(now) {
+                tracing::warn!("{}", age.describe(now));
+            }
+            eprintln!("{}: {}", endpoints.name(), age.describe(now));
+            metrics.set_image(&age);
+        }
+        Err(error) => tracing::warn!("the browser image's age is unknown: {error}"),
+    }
+}
+
 /// The capacity gate: `capacity` slots and a queue (twice that unless set).
 fn gate_for(args: &ServiceArgs, capacity: usize) -> Arc<Gate> {
     Gate::new(
@@ -345,18 +377,14 @@ fn gate_for(args: &ServiceArgs, capacity: usize) -> Arc<Gate> {
 /// Say where the server listens (tests and scripts wait for this line); the name it logs under.
 fn announce(endpoints: Endpoints, tls: bool, local: SocketAddr) -> &'static str {
     let scheme = if tls { "https" } else { "http" };
+    let name = endpoints.name();
     match endpoints {
-        Endpoints::All => {
-            eprintln!(
-                "airlock serve: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp, dashboard at /ui)"
-            );
-            "airlock serve"
-        }
-        Endpoints::CdpOnly => {
-            eprintln!(
-                "airlock cdp: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
-            );
-            "airlock cdp"
-        }
+        Endpoints::All => eprintln!(
+            "{name}: listening on {scheme}://{local} (mcp at /mcp, tasks at /v1/tasks, cdp at /cdp, dashboard at /ui)"
+        ),
+        Endpoints::CdpOnly => eprintln!(
+            "{name}: listening on {scheme}://{local} (cdp at /cdp; discovery at /json/version)"
+        ),
     }
+    name
 }

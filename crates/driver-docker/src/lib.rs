@@ -26,6 +26,7 @@ mod error;
 mod exec;
 mod heartbeat;
 mod host;
+mod image_age;
 mod live;
 mod made;
 mod orphans;
@@ -59,6 +60,9 @@ pub use config::{DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;
 pub use host::{CONTAINER_USER, current_user};
+pub use image_age::{
+    ImageAge, LABEL_BUILT, LABEL_CHROMIUM, STALE_AFTER, host_apt_chromium, is_older_version,
+};
 pub use live::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
 pub use pool::PoolClaims;
 pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
@@ -386,6 +390,23 @@ impl DockerDriver {
     }
 
     /// The configured runtime is offered by the daemon, and gVisor may reach the proxy's socket.
+    /// The image's Chromium and build date, from the labels `cargo xtask image` writes.
+    pub async fn image_age(&self) -> Result<ImageAge, DriverError> {
+        let image = &self.config.image;
+        let inspected =
+            self.docker
+                .inspect_image(image)
+                .await
+                .map_err(|_| DockerError::ImageMissing {
+                    image: image.clone(),
+                })?;
+        let labels = inspected
+            .config
+            .and_then(|config| config.labels)
+            .unwrap_or_default();
+        Ok(ImageAge::from_labels(image, &labels))
+    }
+
     async fn check_runtime(&self) -> Result<(), DriverError> {
         let runtime = &self.config.runtime;
         let info = self

@@ -338,7 +338,7 @@ fn build_balancer(root: &Path, version: &str) -> anyhow::Result<()> {
         if succeeds(Command::new("docker").args(["image", "inspect", "debian:bookworm-slim"])) {
             "debian:bookworm-slim"
         } else {
-            "airlock-base:bookworm"
+            crate::image::LOCAL_BASE
         };
     run_loud(
         Command::new("docker")

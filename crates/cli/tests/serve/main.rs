@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod capacity;
 mod dashboard;
 mod direct;
 mod downloads;
@@ -504,87 +505,6 @@ fn tasks_at_once(port: u16, count: usize) -> Vec<std::thread::JoinHandle<(u16, S
 fn slow_steps(turns: usize) -> Value {
     let turn = json!({"text": "done", "tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "3000"]}}]});
     json!({"turns": vec![turn; turns]})
-}
-
-#[test]
-fn twelve_clients_against_capacity_two_get_results_or_the_capacity_answer() {
-    if !docker_ready() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let served = serve(
-        &slow_steps(60),
-        dir.path(),
-        &[
-            "--max-concurrent-tasks",
-            "2",
-            "--max-steps",
-            "1",
-            "--max-queued-tasks",
-            "2",
-            "--queue-timeout",
-            "5",
-        ],
-    );
-    let idle_kib = served.rss_kib();
-    let port = served.port;
-    let clients = tasks_at_once(port, 12);
-    let answers: Vec<(u16, String)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
-    let ran = answers.iter().filter(|(s, _)| *s == 200).count();
-    let refused = answers.iter().filter(|(s, _)| *s == 503).count();
-    assert_eq!(ran + refused, 12, "{answers:?}");
-    assert!(ran >= 2, "{answers:?}");
-    assert!(
-        refused >= 1,
-        "12 clients against 2 slots and 2 queue places: some must be refused"
-    );
-    for (status, body) in &answers {
-        let value: Value = serde_json::from_str(body).unwrap();
-        match status {
-            200 => assert_eq!(value["ended"], "step_limit", "{value}"),
-            _ => assert!(
-                value["error"]
-                    .as_str()
-                    .unwrap()
-                    .contains("max_concurrent_tasks"),
-                "{value}"
-            ),
-        }
-    }
-    let metrics = request(port, "GET", "/metrics", &[&bearer()], "").1;
-    assert_eq!(
-        metric(
-            &metrics,
-            "airlock_tasks_finished_total{outcome=\"step_limit\"}"
-        ),
-        ran as u64,
-        "{metrics}"
-    );
-    let refused_total = metric(&metrics, "airlock_tasks_refused_total{reason=\"full\"}")
-        + metric(
-            &metrics,
-            "airlock_tasks_refused_total{reason=\"queue_timeout\"}",
-        );
-    assert_eq!(refused_total, refused as u64, "{metrics}");
-    assert_eq!(metric(&metrics, "airlock_tasks_running "), 0);
-    assert_eq!(metric(&metrics, "airlock_tasks_queued "), 0);
-    assert_eq!(
-        containers_of(served.child.id()).len(),
-        0,
-        "a task container was left"
-    );
-    // The same load again must not grow it further: what the first round left is the allocator's
-    // plateau (glibc raises its mmap threshold after freeing a screenshot's decode buffers) and
-    // the kept tasks, both bounded; growth round after round would be a leak.
-    let after_one_kib = served.rss_kib();
-    for client in tasks_at_once(port, 12) {
-        client.join().unwrap();
-    }
-    let after_kib = served.rss_kib();
-    assert!(
-        after_kib <= after_one_kib + 10 * 1024,
-        "the server's memory grew from {idle_kib} KiB idle to {after_one_kib} KiB after one load and {after_kib} KiB after a second"
-    );
 }
 
 #[test]
