@@ -83,8 +83,17 @@ pub(crate) fn query_token(query: Option<&str>) -> Option<&str> {
 pub(crate) async fn connect(
     State(app): State<App>,
     Extension(ceiling): Extension<Arc<Ceiling>>,
+    headers: http::HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response<Body> {
+    // CDP clients (Playwright, Puppeteer, browser-use) send no Origin, and no page Airlock serves
+    // needs this endpoint: an Origin, even this server's own, means a web page is asking.
+    if headers.contains_key(http::header::ORIGIN) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "/cdp takes no Origin header: it is for CDP clients, never for web pages; connect without one",
+        );
+    }
     let Ok(upgrade) = upgrade else {
         return refuse(
             StatusCode::UPGRADE_REQUIRED,

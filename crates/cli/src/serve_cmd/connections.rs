@@ -11,6 +11,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
+use tower::Layer;
 
 use prometheus_client::metrics::counter::Counter;
 
@@ -156,7 +157,7 @@ async fn accept_loop(
             accepted = listener.accept() => accepted,
             () = stop.cancelled() => break,
         };
-        let (stream, _peer) = match accepted {
+        let (stream, peer) = match accepted {
             Ok((stream, peer)) => {
                 backoff.reset();
                 (WriteDeadline::new(stream, WRITE_TIMEOUT), peer)
@@ -174,7 +175,8 @@ async fn accept_loop(
                 continue;
             }
         };
-        let service = TowerToHyperService::new(router.clone());
+        let service =
+            TowerToHyperService::new(axum::Extension(ClientAddr(peer.ip())).layer(router.clone()));
         let tls = tls.clone();
         let stop = stop.clone();
         connections.spawn(async move {
@@ -244,7 +246,14 @@ impl AcceptBackoff {
 }
 
 /// Serve one connection until it ends, or until `stop`: then let it finish its request and close.
-async fn serve_connection<I>(io: I, service: TowerToHyperService<Router>, stop: &CancellationToken)
+/// The address a request's connection came from (a balancer's, behind one).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ClientAddr(pub(super) std::net::IpAddr);
+
+/// The router, with the connection's address in every request's extensions.
+type Served = TowerToHyperService<axum::middleware::AddExtension<Router, ClientAddr>>;
+
+async fn serve_connection<I>(io: I, service: Served, stop: &CancellationToken)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {

@@ -135,6 +135,7 @@ fn guarded(routes: Router<App>, app: App) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), checks))
         // Every answer, refusals included, names the replica that gave it.
         .layer(middleware::map_response(name_the_replica))
+        .layer(middleware::map_response_with_state(app.tls, never_kept))
         // Every body (a task's, an MCP message's) must arrive within the time limit: a client
         // that trickles one holds a connection no longer than that.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
@@ -150,6 +151,23 @@ async fn name_the_replica(mut response: Response<Body>) -> Response<Body> {
         crate::replica::HEADER,
         http::HeaderValue::from_static(crate::replica::tag_hex()),
     );
+    response
+}
+
+/// Answers carry a task's content (its answer, record, steps, pages): neither a browser nor a
+/// proxy between may keep one (`no-store`, unless the answer set its own). Over TLS, browsers
+/// are told to come back over TLS alone, so a dashboard session is never sent in the clear.
+async fn never_kept(State(tls): State<bool>, mut response: Response<Body>) -> Response<Body> {
+    let headers = response.headers_mut();
+    headers
+        .entry(http::header::CACHE_CONTROL)
+        .or_insert(http::HeaderValue::from_static("no-store"));
+    if tls {
+        headers.insert(
+            http::header::STRICT_TRANSPORT_SECURITY,
+            http::HeaderValue::from_static("max-age=31536000"),
+        );
+    }
     response
 }
 

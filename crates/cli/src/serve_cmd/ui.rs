@@ -119,10 +119,29 @@ pub(super) struct SignInForm {
 /// `POST /ui/sign-in`: a token from the form (only from this server's own page) opens a session.
 pub(super) async fn sign_in(
     State(app): State<App>,
+    client: Option<axum::Extension<super::connections::ClientAddr>>,
     uri: Uri,
     headers: HeaderMap,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response<Body> {
+    // A request served without a connection's address (none is, today) counts as one client.
+    let client = client.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |found| found.0.0);
+    let now = Instant::now();
+    if let Err(wait) = app.ui.sign_ins.check(client, now) {
+        tracing::warn!(%client, "dashboard sign-ins are held back: too many failed");
+        let mut response = page(
+            StatusCode::TOO_MANY_REQUESTS,
+            ui_pages::sign_in(Some(&format!(
+                "Too many failed sign-ins: try again in {} seconds.",
+                wait.as_secs()
+            ))),
+        );
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from(wait.as_secs()),
+        );
+        return response;
+    }
     if !from_own_page(&uri, &headers, app.tls) {
         return page(
             StatusCode::FORBIDDEN,
@@ -141,6 +160,7 @@ pub(super) async fn sign_in(
     };
     let Some(ceiling) = app.guard.ceiling_of(form.token.trim()) else {
         tracing::info!("a dashboard sign-in was refused: not one of the server's tokens");
+        app.ui.sign_ins.failed(client, now);
         return page(
             StatusCode::UNAUTHORIZED,
             ui_pages::sign_in(Some(

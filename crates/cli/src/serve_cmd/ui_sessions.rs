@@ -30,6 +30,8 @@ pub(crate) struct UiSessions {
     sessions: Mutex<HashMap<[u8; 32], Session>>,
     /// Served over TLS: the cookie is `Secure` and `__Host-` named.
     tls: bool,
+    /// Failed sign-ins, which hold back the next ones.
+    pub(crate) sign_ins: super::sign_in_limit::SignInLimit,
 }
 
 impl std::fmt::Debug for UiSessions {
@@ -46,6 +48,7 @@ impl UiSessions {
         Self {
             sessions: Mutex::default(),
             tls,
+            sign_ins: super::sign_in_limit::SignInLimit::default(),
         }
     }
 

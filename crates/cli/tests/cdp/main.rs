@@ -588,6 +588,7 @@ fn no_browser_starts_for_a_caller_without_the_token_or_from_a_web_page() {
         upgrade.iter().chain(extra).map(|&h| h.to_owned()).collect()
     };
     let bearer = format!("authorization: Bearer {TOKEN}");
+    let own_origin = format!("origin: http://127.0.0.1:{}", served.port);
     for (headers, path, status, why) in [
         (with(&[]), "/cdp", 401, "no token"),
         (
@@ -601,6 +602,13 @@ fn no_browser_starts_for_a_caller_without_the_token_or_from_a_web_page() {
             "/cdp?token=cdp-test-token-0123456789abcdef",
             403,
             "a web page's origin",
+        ),
+        (
+            // The server's own Origin too: no page it serves needs the CDP endpoint.
+            with(&[&bearer, &own_origin]),
+            "/cdp",
+            403,
+            "the server's own origin",
         ),
         (
             with(&[&bearer, "host: rebound.example"]),

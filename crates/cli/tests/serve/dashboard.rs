@@ -272,3 +272,111 @@ fn a_session_counts_only_on_the_dashboard_and_the_task_routes_and_changes_only_f
     assert_eq!(status("POST", "/ui/sign-out", &[&from_own]), 303);
     assert_eq!(status("GET", missing, &[]), 401);
 }
+
+/// Sign-in is throttled: after ten wrong tokens from one client, every sign-in from it (the
+/// right token's too) is answered 429 with `Retry-After`, and the form says when to try again.
+/// Before, 200 wrong tokens in a row were all answered 401 and the right one then signed in.
+#[test]
+fn failed_sign_ins_hold_back_the_next_ones() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&json!({"turns": []}), dir.path(), &[]);
+    let own = format!("http://127.0.0.1:{}", served.port);
+    let mut statuses = Vec::new();
+    for attempt in 0..30 {
+        let answer = signing_in(&served, &format!("guess-{attempt:026}"), Some(&own));
+        statuses.push(answer[9..12].to_owned());
+    }
+    assert!(statuses[..10].iter().all(|s| s == "401"), "{statuses:?}");
+    assert!(statuses[10..].iter().all(|s| s == "429"), "{statuses:?}");
+    let right = signing_in(&served, TOKEN, Some(&own));
+    assert!(right.starts_with("HTTP/1.1 429"), "{right}");
+    let lower = right.to_ascii_lowercase();
+    let retry: u64 = lower
+        .lines()
+        .find_map(|line| line.strip_prefix("retry-after: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{right}");
+    assert!(!lower.contains("set-cookie"), "{right}");
+    assert!(right.contains("Too many failed sign-ins"), "{right}");
+}
+
+/// Nothing the server answers may be kept by a browser or a proxy between: the task answers,
+/// the record (JSON and page) and the API's refusals carry `Cache-Control: no-store`.
+#[test]
+fn task_answers_and_records_are_never_stored() {
+    if !docker_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(
+        &json!({"turns": [{"text": "Nothing to do."}]}),
+        dir.path(),
+        &[],
+    );
+    let bearer = format!("authorization: Bearer {TOKEN}");
+    let answer = support::exchange(
+        served.port,
+        format!(
+            "POST /v1/tasks HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nconnection: close\r\n{bearer}\r\ncontent-type: application/json\r\ncontent-length: 16\r\n\r\n{{\"task\": \"look\"}}",
+            served.port
+        )
+        .as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let body: Value =
+        serde_json::from_str(&answer[answer.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let id = body["id"].as_str().unwrap().to_owned();
+    let mut answers = vec![answer];
+    for path in [
+        format!("/v1/tasks/{id}"),
+        format!("/v1/tasks/{id}/record"),
+        format!("/v1/tasks/{id}/record.html"),
+        "/v1/tasks/task_00000000000000000000000000000000".to_owned(),
+    ] {
+        answers.push(support::exchange(
+            served.port,
+            format!(
+                "GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\nconnection: close\r\n{bearer}\r\n\r\n",
+                served.port
+            )
+            .as_bytes(),
+        ));
+    }
+    for answer in &answers {
+        let head = answer[..answer.find("\r\n\r\n").unwrap()].to_ascii_lowercase();
+        assert!(head.contains("\r\ncache-control: no-store"), "{head}");
+        // Plain HTTP: no Strict-Transport-Security (it is sent over TLS only).
+        assert!(!head.contains("strict-transport-security"), "{head}");
+    }
+}
+
+/// A token too short to stand a guessing attack, even throttled, stops the server at start,
+/// naming which one and the rule, never the token.
+#[test]
+fn a_short_token_is_refused_at_start() {
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--model",
+            "script:/nonexistent",
+        ])
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .env("AIRLOCK_TOKENS", "a-long-enough-token-0123456789,hunter2")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("token 2 is shorter than 16 characters"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}

@@ -714,6 +714,18 @@ fn tls_serves_https_with_the_given_certificate() {
     assert_eq!(https("/healthz", false), "200");
     assert_eq!(https("/metrics", true), "200");
     assert_eq!(https("/metrics", false), "401");
+    // Over TLS every answer tells the browser to come back over TLS alone.
+    let head = Command::new("curl")
+        .args(["-sS", "-D", "-", "-o", "/dev/null", "--cacert"])
+        .arg(&cert)
+        .arg(format!("https://127.0.0.1:{}/ui", served.port))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).to_ascii_lowercase();
+    assert!(
+        head.contains("strict-transport-security: max-age=31536000"),
+        "{head}"
+    );
     // Plain HTTP to the TLS port gets no answer.
     let (status, _) = request(served.port, "GET", "/healthz", &[], "");
     assert_eq!(status, 0, "plain HTTP was answered on the TLS port");
