@@ -179,10 +179,12 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
     let context = prepare_context(&root, &pins, &binaries)?;
 
     let mut build = docker_build(&base, &fingerprint, &tag, &context);
-    build.arg("--build-arg").arg(format!(
-        "PACKAGES_AS_OF={}",
-        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-    ));
+    // The day, not the second: rebuilds on one day share the packages' layer, and the first
+    // build of a day reads the archives again.
+    let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    build
+        .arg("--build-arg")
+        .arg(format!("PACKAGES_AS_OF={}", &today[..10]));
     eprintln!("[3/3] building {tag} on {base}");
     run_loud(&mut build)?;
     freshness::label(&tag)?;

@@ -1,5 +1,6 @@
 //! Chromium's own traffic: a browser asks the egress proxy for nothing no page asked for, left
-//! idle in a task or warm in the pool for its whole life there, under runc and under gVisor.
+//! idle in a task after a sign-in or warm in the pool for its whole life there, under runc and
+//! under gVisor.
 //! Every destination such a request could name fails or is refused here (no public DNS), so the
 //! proxy reports each one: to the worker after a command, or, before a task takes the browser,
 //! in the driver's count of unasked requests.
@@ -11,20 +12,28 @@ use super::*;
 /// How long the browsers are left alone: the minute, and the pool's max age.
 const IDLE: Duration = Duration::from_secs(60);
 
-/// A task opens the lab page, then leaves its browser idle: the next command's answer carries
-/// whatever the proxy refused or failed meanwhile. Returns that answer and the unasked count.
-async fn idle_in_a_task(runtime: &'static str, site: u16) -> (String, u64) {
+/// A task signs in on the lab's login site (a sign-in wakes Chromium's password services, such as
+/// its leak check, which would ask Google about the typed credentials), then leaves its browser
+/// idle: the next command's answer carries whatever the proxy refused or failed meanwhile.
+/// Returns that answer and the unasked count.
+async fn idle_in_a_task(runtime: &'static str) -> (String, u64) {
+    let (login, posted) = airlock_testkit::login::login_site("ada", "correct-horse-battery", "");
     let (driver, session) = started(DriverConfig {
         runtime: runtime.to_owned(),
-        ..lab_config(site)
+        ..lab_config(login)
     })
     .await;
-    let opened = call(
-        &session,
-        json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
-    )
-    .await;
-    assert!(!opened.is_error, "{runtime}: {}", opened.text);
+    for args in [
+        json!(["open", format!("http://127.0.0.1:{login}/login")]),
+        json!(["fill", "#user", "ada"]),
+        json!(["fill", "#password", "correct-horse-battery"]),
+        json!(["click", "#go"]),
+        json!(["wait", "--url", "**/account"]),
+    ] {
+        let done = call(&session, json!({ "args": args })).await;
+        assert!(!done.is_error, "{runtime}: {args}: {}", done.text);
+    }
+    assert_eq!(posted.lock().unwrap().len(), 1, "{runtime}: not signed in");
     // Idleness is what is under test, not a wait for something to happen.
     tokio::time::sleep(IDLE).await;
     let looked = call(&session, json!({"args": ["get", "url"]})).await;
@@ -91,8 +100,8 @@ async fn a_browser_left_alone_asks_for_nothing_in_a_task_or_warm_under_runc_and_
     let site = serve_site();
     // All four at once: the minute is the same minute for each.
     let (idle_runc, idle_gvisor, warm_runc, warm_gvisor) = tokio::join!(
-        idle_in_a_task("runc", site),
-        idle_in_a_task("runsc", site),
+        idle_in_a_task("runc"),
+        idle_in_a_task("runsc"),
         warm_in_the_pool("runc", site),
         warm_in_the_pool("runsc", site)
     );
