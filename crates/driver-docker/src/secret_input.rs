@@ -126,6 +126,7 @@ pub(crate) async fn type_secret(
     context: &TaskContext,
     typing: &SecretTyping<'_>,
     on_screen: &AtomicBool,
+    narrow: Option<&airlock_proxy::ScopeHandle>,
 ) -> ToolOutput {
     let secret = typing.secret;
     let target = match commands.page().await {
@@ -154,13 +155,31 @@ pub(crate) async fn type_secret(
             sites.join(", ")
         ));
     }
+    // Before anything is typed: the page reacts to the value the moment it lands (an `input`
+    // handler), so its egress must already be narrowed then.
+    let narrowed = narrow.map(|scope| narrow_to_secrets(scope, context));
+    let mut output = focus_and_type(commands, &host, typing, on_screen).await;
+    if let Some(note) = narrowed {
+        output.text.push_str(&note);
+    }
+    output
+}
+
+/// Focus the field and type the value (the page's host checked again in the page).
+async fn focus_and_type(
+    commands: &DriverCommands<'_>,
+    host: &str,
+    typing: &SecretTyping<'_>,
+    on_screen: &AtomicBool,
+) -> ToolOutput {
+    let secret = typing.secret;
     let focus = commands
         .agent_browser(&["focus", typing.selector], None)
         .await;
     if let Err(error) = &focus {
         return ToolOutput::error(format!("Could not focus {}: {error}", typing.selector));
     }
-    let script = typing_script(&host, secret);
+    let script = typing_script(host, secret);
     let answer = match commands
         .agent_browser(&["eval", "--stdin"], Some(script.as_bytes()))
         .await
@@ -195,6 +214,29 @@ pub(crate) async fn type_secret(
             "Typing the secret did not answer as expected. Nothing is known to be typed; look at the page.",
         ),
     }
+}
+
+/// Once a secret is typed, the task's egress reaches only its secrets' sites until it ends: a
+/// page that received the value (a script on the sign-in page, say) cannot send it on, even to
+/// another site the scope allows. Sign in, then work on that site is the usual flow; a site the
+/// task must reach after signing in goes among the secret's sites. Returns what the worker is
+/// told.
+pub(crate) fn narrow_to_secrets(
+    scope: &airlock_proxy::ScopeHandle,
+    context: &TaskContext,
+) -> String {
+    let sites: Vec<_> = context
+        .secrets
+        .iter()
+        .flat_map(|secret| secret.domains().iter().cloned())
+        .collect();
+    let narrowed = context.scope.after_secret(sites);
+    let listed: Vec<String> = narrowed.allowed().iter().map(ToString::to_string).collect();
+    scope.set_scope(narrowed);
+    format!(
+        " From now on this task reaches only its secrets' sites ({}).",
+        listed.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -367,6 +367,10 @@ impl Maker {
             max_output_bytes: self.config.max_command_output_bytes,
             screenshots_taken: AtomicU64::new(0),
             secret_on_screen: AtomicBool::new(false),
+            scope: made
+                .proxy
+                .as_ref()
+                .map(airlock_proxy::EgressProxy::scope_handle),
         };
         tools.insert(0, Arc::new(tool));
         BrowserSession {

@@ -103,6 +103,8 @@ pub(crate) struct AgentBrowserTool {
     pub(crate) screenshots_taken: AtomicU64,
     /// A secret went into a field that shows its text: screenshots would show it.
     pub(crate) secret_on_screen: AtomicBool,
+    /// The task's proxy: once a secret is typed, it reaches only the secrets' sites.
+    pub(crate) scope: Option<airlock_proxy::ScopeHandle>,
 }
 
 impl Tool for AgentBrowserTool {
@@ -335,6 +337,7 @@ impl AgentBrowserTool {
                         &self.context,
                         &typing,
                         &self.secret_on_screen,
+                        self.scope.as_ref(),
                     )
                     .await,
                 );
@@ -460,6 +463,7 @@ mod tests {
             max_output_bytes: 1024,
             screenshots_taken: AtomicU64::new(0),
             secret_on_screen: AtomicBool::new(false),
+            scope: None,
         }
     }
 

@@ -180,6 +180,8 @@ pub enum ScopeError {
 pub struct Scope {
     allowed: Vec<DomainPattern>,
     blocked: Vec<DomainPattern>,
+    /// Narrowed because a secret was typed ([`Scope::after_secret`]): refusals name that rule.
+    after_secret: bool,
 }
 
 impl Scope {
@@ -203,7 +205,23 @@ impl Scope {
         Ok(Self {
             allowed: tidy("allowed_domains", allowed.into_iter().collect())?,
             blocked: tidy("blocked_domains", blocked.into_iter().collect())?,
+            after_secret: false,
         })
+    }
+
+    /// This scope once a secret was typed: only `sites` (the task's secrets' sites, which lie
+    /// inside it), with its blocked list. A page that received the secret can then send it only
+    /// where the secret may go anyway.
+    #[must_use]
+    pub fn after_secret(&self, sites: impl IntoIterator<Item = DomainPattern>) -> Self {
+        let mut allowed: Vec<DomainPattern> = sites.into_iter().collect();
+        allowed.sort();
+        allowed.dedup();
+        Self {
+            allowed,
+            blocked: self.blocked.clone(),
+            after_secret: true,
+        }
     }
 
     /// A scope from pattern text, as the CLI and the APIs take it.
@@ -268,12 +286,20 @@ impl Scope {
             });
         }
         if !self.allowed.is_empty() && !self.allowed.iter().any(|p| p.matches(name)) {
-            return Err(Refusal::OutOfScope {
-                host: name.to_owned(),
-                why: format!(
+            let why = if self.after_secret {
+                format!(
+                    "a secret was typed in this task, and from then on it reaches only its secrets' sites ({}); a site a task must reach after signing in goes among the secret's sites",
+                    list(&self.allowed)
+                )
+            } else {
+                format!(
                     "not in the task's allowed domains ({})",
                     list(&self.allowed)
-                ),
+                )
+            };
+            return Err(Refusal::OutOfScope {
+                host: name.to_owned(),
+                why,
             });
         }
         Ok(())

@@ -2,8 +2,8 @@
 //! [`Shared::handle`].
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, PoisonError, RwLock};
 
 use airlock_policy::EgressPolicy;
 use hyper::server::conn::http1;
@@ -22,7 +22,7 @@ use crate::slot::Ticket;
 /// Everything a connection needs, shared by all of them.
 pub(crate) struct Shared {
     /// Swapped whole when a task narrows it to its scope; each request judges one snapshot.
-    pub(crate) policy: Arc<RwLock<Arc<EgressPolicy>>>,
+    pub(crate) policy: Arc<crate::policy_cell::PolicyCell>,
     pub(crate) limits: ProxyLimits,
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) connector: Arc<dyn Connector>,
@@ -37,8 +37,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// The policy as it stands now.
     pub(crate) fn policy(&self) -> Arc<EgressPolicy> {
-        // A writer only swaps an Arc, so a poisoned lock still holds a whole policy.
-        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
+        self.policy.get()
     }
 }
 

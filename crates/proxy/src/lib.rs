@@ -41,6 +41,7 @@ mod events;
 mod guard;
 mod http;
 mod network;
+mod policy_cell;
 mod request;
 mod slot;
 mod stop;
@@ -50,7 +51,7 @@ mod vet;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use airlock_policy::{EgressPolicy, Scope};
 
@@ -139,7 +140,25 @@ pub struct EgressProxy {
     accept: Option<JoinHandle<()>>,
     tasks: TaskTracker,
     counters: Arc<Counters>,
-    policy: Arc<RwLock<Arc<EgressPolicy>>>,
+    policy: Arc<policy_cell::PolicyCell>,
+}
+
+/// Sets a running proxy's scope (see [`EgressProxy::scope_handle`]); requests already judged
+/// stand, every later one meets the new scope.
+#[derive(Clone)]
+pub struct ScopeHandle(Arc<policy_cell::PolicyCell>);
+
+impl std::fmt::Debug for ScopeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeHandle").finish_non_exhaustive()
+    }
+}
+
+impl ScopeHandle {
+    /// Confine every request from now on to `scope`; open tunnels to what it refuses close.
+    pub fn set_scope(&self, scope: Scope) {
+        self.0.set_scope(scope);
+    }
 }
 
 impl std::fmt::Debug for EgressProxy {
@@ -257,7 +276,7 @@ impl EgressProxy {
         let counters = Arc::new(Counters::default());
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
-        let policy = Arc::new(RwLock::new(Arc::new(config.policy)));
+        let policy = Arc::new(policy_cell::PolicyCell::new(config.policy));
         let shared = Arc::new(Shared {
             policy: Arc::clone(&policy),
             limits: config.limits,
@@ -305,13 +324,17 @@ impl EgressProxy {
     /// Confine every request from now on to `scope` (a warm browser's proxy, once a task with
     /// a scope takes it). The address rule and the rest of the policy stay as they were.
     pub fn set_scope(&self, scope: Scope) {
-        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
-        *policy = Arc::new((**policy).clone().with_scope(scope));
+        self.scope_handle().set_scope(scope);
+    }
+
+    /// A handle that narrows this proxy's scope later, held by whoever must do it mid-task.
+    pub fn scope_handle(&self) -> ScopeHandle {
+        ScopeHandle(Arc::clone(&self.policy))
     }
 
     /// The policy requests are judged by now.
     pub fn policy(&self) -> Arc<EgressPolicy> {
-        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
+        self.policy.get()
     }
 
     /// The counters now.

@@ -46,6 +46,7 @@ impl Shared {
             let target = request.uri().to_string();
             return self.answer(Via::Connect, &target, &Stop::ConnectWithoutAuthority);
         };
+        let swapped = self.policy.watch();
         let decision = self.policy().decide_authority(&authority);
         let (upstream, address) = match self.open(decision).await {
             Ok(opened) => opened,
@@ -56,9 +57,15 @@ impl Shared {
         self.counters.tunnels.fetch_add(1, Ordering::Relaxed);
 
         let shutdown = self.shutdown.clone();
+        let policy = Arc::clone(&self.policy);
         self.tasks.spawn(async move {
             let _ticket = ticket;
             let _closing = closing;
+            // A tunnel outlives the request that judged it: should the scope narrow to exclude
+            // its destination (a secret was typed), it closes, so a connection a page opened
+            // beforehand cannot carry what it learns afterwards.
+            let rescoped = policy.refuses_later(swapped, &authority);
+            tokio::pin!(rescoped);
             let upgraded = match hyper::upgrade::on(request).await {
                 Ok(upgraded) => upgraded,
                 Err(error) => {
@@ -85,8 +92,15 @@ impl Shared {
                 budget,
                 counters,
             };
-            if let Err(error) = tunnel.run(&shutdown).await {
-                tracing::debug!(%error, %address, "tunnel ended with an error");
+            tokio::select! {
+                ended = tunnel.run(&shutdown) => {
+                    if let Err(error) = ended {
+                        tracing::debug!(%error, %address, "tunnel ended with an error");
+                    }
+                }
+                () = &mut rescoped => {
+                    tracing::debug!(%address, "tunnel closed: the task's scope no longer admits it");
+                }
             }
         });
         empty_response(StatusCode::OK)

@@ -87,3 +87,75 @@ async fn an_in_scope_name_still_faces_the_address_rule() {
     );
     assert!(harness.connector.attempted().is_empty());
 }
+
+/// Open a CONNECT tunnel to `host:443` and read its `200` head; the stream, ready to carry bytes.
+async fn tunnel_to(harness: &Harness, host: &str) -> tokio::net::UnixStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = harness.client().await;
+    stream
+        .write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream.read(&mut byte).await.unwrap(),
+            1,
+            "no tunnel to {host}"
+        );
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    stream
+}
+
+/// A tunnel outlives the request that judged it. When the scope narrows (a secret was typed),
+/// an open tunnel to a site it no longer admits closes, so a connection a page opened before
+/// cannot carry what it learns after; a tunnel to a site still admitted carries on.
+#[tokio::test]
+async fn narrowing_the_scope_closes_open_tunnels_it_no_longer_admits() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = support::echo_upstream().await;
+    let harness = Harness::start(
+        EgressPolicy::new(Profile::Public, None, []).unwrap(),
+        ProxyLimits::default(),
+    );
+    harness.connector.route("93.184.216.34:443", echo);
+    harness.connector.route("93.184.216.35:443", echo);
+    harness.resolver.answer("shop.test", &[&["93.184.216.34"]]);
+    harness
+        .resolver
+        .answer("tracker.test", &[&["93.184.216.35"]]);
+    let scope = Scope::parse(["shop.test", "tracker.test"], [] as [&str; 0]).unwrap();
+    harness.proxy.set_scope(scope.clone());
+    let mut shop = tunnel_to(&harness, "shop.test").await;
+    let mut tracker = tunnel_to(&harness, "tracker.test").await;
+
+    let handle = harness.proxy.scope_handle();
+    handle.set_scope(scope.after_secret(["shop.test".parse().unwrap()]));
+
+    // The tracker's tunnel is closed by the proxy: the next read ends.
+    let mut rest = Vec::new();
+    support::within(tracker.read_to_end(&mut rest))
+        .await
+        .unwrap();
+    // The shop's still echoes.
+    shop.write_all(b"still here").await.unwrap();
+    let mut echoed = [0u8; 10];
+    support::within(shop.read_exact(&mut echoed)).await.unwrap();
+    assert_eq!(&echoed, b"still here");
+    // New requests meet the narrowed scope, and the refusal names the rule.
+    let refused = harness
+        .exchange("CONNECT tracker.test:443 HTTP/1.1\r\nHost: tracker.test:443\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(status_of(&refused), 403, "{refused}");
+    assert!(
+        refused.contains("a secret was typed in this task"),
+        "{refused}"
+    );
+}

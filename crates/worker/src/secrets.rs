@@ -225,6 +225,8 @@ struct SecretsInner {
 #[derive(Default)]
 struct Needles {
     all: Arc<Vec<(String, String)>>,
+    /// Each secret's value as the decoding reader looks for it, with its replacement.
+    sought: Arc<Vec<(decoded::Sought, String)>>,
     /// How many values were learned during the task (at most [`MAX_LEARNED_VALUES`]).
     learned: usize,
 }
@@ -241,13 +243,16 @@ impl fmt::Debug for SecretsInner {
 
 impl SecretsInner {
     fn snapshot(&self) -> Arc<Vec<(String, String)>> {
-        Arc::clone(
-            &self
-                .needles
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .all,
-        )
+        Arc::clone(&self.read().all)
+    }
+
+    fn sought(&self) -> Arc<Vec<(decoded::Sought, String)>> {
+        Arc::clone(&self.read().sought)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Needles> {
+        // A poisoned lock only means a writer panicked; the needles it left stand.
+        self.needles.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -290,11 +295,21 @@ impl Secrets {
             })
             .collect();
         longest_first(&mut needles);
+        let sought = secrets
+            .iter()
+            .map(|secret| {
+                (
+                    decoded::Sought::new(secret.value.expose(), MIN_SECRET_BYTES),
+                    format!("[secret:{}]", secret.name),
+                )
+            })
+            .collect();
         Ok(Self {
             inner: Arc::new(SecretsInner {
                 secrets,
                 needles: RwLock::new(Needles {
                     all: Arc::new(needles),
+                    sought: Arc::new(sought),
                     learned: 0,
                 }),
             }),
@@ -314,11 +329,13 @@ impl Secrets {
             );
         }
         longest_first(&mut needles);
+        let sought = Arc::clone(&self.inner.sought());
         Self {
             inner: Arc::new(SecretsInner {
                 secrets: self.inner.secrets.clone(),
                 needles: RwLock::new(Needles {
                     all: Arc::new(needles),
+                    sought,
                     learned: 0,
                 }),
             }),
@@ -365,11 +382,19 @@ impl Secrets {
     /// Whether `bytes` (a downloaded file, say) carries a secret's value in any spelling the
     /// scrubber knows. Stored values do not count: they are the caller's own data.
     pub fn found_in(&self, bytes: &[u8]) -> bool {
-        self.inner
+        let spelled = self
+            .inner
             .snapshot()
             .iter()
             .filter(|(_, replacement)| replacement.starts_with("[secret:"))
-            .any(|(needle, _)| memchr::memmem::find(bytes, needle.as_bytes()).is_some())
+            .any(|(needle, _)| memchr::memmem::find(bytes, needle.as_bytes()).is_some());
+        spelled || {
+            let text = String::from_utf8_lossy(bytes);
+            self.inner
+                .sought()
+                .iter()
+                .any(|(sought, _)| !sought.spans(&text).is_empty())
+        }
     }
 
     /// Whether there are none.
@@ -416,13 +441,30 @@ impl Secrets {
         Ok(())
     }
 
-    /// `text` with every spelling of every value replaced by `[secret:NAME]`.
+    /// `text` with every spelling of every value replaced by `[secret:NAME]` (or
+    /// `[stored value]`): the exact spellings first, then whatever the decoding reader finds of a
+    /// secret (escaped in any way, in any case, or half of it).
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut text = Cow::Borrowed(text);
         for (needle, replacement) in self.inner.snapshot().iter() {
             if text.contains(needle.as_str()) {
                 text = Cow::Owned(text.replace(needle.as_str(), replacement));
             }
+        }
+        for (sought, replacement) in self.inner.sought().iter() {
+            let spans = sought.spans(&text);
+            if spans.is_empty() {
+                continue;
+            }
+            let mut clean = String::with_capacity(text.len());
+            let mut kept = 0;
+            for span in spans {
+                clean.push_str(&text[kept..span.start]);
+                clean.push_str(replacement);
+                kept = span.end;
+            }
+            clean.push_str(&text[kept..]);
+            text = Cow::Owned(clean);
         }
         text
     }
@@ -492,6 +534,8 @@ fn lower_hex_escapes(percent: &str) -> String {
     }
     out
 }
+
+mod decoded;
 
 #[cfg(test)]
 mod tests;

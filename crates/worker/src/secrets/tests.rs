@@ -123,3 +123,33 @@ fn a_file_carrying_a_secret_in_any_spelling_is_found_and_a_stored_value_is_not()
     assert!(!s.found_in(b"session stored-session-1234 only"));
     assert!(!s.found_in(b"nothing here"));
 }
+
+/// What a hostile or careless page around a real sign-in showed the worker: the value upper-cased,
+/// HTML-escaped, form-encoded, through `encodeURIComponent` and `escape()`, in a URL's query and
+/// hash, and split into two halves read by two commands. Each is scrubbed.
+#[test]
+fn the_spellings_pages_make_of_a_value_are_scrubbed() {
+    let value = "s3cr3t pa~ss&\"<w0rd";
+    let s = secrets(value);
+    for carrier in [
+        "Welcome, S3CR3T PA~SS&\"<W0RD!",
+        "<p>s3cr3t pa~ss&amp;&#34;&lt;w0rd</p>",
+        "user=ada&password=s3cr3t+pa%7Ess%26%22%3Cw0rd",
+        "https://login.example/next?p=s3cr3t%20pa~ss%26%22%3Cw0rd",
+        "https://login.example/#v=s3cr3t%20pa%7Ess%26%22%3Cw0rd",
+        "var p = \"s3cr3t pa~ss&\\\"\\u003cw0rd\";",
+        "first half: s3cr3t pa.",
+        "second half: ~ss&\"<w0rd.",
+    ] {
+        let clean = s.scrub(carrier);
+        assert!(clean.contains("[secret:pw]"), "{carrier} → {clean}");
+        for piece in ["s3cr3t pa", "S3CR3T", "w0rd", "W0RD"] {
+            assert!(!clean.contains(piece), "{carrier} → {clean}");
+        }
+    }
+    // What is not the value stays.
+    assert_eq!(
+        s.scrub("a secret password field"),
+        "a secret password field"
+    );
+}
