@@ -22,6 +22,13 @@ fn one() -> u64 {
     1
 }
 
+/// The one log line of a refusal, worded the same from every way in (a task's, a CDP lease's):
+/// the destination, its class and the reason. The caller scrubs what a page could have put in
+/// them, and logs each distinct destination once (a page can ask for one in a loop).
+pub fn log_refusal(target: &str, class: &str, reason: &str) {
+    tracing::info!(target = %target, class = %class, reason = %reason, "the egress proxy refused a request");
+}
+
 /// A destination the egress proxy refused during the task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressRefusal {

@@ -67,7 +67,7 @@ pub use downloads::{
 };
 pub use egress_record::{
     EGRESS_LIST_LIMIT, EgressAllowed, EgressBytes, EgressFailure, EgressRecord, EgressRefusal,
-    TARGET_CHARS, tally_allowed,
+    TARGET_CHARS, log_refusal, tally_allowed,
 };
 pub use fit_image::fit_for_model;
 pub use help::{

@@ -337,7 +337,17 @@ impl TaskContext {
         refusal.target = self.secrets.scrub(&refusal.target).into_owned();
         refusal.reason = self.secrets.scrub(&refusal.reason).into_owned();
         refusal.step = self.step_now();
-        lock(&self.egress).refused(refusal);
+        let line = (
+            refusal.target.clone(),
+            refusal.class.clone(),
+            refusal.reason.clone(),
+        );
+        let mut egress = lock(&self.egress);
+        let listed = egress.refusals.len();
+        egress.refused(refusal);
+        if egress.refusals.len() > listed {
+            crate::egress_record::log_refusal(&line.0, &line.1, &line.2);
+        }
     }
 
     /// Record a destination the egress proxy could not reach (bounded likewise).

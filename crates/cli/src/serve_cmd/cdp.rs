@@ -367,7 +367,7 @@ fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
     for event in &taken.events {
         if let airlock_proxy::Outcome::Refused { reason, class, .. } = &event.outcome {
             metrics.cdp_egress_refusal(class, 1);
-            tracing::info!(container = browser.container(), target = %event.target, %reason, "the egress proxy refused a CDP browser's request");
+            airlock_worker::log_refusal(&event.target, class, reason);
         }
     }
     for (class, count) in &taken.more_refused {

@@ -334,8 +334,18 @@ fn the_escape_traps_fail_through_cdp_too() {
     let log = served.log.lock().unwrap().clone();
     let refused: Vec<&str> = log
         .lines()
-        .filter(|line| line.contains("the egress proxy refused a CDP browser's request"))
+        .filter(|line| line.contains("the egress proxy refused a request"))
         .collect();
+    // One line a refusal, with its class and reason beside the target (the same line a task's
+    // refusals get).
+    assert!(
+        refused.iter().any(
+            |line| line.contains("target=http://169.254.169.254/latest/meta-data/")
+                && line.contains("class=never-opened")
+                && line.contains("reason=")
+        ),
+        "{refused:#?}"
+    );
     for target in [
         format!("target=http://127.0.0.1:{forbidden}/secret"),
         "target=http://169.254.169.254/latest/meta-data/".to_owned(),

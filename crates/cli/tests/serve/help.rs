@@ -303,6 +303,16 @@ fn a_person_steps_in_through_the_live_view_and_the_worker_sees_what_they_did() {
     let refused = record["egress"]["refusals"].to_string();
     assert!(refused.contains(&forbidden.to_string()), "{refused}");
     assert!(forbidden_seen.lock().unwrap().is_empty());
+    // The server's log has the refusal's one line, worded as a CDP lease's: target, class, reason.
+    let log = served.log.lock().unwrap().clone();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("the egress proxy refused a request")
+                && line.contains(&format!("127.0.0.1:{forbidden}"))
+                && line.contains("class=")
+                && line.contains("reason=")),
+        "{log}"
+    );
 }
 
 /// The Python MCP SDK's client, answering elicitations with `answer` (`accept` or `decline`;
