@@ -345,8 +345,7 @@ async fn serve(
     Ok(0)
 }
 
-/// Say which Chromium the browser image carries and how old it is (a warning when stale), and
-/// put both in the metrics.
+/// Say which Chromium the browser image carries and how old it is, and put both in the metrics.
 async fn announce_image(
     driver: &DockerDriver,
     endpoints: Endpoints,
@@ -354,11 +353,12 @@ async fn announce_image(
 ) {
     match driver.image_age().await {
         Ok(age) => {
-            let now = std::time::SystemTime::now();
-            if age.is_stale(now) {
-                tracing::warn!("{}", age.describe(now));
-            }
-            eprintln!("{}: {}", endpoints.name(), age.describe(now));
+            // The warning when stale came from `ready_driver`; this is the start's own line.
+            eprintln!(
+                "{}: {}",
+                endpoints.name(),
+                age.describe(std::time::SystemTime::now())
+            );
             metrics.set_image(&age);
         }
         Err(error) => tracing::warn!("the browser image's age is unknown: {error}"),

@@ -82,6 +82,14 @@ pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
 pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDriver>> {
     let driver = DockerDriver::connect(settings.driver.clone()).await?;
     driver.check().await?;
+    // A stale image still runs tasks; whoever starts them hears that the browser reading
+    // hostile pages lacks security releases.
+    if let Ok(age) = driver.image_age().await {
+        let now = std::time::SystemTime::now();
+        if age.is_stale(now) {
+            tracing::warn!("{}", age.describe(now));
+        }
+    }
     driver.start_pool()?;
     Ok(Arc::new(driver))
 }

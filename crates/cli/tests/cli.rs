@@ -304,3 +304,57 @@ fn a_model_key_can_come_from_a_secrets_file_and_never_shows() {
         "{line}"
     );
 }
+
+/// `airlock doctor` shows the image's Chromium and age, and warns, naming `cargo xtask image`,
+/// when the image is older than the bound: here a copy of the image relabelled as built in
+/// January.
+#[test]
+fn doctor_shows_the_images_chromium_and_warns_when_it_is_stale() {
+    if !airlock_testkit::docker::docker_ready() {
+        return;
+    }
+    let image = airlock_testkit::docker::image();
+    let stale = format!("airlock-stale-test-{}:1", std::process::id());
+    let mut build = std::process::Command::new("docker")
+        .args(["build", "--quiet", "--tag", &stale])
+        .args([
+            "--label",
+            "org.opencontainers.image.created=2026-01-01T00:00:00Z",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        build.stdin.as_mut().unwrap(),
+        format!("FROM {image}\n").as_bytes(),
+    )
+    .unwrap();
+    drop(build.stdin.take());
+    assert!(build.wait().unwrap().success());
+    let doctor = |image: &str| {
+        let output = airlock()
+            .args(["doctor", "--image", image])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let fresh = doctor(&image);
+    let old = doctor(&stale);
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", "--force", &stale])
+        .output();
+    let line = |text: &str| {
+        text.lines()
+            .find(|line| line.contains("image age:"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no image age line: {text}"))
+    };
+    let fresh = line(&fresh);
+    assert!(fresh.starts_with("ok   image age:"), "{fresh}");
+    assert!(fresh.contains("carries Chromium "), "{fresh}");
+    let old = line(&old);
+    assert!(old.starts_with("warn image age:"), "{old}");
+    assert!(old.contains("cargo xtask image"), "{old}");
+}
