@@ -348,8 +348,7 @@ fn doctor_shows_the_images_chromium_and_warns_when_it_is_stale() {
     let line = |text: &str| {
         text.lines()
             .find(|line| line.contains("image age:"))
-            .map(str::to_owned)
-            .unwrap_or_else(|| panic!("no image age line: {text}"))
+            .map_or_else(|| panic!("no image age line: {text}"), str::to_owned)
     };
     let fresh = line(&fresh);
     assert!(fresh.starts_with("ok   image age:"), "{fresh}");
