@@ -19,6 +19,7 @@ mod error;
 mod http;
 mod key;
 mod openai;
+mod text_call;
 
 use std::path::PathBuf;
 use std::sync::Arc;

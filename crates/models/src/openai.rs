@@ -1,7 +1,8 @@
 //! OpenAI chat completions, and every server that speaks them.
 
 use airlock_worker::{
-    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall, Usage,
+    AssistantTurn, BoxFuture, Content, Message, Model, ModelError, ModelRequest, ToolCall,
+    ToolDefinition, Usage,
 };
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
@@ -145,7 +146,11 @@ fn push_message(messages: &mut Vec<Value>, message: &Message) {
     }
 }
 
-pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
+/// The turn in an answer; a call written as the text (see `text_call`) is read against `tools`.
+pub(crate) fn turn_from(
+    answer: &Value,
+    tools: &[ToolDefinition],
+) -> Result<AssistantTurn, ModelError> {
     let message = &answer["choices"][0]["message"];
     if message.is_null() {
         return Err(ModelError::new(BackendError::Malformed {
@@ -153,7 +158,7 @@ pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
             what: "has no message".to_owned(),
         }));
     }
-    let tool_calls = message["tool_calls"]
+    let tool_calls: Vec<ToolCall> = message["tool_calls"]
         .as_array()
         .map(|calls| {
             calls
@@ -175,11 +180,24 @@ pub(crate) fn turn_from(answer: &Value) -> Result<AssistantTurn, ModelError> {
                 .collect()
         })
         .unwrap_or_default();
+    let text = message["content"].as_str().unwrap_or_default().to_owned();
+    if tool_calls.is_empty()
+        && let Some(call) = crate::text_call::read_call(&text, tools)
+    {
+        return Ok(AssistantTurn {
+            text: String::new(),
+            tool_calls: vec![call],
+            opaque: Vec::new(),
+            usage: usage_from(&answer["usage"]),
+            call_read_from_text: true,
+        });
+    }
     Ok(AssistantTurn {
-        text: message["content"].as_str().unwrap_or_default().to_owned(),
+        text,
         tool_calls,
         opaque: Vec::new(),
         usage: usage_from(&answer["usage"]),
+        call_read_from_text: false,
     })
 }
 
@@ -206,7 +224,7 @@ impl Model for OpenAiModel {
                 .endpoint
                 .post(&body, self.options.retry, "openai")
                 .await?;
-            turn_from(&answer)
+            turn_from(&answer, &request.tools)
         })
     }
 }

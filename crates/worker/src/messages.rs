@@ -110,6 +110,10 @@ pub struct AssistantTurn {
     /// What producing this turn cost, as the API reported it.
     #[serde(default)]
     pub usage: Usage,
+    /// Its tool call was read from its text (a local model that wrote the call there instead of
+    /// in the API's field), not given by the API as a call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub call_read_from_text: bool,
 }
 
 /// Tokens a model call (or a whole task) used, as the APIs report them. Every field is counted

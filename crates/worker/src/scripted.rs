@@ -188,6 +188,7 @@ impl Model for ScriptedModel {
                     .collect(),
                 opaque: Vec::new(),
                 usage: turn.usage,
+                call_read_from_text: false,
             });
         Box::pin(async move { result })
     }

@@ -165,6 +165,10 @@ pub struct RecordedTurn {
     pub text_chars: u64,
     /// Tool calls it asked for.
     pub tool_calls: usize,
+    /// The call was read from the turn's text: the model wrote it there instead of in the
+    /// API's tool-call field.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub call_read_from_text: bool,
     /// Characters of tool output it was shown before this turn.
     pub chars_shown_before: u64,
 }

@@ -69,6 +69,7 @@ impl Recorder {
             usage: turn.usage,
             text_chars: count(turn.text.chars().count()),
             tool_calls: turn.tool_calls.len(),
+            call_read_from_text: turn.call_read_from_text,
             chars_shown_before,
         });
     }

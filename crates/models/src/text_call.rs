@@ -1,0 +1,128 @@
+//! A tool call a model wrote as text. Local models behind OpenAI-compatible servers often answer
+//! a request that offers tools with the call in the message's text (`{"name": "agent_browser",
+//! "arguments": {"args": ["snapshot", "-i"]}}`, often in a ```json fence) instead of in
+//! `tool_calls`; read as a report, that ends the task after one turn. The reading is strict:
+//! the text, less a code fence or `<tool_call>` tags around it, must be exactly one JSON object
+//! naming a tool the request offered, with arguments its schema accepts. Anything else stays
+//! text, as before.
+
+use airlock_worker::{ToolCall, ToolDefinition};
+use serde_json::Value;
+
+/// The longest text read for a call: a call is short, and a long text is a report.
+const MAX_CALL_TEXT: usize = 16 * 1024;
+
+/// The one call `text` is, if it is one.
+pub(crate) fn read_call(text: &str, tools: &[ToolDefinition]) -> Option<ToolCall> {
+    if text.len() > MAX_CALL_TEXT {
+        return None;
+    }
+    let body = unwrapped(text.trim());
+    let value: Value = serde_json::from_str(body).ok()?;
+    let object = value.as_object()?;
+    if object.len() != 2 {
+        return None;
+    }
+    let name = object.get("name")?.as_str()?;
+    let arguments = match object.get("arguments")? {
+        // Some templates write the arguments as a JSON string, as the API itself carries them.
+        Value::String(encoded) => serde_json::from_str(encoded).ok()?,
+        other => other.clone(),
+    };
+    let tool = tools.iter().find(|tool| tool.name == name)?;
+    let valid = jsonschema::validator_for(&tool.input_schema)
+        .is_ok_and(|validator| validator.is_valid(&arguments));
+    valid.then(|| ToolCall {
+        id: "call_from_text".to_owned(),
+        name: name.to_owned(),
+        input: arguments,
+    })
+}
+
+/// The text inside one ```/```json fence or one `<tool_call>` pair, or the text itself.
+fn unwrapped(text: &str) -> &str {
+    if let Some(inner) = text
+        .strip_prefix("<tool_call>")
+        .and_then(|rest| rest.strip_suffix("</tool_call>"))
+    {
+        return unwrapped(inner.trim());
+    }
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let Some(inner) = rest.strip_suffix("```") else {
+        return text;
+    };
+    // The fence's language word, if any, runs to the first line break.
+    let inner = match inner.split_once('\n') {
+        Some((language, code)) if !language.trim_start().starts_with('{') => code,
+        _ => inner,
+    };
+    inner.trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tools() -> Vec<ToolDefinition> {
+        vec![ToolDefinition {
+            name: "agent_browser".to_owned(),
+            description: "drive the browser".to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"args": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+                "required": ["args"],
+                "additionalProperties": false
+            }),
+        }]
+    }
+
+    #[test]
+    fn one_call_alone_or_fenced_or_tagged_is_read() {
+        let call = r#"{"name": "agent_browser", "arguments": {"args": ["snapshot", "-i"]}}"#;
+        for text in [
+            call.to_owned(),
+            format!("```json\n{call}\n```"),
+            format!("```\n{call}\n```"),
+            format!("  <tool_call>\n{call}\n</tool_call>\n"),
+            r#"{"name": "agent_browser", "arguments": "{\"args\": [\"snapshot\", \"-i\"]}"}"#
+                .to_owned(),
+        ] {
+            let read = read_call(&text, &tools()).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(read.name, "agent_browser");
+            assert_eq!(read.input, json!({"args": ["snapshot", "-i"]}));
+        }
+    }
+
+    #[test]
+    fn anything_but_exactly_one_valid_call_stays_text() {
+        for text in [
+            // A report.
+            "The page's title is Example Domain.",
+            // Prose around the call: not a call alone.
+            "I will take a snapshot: {\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"snapshot\"]}}",
+            // Two calls.
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"a\"]}}\n{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"b\"]}}",
+            // An unknown tool.
+            "{\"name\": \"shell\", \"arguments\": {\"args\": [\"ls\"]}}",
+            // Arguments the schema refuses.
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": []}}",
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": \"snapshot\"}}",
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"x\"], \"sudo\": true}}",
+            // More than a call.
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"x\"]}, \"why\": \"look\"}",
+            // Broken JSON.
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"x\"]}",
+            "",
+        ] {
+            assert!(read_call(text, &tools()).is_none(), "{text}");
+        }
+        let long = format!(
+            "{{\"name\": \"agent_browser\", \"arguments\": {{\"args\": [\"{}\"]}}}}",
+            "x".repeat(MAX_CALL_TEXT)
+        );
+        assert!(read_call(&long, &tools()).is_none());
+    }
+}
