@@ -591,3 +591,78 @@ async fn openai_usage_is_summed_over_a_tasks_turns_cached_and_reasoning_split_ou
     );
     assert_eq!(result.usage.total(), 4420);
 }
+
+/// A recorded exchange with a real llama-server (`tests/fixtures/llama-server/`).
+fn recorded(name: &str) -> (u16, Value) {
+    let path = format!(
+        "{}/tests/fixtures/llama-server/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    (
+        u16::try_from(file["status"].as_u64().unwrap()).unwrap(),
+        file["answer"].clone(),
+    )
+}
+
+/// The real agent_browser tool, as the recordings offered it.
+fn recorded_tools() -> Vec<ToolDefinition> {
+    let path = format!(
+        "{}/tests/fixtures/llama-server/call-as-text.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let function = &file["request"]["tools"][0]["function"];
+    vec![ToolDefinition {
+        name: function["name"].as_str().unwrap().to_owned(),
+        description: function["description"].as_str().unwrap().to_owned(),
+        input_schema: function["parameters"].clone(),
+    }]
+}
+
+async fn turn_against_recorded(name: &str) -> Result<AssistantTurn, airlock_worker::ModelError> {
+    let (status, answer) = recorded(name);
+    let (base, _) = server(vec![(status, "", answer)]).await;
+    let model = OpenAiModel::new("qwen2.5-coder-0.5b", None, options(&base)).unwrap();
+    let mut request = request();
+    request.tools = recorded_tools();
+    model.next_turn(request).await
+}
+
+/// llama-server with Qwen2.5-Coder wrote the call as the message's text in a json fence: it is
+/// read as the call (its input as written, for the tool to judge), marked as read from text.
+#[tokio::test]
+async fn a_real_servers_call_written_as_text_is_read_as_the_call() {
+    let turn = turn_against_recorded("call-as-text").await.unwrap();
+    assert!(turn.call_read_from_text, "{turn:?}");
+    assert_eq!(turn.text, "");
+    assert_eq!(turn.tool_calls.len(), 1);
+    assert_eq!(turn.tool_calls[0].name, "agent_browser");
+    assert_eq!(
+        turn.tool_calls[0].input,
+        json!(["open", "http://127.0.0.1:8000/"])
+    );
+    assert!(turn.usage.input_tokens > 0 && turn.usage.output_tokens > 0);
+}
+
+/// A call followed by more text is no call alone: it stays text, as a report would.
+#[tokio::test]
+async fn a_real_servers_call_with_text_after_it_stays_text() {
+    let turn = turn_against_recorded("after-invalid-input").await.unwrap();
+    assert!(!turn.call_read_from_text);
+    assert!(turn.tool_calls.is_empty());
+    assert!(turn.text.contains("agent_browser"), "{}", turn.text);
+    // The server read the repeated prefix from its cache, and the usage says so.
+    assert!(turn.usage.cache_read_tokens > 0, "{:?}", turn.usage);
+}
+
+/// A prompt past the server's context is its 400, named, and not tried again.
+#[tokio::test]
+async fn a_real_servers_context_refusal_is_named_and_not_retried() {
+    let error = turn_against_recorded("context-exceeded").await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("exceeds the available context size"),
+        "{text}"
+    );
+}
