@@ -33,6 +33,7 @@ use crate::token_budget;
 mod dispose;
 mod human;
 mod recording;
+mod text_calls;
 mod words;
 
 use words::{
@@ -309,6 +310,7 @@ impl Run<'_> {
         };
         // Set when a limit is spent: the next turn is the last, and ends the task this way.
         let mut final_turn: Option<Ended> = None;
+        let mut corrections = 0;
         loop {
             if let Err(report) = self.hold_to_budget(&mut model_request, &mut final_turn) {
                 return (Ended::TokenBudget, report);
@@ -338,6 +340,10 @@ impl Run<'_> {
             }
             if !turn.text.trim().is_empty() {
                 self.last_text.clone_from(&turn.text);
+            }
+            let last = final_turn.is_some();
+            if text_calls::corrected(&mut model_request, &turn, &mut corrections, last) {
+                continue;
             }
             if turn.tool_calls.is_empty() || final_turn.is_some() {
                 let ended = final_turn.unwrap_or(Ended::Completed);

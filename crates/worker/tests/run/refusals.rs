@@ -220,3 +220,42 @@ async fn a_download_budget_of_nothing_or_past_the_ceiling_is_refused_before_any_
         assert_eq!(setup.observed.disposed.load(Ordering::SeqCst), 0);
     }
 }
+
+/// An answer that looks like a call written as text but is not exactly one (a local model's
+/// habit) is no report: the worker is told how to write a call, and the task goes on. After
+/// two in a row, such an answer is taken as the report, so a model that never learns still ends.
+#[tokio::test]
+async fn a_call_written_as_text_that_is_not_one_is_corrected_not_taken_as_the_report() {
+    let broken = "{\"name\": \"echo\", \"arguments\": {\"text\": \"x\"}}.";
+    let corrected = setup(
+        vec![
+            turn(broken, vec![]),
+            expecting(
+                turn("", vec![call("echo", json!({"text": "page text"}))]),
+                shown(&["not exactly one call", "nothing ran"]),
+            ),
+            expecting(
+                turn("The page says page text.", vec![]),
+                shown(&["page text"]),
+            ),
+        ],
+        TaskLimits::default(),
+    );
+    let result = run(&corrected).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    assert_eq!(result.report, "The page says page text.");
+    assert_eq!(result.steps_used, 1);
+
+    let stubborn = setup(
+        vec![
+            turn(broken, vec![]),
+            turn(broken, vec![]),
+            turn(broken, vec![]),
+        ],
+        TaskLimits::default(),
+    );
+    let result = run(&stubborn).await;
+    assert_eq!(result.ended, Ended::Completed);
+    assert_eq!(result.report, broken);
+    assert_eq!(stubborn.model.requests().len(), 3);
+}
