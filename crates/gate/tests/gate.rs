@@ -507,9 +507,11 @@ async fn a_known_name_taken_by_another_container_reaches_nothing() {
     driver.shutdown().await;
 }
 
-/// A page that is one big button; pressing it retitles the page.
+/// A page that is one big button; pressing it retitles the page. Its label counts on, so the
+/// page keeps changing: the screencast sends a frame when the page changes, and a still page
+/// opened before the watch began may send none.
 fn button_site() -> u16 {
-    let page = "<!doctype html><title>Waiting</title><button id=b style=position:fixed;inset:0;width:100%;height:100% onclick=\"document.title='Pressed'\">press</button>";
+    let page = "<!doctype html><title>Waiting</title><button id=b style=position:fixed;inset:0;width:100%;height:100% onclick=\"document.title='Pressed'\">press</button><script>let n=0;setInterval(()=>{document.getElementById('b').textContent='press '+(n++)},200)</script>";
     airlock_testkit::site::site(move |_| {
         std::collections::HashMap::from([("/", ("200 OK", String::new(), page.to_owned()))])
     })
