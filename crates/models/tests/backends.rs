@@ -666,3 +666,13 @@ async fn a_real_servers_context_refusal_is_named_and_not_retried() {
         "{text}"
     );
 }
+
+/// Given the worker's whole prompt, the 1.5B model wrote agent-browser command lines in a bash
+/// fence, as the guide shows them: no call of any shape, so it stays text (the report).
+#[tokio::test]
+async fn a_real_servers_command_lines_as_text_are_no_call() {
+    let turn = turn_against_recorded("cli-commands-as-text").await.unwrap();
+    assert!(!turn.call_read_from_text);
+    assert!(turn.tool_calls.is_empty());
+    assert!(turn.text.contains("agent-browser open"), "{}", turn.text);
+}
