@@ -4,7 +4,7 @@
 //! The base image is pulled when a registry answers; otherwise (as on a machine with no registry,
 //! or with `--offline-base`) it is made from Debian packages with `mmdebstrap` (as root, or as a user through its
 //! unprivileged `unshare` mode) and `docker import`,
-//! and cached as `airlock-base:bookworm`. agent-browser's npm tarball is fetched on the host and
+//! and cached as `airlock-base:bookworm-security`. agent-browser's npm tarball is fetched on the host and
 //! checked against the checksum pinned in `docker/Dockerfile`, so the build itself needs no npm.
 //! `airlock-relay` and `airlock-runner` are built here from `crates/` as static binaries (they run
 //! on any base).
