@@ -59,7 +59,8 @@ pub struct Expectation {
     /// Exactly this many images in the latest message.
     #[serde(default)]
     pub shown_images: Option<usize>,
-    /// Each string must appear in the system instructions.
+    /// Each string must appear in the instructions: the system prompt, or the first message
+    /// (where a task's scope, secrets and files are told).
     #[serde(default)]
     pub system_contains: Vec<String>,
 }
@@ -217,8 +218,10 @@ fn check(expect: &Expectation, request: &ModelRequest) -> Result<(), String> {
             "expected {expected} images, the model was shown {images}"
         ));
     }
+    // The instructions are the system prompt and, for what a task adds, its first message.
+    let first = request.messages.first().map(shown).unwrap_or_default().0;
     for needle in &expect.system_contains {
-        if !request.system.contains(needle.as_str()) {
+        if !request.system.contains(needle.as_str()) && !first.contains(needle.as_str()) {
             return Err(format!("expected the instructions to contain `{needle}`"));
         }
     }

@@ -234,7 +234,8 @@ pub(crate) fn upload_instructions(uploads: &Uploads) -> Option<String> {
 pub(crate) fn download_instructions(limit: Option<u64>) -> Option<String> {
     limit.map(|limit| {
         format!(
-            "Downloads: you may download up to {MAX_DOWNLOAD_FILES} files ({limit} bytes in all)              by clicking what starts the download: [\"download\", SELECTOR, NAME], where NAME is \
+            "Downloads: you may download up to {MAX_DOWNLOAD_FILES} files ({limit} bytes in all) \
+             by clicking what starts the download: [\"download\", SELECTOR, NAME], where NAME is \
              a plain file name you choose (letters, digits, `.`, `_`, `-`). A PDF link is \
              downloaded the same way; the browser does not show PDFs. Read a downloaded PDF, \
              text, CSV or HTML file as text with the read_document tool. The files go to the \

@@ -26,7 +26,7 @@ use crate::shown::shown;
 use crate::state::SessionState;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
-    Timings, download_instructions, scope_instructions, secret_instructions, upload_instructions,
+    Timings,
 };
 use crate::token_budget;
 
@@ -222,23 +222,12 @@ impl TaskRunner {
         run.timings.browser_start_ms = millis(start_began.elapsed());
         run.timings.browser_warm = session.warm;
         let mut disposer = DisposeGuard(Some(session.dispose));
-        let mut system = format!(
+        // The same bytes for every task (see `instructions`): the task's own text is its message.
+        let system = format!(
             "{STANDING_INSTRUCTIONS}\n\n{}\n\n{}",
             session.guide.trim(),
             session.prompt.trim()
         );
-        for part in [
-            scope_instructions(&request.scope),
-            secret_instructions(&request.secrets),
-            upload_instructions(&request.uploads),
-            download_instructions(request.max_download_bytes),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            system.push_str("\n\n");
-            system.push_str(&part);
-        }
         let (ended, report) = run.converse(&request, system, &session.tools).await;
 
         let dispose_began = Instant::now();
@@ -303,7 +292,7 @@ impl Run<'_> {
         let mut model_request = ModelRequest {
             system,
             messages: vec![Message::User {
-                content: vec![Content::text(task_message(request))],
+                content: vec![Content::text(task_message(request, limits.max_steps))],
             }],
             tools: self.definitions(tools),
             max_output_tokens: None,

@@ -1,18 +1,46 @@
-//! The words a task's run writes itself: the first message, the results of calls not run, the
+//! The words a task's run writes itself: the first message (the task and what it adds to the
+//! standing instructions), the results of calls not run, the
 //! reports of tasks that did not finish, progress lines.
 
 use serde_json::Value;
 
+use crate::instructions::NO_CREDENTIALS;
 use crate::kept_output::cut;
 use crate::limits::TaskLimits;
 use crate::messages::{Content, ToolCall, ToolResult};
-use crate::task::TaskRequest;
+use crate::task::{
+    TaskRequest, download_instructions, scope_instructions, secret_instructions,
+    upload_instructions,
+};
 
-pub(super) fn task_message(request: &TaskRequest) -> String {
-    match &request.url {
-        Some(url) => format!("Task: {}\n\nStart at: {url}", request.task.trim()),
-        None => format!("Task: {}", request.task.trim()),
+/// The first message: the task, where to start, its step limit, and what this task's scope,
+/// secrets and files add to the standing instructions.
+pub(super) fn task_message(request: &TaskRequest, max_steps: usize) -> String {
+    let mut message = format!("Task: {}", request.task.trim());
+    if let Some(url) = &request.url {
+        message.push_str(&format!("\n\nStart at: {url}"));
     }
+    message.push_str(&format!(
+        "\n\nSteps: you have {max_steps} tool calls for this task; the report after them is not one."
+    ));
+    let credentials = if request.secrets.is_empty() {
+        Some(NO_CREDENTIALS.to_owned())
+    } else {
+        secret_instructions(&request.secrets)
+    };
+    for part in [
+        credentials,
+        scope_instructions(&request.scope),
+        upload_instructions(&request.uploads),
+        download_instructions(request.max_download_bytes),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        message.push_str("\n\n");
+        message.push_str(&part);
+    }
+    message
 }
 
 pub(super) fn error_result(call: &ToolCall, text: String) -> ToolResult {
