@@ -46,11 +46,13 @@ impl AnthropicModel {
             self.options.thinking.budget(),
             request.max_output_tokens,
         );
+        let mut messages: Vec<Value> = request.messages.iter().map(message).collect();
+        mark_conversation_for_cache(&mut messages);
         let mut body = json!({
             "model": self.model,
             "max_tokens": max_tokens,
-            "system": request.system,
-            "messages": request.messages.iter().map(message).collect::<Vec<_>>(),
+            "system": system_blocks(&request.system),
+            "messages": messages,
             "tools": tools,
         });
         if let Some(budget) = thinking {
@@ -59,6 +61,43 @@ impl AnthropicModel {
         body
     }
 }
+
+/// Anthropic reads a prompt prefix from its cache only up to a block marked `cache_control`
+/// (tools, then system, then messages, in that order). The system prompt is the same bytes for
+/// every task (the worker puts a task's own text in its first message), so marking it lets
+/// every task read the tools and instructions from the cache.
+fn system_blocks(system: &str) -> Value {
+    if system.is_empty() {
+        // The API refuses an empty text block; there is nothing to cache either.
+        return json!([]);
+    }
+    json!([{"type": "text", "text": system, "cache_control": EPHEMERAL.clone()}])
+}
+
+/// The worker re-sends its whole conversation every turn: marking the newest message's last
+/// block lets the next turn read all of it from the cache and pay only for what is new. Two
+/// marks in all (system and this), within the API's four.
+fn mark_conversation_for_cache(messages: &mut [Value]) {
+    let Some(last) = messages
+        .last_mut()
+        .and_then(|message| message["content"].as_array_mut())
+        .and_then(|blocks| blocks.last_mut())
+    else {
+        return;
+    };
+    // Thinking blocks cannot carry a mark; a user message (the task, tool results) ends every
+    // request the worker sends, so this is only a guard.
+    if !matches!(
+        last["type"].as_str(),
+        Some("thinking" | "redacted_thinking")
+    ) {
+        last["cache_control"] = EPHEMERAL.clone();
+    }
+}
+
+/// The cache mark: Anthropic's default five-minute cache, renewed by each read.
+static EPHEMERAL: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| json!({"type": "ephemeral"}));
 
 /// `max_tokens` and the thinking budget of one request. Thinking needs room for an answer beside
 /// it (1,024 tokens) and at least 1,024 tokens of its own (the API's minimum); under a request's

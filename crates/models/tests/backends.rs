@@ -196,6 +196,30 @@ async fn openai_request_shape_tool_calls_and_images_after_tool_messages() {
     insta::assert_json_snapshot!(seen.bodies[1]);
 }
 
+#[test]
+fn anthropic_marks_the_shared_instructions_and_the_newest_block_for_its_cache() {
+    let model = AnthropicModel::new("claude-test", KEY, options("http://127.0.0.1:9")).unwrap();
+    let body = model.body(&request());
+    let ephemeral = json!({"type": "ephemeral"});
+    // Tools and system come first in the cache's order: one mark after the system prompt
+    // lets every task read both.
+    assert_eq!(body["system"][0]["text"], "You are a browser worker.");
+    assert_eq!(body["system"][0]["cache_control"], ephemeral);
+    // The conversation: the newest block is marked, so the next turn reads all before it.
+    let messages = body["messages"].as_array().unwrap();
+    let newest = messages.last().unwrap()["content"].as_array().unwrap();
+    assert_eq!(newest.last().unwrap()["type"], "tool_result");
+    assert_eq!(newest.last().unwrap()["cache_control"], ephemeral);
+    let marks = body.to_string().matches("cache_control").count();
+    assert_eq!(marks, 2, "the API allows four marks; two are all it needs");
+    // No system prompt: no empty block (the API refuses one).
+    let bare = model.body(&ModelRequest {
+        system: String::new(),
+        ..request()
+    });
+    assert_eq!(bare["system"], json!([]));
+}
+
 #[tokio::test]
 async fn errors_say_what_the_api_said_and_never_the_key() {
     let (base, _) = server(vec![(
