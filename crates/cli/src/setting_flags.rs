@@ -139,6 +139,11 @@ pub struct SettingFlags {
     /// gVisor's user-space kernel (it must be registered with dockerd; `airlock doctor` says how).
     #[arg(long, env = "AIRLOCK_RUNTIME", value_name = "RUNTIME")]
     pub runtime: Option<String>,
+    /// What the worker is told about its browser: `compact` (default), Airlock's short guide in
+    /// the tool's call form, or `agent-browser`, agent-browser's own guide with every command
+    /// and flag it documents, at about four times the tokens.
+    #[arg(long, env = "AIRLOCK_GUIDE", value_name = "GUIDE")]
+    pub guide: Option<String>,
 }
 
 /// `airlock.toml`: the same settings, all optional.
@@ -168,6 +173,7 @@ pub(crate) struct FileSettings {
     pub(crate) blocked_domains: Option<Vec<String>>,
     pub(crate) browser_sandbox: Option<bool>,
     pub(crate) runtime: Option<String>,
+    pub(crate) guide: Option<String>,
     pub(crate) pool_size: Option<usize>,
     pub(crate) pool_max: Option<usize>,
     pub(crate) pool_max_age: Option<u64>,

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use airlock_driver_docker::{DriverConfig, PoolConfig, default_image};
+use airlock_driver_docker::{DriverConfig, default_image};
 use airlock_policy::{AllowEntry, EgressPolicy, Profile, Scope};
 use airlock_worker::{DEFAULT_MAX_IMAGE_SIDE, MAX_DOWNLOAD_BYTES_CEILING, Secrets, TaskLimits};
 use anyhow::{Context, bail};
@@ -14,6 +14,8 @@ use clap::ArgMatches;
 
 use crate::setting_flags::FileSettings;
 pub use crate::setting_flags::SettingFlags;
+
+mod browser;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,21 +212,7 @@ impl Settings {
                 "Chromium's own sandbox is off (--no-browser-sandbox): a renderer exploit would run as the task's user in the container, held only by the container and the egress proxy"
             );
         }
-        let runtime = r.pick(
-            "runtime",
-            "AIRLOCK_RUNTIME",
-            flags.runtime.clone(),
-            file.runtime.clone(),
-            "runc".to_owned(),
-            Clone::clone,
-        );
-        if runtime.is_empty()
-            || !runtime
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        {
-            bail!("--runtime `{runtime}` is not a runtime name: use runc, or runsc for gVisor");
-        }
+        let (runtime, guide) = r.runtime_and_guide(flags, &file)?;
         let limits = r.limits(flags, &file, model.as_deref())?;
         let max_download_bytes = r.download_budget(flags, &file)?;
         let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
@@ -237,6 +225,7 @@ impl Settings {
             browser_sandbox,
             runtime,
             pool,
+            guide,
             ..DriverConfig::default()
         };
         Ok(Self {
@@ -296,68 +285,6 @@ impl Resolver<'_> {
             );
         }
         Ok((bytes > 0).then_some(bytes))
-    }
-
-    fn pool(
-        &mut self,
-        flags: &SettingFlags,
-        file: &FileSettings,
-        task_timeout: Duration, // with its time for a person: the task's time stands still then
-    ) -> anyhow::Result<PoolConfig> {
-        let pool_size = self.pick(
-            "pool_size",
-            "AIRLOCK_POOL_SIZE",
-            flags.pool_size,
-            file.pool_size,
-            0,
-            ToString::to_string,
-        );
-        let pool_max_age = self.pick(
-            "pool_max_age",
-            "AIRLOCK_POOL_MAX_AGE",
-            flags.pool_max_age,
-            file.pool_max_age,
-            600,
-            |v| format!("{v} s"),
-        );
-        if pool_size > 8 {
-            bail!(
-                "--pool-size {pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_POOL_SIZE)"
-            );
-        }
-        // 0: as many as the pool size (a fixed pool).
-        let pool_max = self.pick(
-            "pool_max",
-            "AIRLOCK_POOL_MAX",
-            flags.pool_max,
-            file.pool_max,
-            0,
-            |v| {
-                if *v == 0 {
-                    "the pool size".to_owned()
-                } else {
-                    v.to_string()
-                }
-            },
-        );
-        if pool_max > 8 || (pool_max != 0 && pool_max < pool_size) {
-            bail!(
-                "--pool-max {pool_max} must be from the pool size ({pool_size}) to 8: the pool grows from its size to this while tasks arrive (AIRLOCK_POOL_MAX)"
-            );
-        }
-        if !(10..=86_400).contains(&pool_max_age) {
-            bail!(
-                "--pool-max-age {pool_max_age} is out of range: use 10 to 86400 seconds (AIRLOCK_POOL_MAX_AGE)"
-            );
-        }
-        Ok(PoolConfig {
-            size: pool_size,
-            max_size: pool_max,
-            max_age: Duration::from_secs(pool_max_age),
-            task_timeout,
-            // `serve` and `cdp` set the CDP pool from their own flags.
-            ..PoolConfig::default()
-        })
     }
 
     fn limits(

@@ -111,6 +111,9 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert_eq!(row(&table, "max_output_chars"), ("10000", "default"));
     assert_eq!(row(&table, "browser_sandbox"), ("on", "default"));
     assert_eq!(row(&table, "pool_max"), ("the pool size", "default"));
+    assert_eq!(row(&table, "guide"), ("compact", "default"));
+    let guide = settings_table(airlock().args(["doctor", "--guide", "agent-browser"]));
+    assert_eq!(row(&guide, "guide"), ("agent-browser", "flag"));
     let adaptive = settings_table(airlock().args(["doctor", "--pool-min", "1", "--pool-max", "4"]));
     assert_eq!(row(&adaptive, "pool_size"), ("1", "flag"));
     assert_eq!(row(&adaptive, "pool_max"), ("4", "flag"));
@@ -177,6 +180,11 @@ fn bad_values_name_the_setting_and_the_fix() {
             "--pool-max 2 must be from the pool size (3) to 8",
         ),
         (vec!["task", "x", "--pool-max", "9"], None, "--pool-max 9"),
+        (
+            vec!["task", "x", "--guide", "full"],
+            None,
+            "--guide: guide `full` is not one Airlock has: use compact",
+        ),
     ] {
         let mut command = airlock();
         command

@@ -45,6 +45,8 @@ pub struct DriverConfig {
     /// The Docker socket to talk to, such as `airlock-gate`'s; `None` is `DOCKER_HOST` (a
     /// `unix://` one) or the default socket.
     pub docker_socket: Option<std::path::PathBuf>,
+    /// What the worker is told about its browser.
+    pub guide: crate::Guide,
 }
 
 /// The warm pool: how many sealed browsers wait, and for how long.
@@ -99,6 +101,7 @@ impl Default for DriverConfig {
             runtime: "runc".to_owned(),
             pool: PoolConfig::default(),
             docker_socket: None,
+            guide: crate::Guide::default(),
         }
     }
 }

@@ -24,6 +24,7 @@ mod destinations;
 mod download_input;
 mod error;
 mod exec;
+mod guide;
 mod heartbeat;
 mod host;
 mod image_age;
@@ -59,6 +60,7 @@ pub use cdp::{CdpBrowser, CdpError, EgressEvents, MAX_BROWSER_MESSAGE_BYTES};
 pub use config::{DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;
+pub use guide::{Guide, UnknownGuide};
 pub use host::{CONTAINER_USER, current_user};
 pub use image_age::{
     ImageAge, LABEL_BUILT, LABEL_CHROMIUM, STALE_AFTER, host_apt_chromium, is_older_version,

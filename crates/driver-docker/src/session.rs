@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cdp::{CdpBrowser, Pipe};
 use crate::config::DriverConfig;
+use crate::guide::{COMPACT_GUIDE, Guide};
 use crate::made::{Made, remove_container};
 use crate::pending::{self, PendingRefusals};
 use crate::refill_wait::{Freezable, Yield};
@@ -238,9 +239,18 @@ impl Maker {
                     Some(Arc::new(runner)),
                 );
                 yield_to_first_answers(pool).await;
-                let guide = self
-                    .wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
-                    .await?;
+                // The short guide is Airlock's own; agent-browser's is read from its binary.
+                let guide = match self.config.guide {
+                    Guide::Compact => {
+                        self.wait_for_relay_then(&commands, AFTER_RELAY_NOTHING)
+                            .await?;
+                        COMPACT_GUIDE.to_owned()
+                    }
+                    Guide::AgentBrowser => {
+                        self.wait_for_relay_then(&commands, AFTER_RELAY_GUIDE)
+                            .await?
+                    }
+                };
                 if let Some(patience) = pool {
                     yield_to_first_answers(pool).await;
                     // The runner has answered (the guide), so its exec has finished starting, and
@@ -376,7 +386,7 @@ impl Maker {
         BrowserSession {
             tools,
             guide,
-            prompt: tool::DRIVER_PROMPT.to_owned(),
+            prompt: self.config.guide.notes(),
             dispose: Box::new(made),
             warm,
         }
@@ -458,7 +468,8 @@ impl Maker {
 
 /// After the relay is ready: print agent-browser's guide (an agent-browser session).
 const AFTER_RELAY_GUIDE: &str = "exec agent-browser skills get core";
-/// After the relay is ready: nothing (a CDP session starts its Chromium by its own exec).
+/// After the relay is ready: nothing (a CDP session starts its Chromium by its own exec; an
+/// agent-browser session with the short guide needs nothing from the binary before its task).
 const AFTER_RELAY_NOTHING: &str = "exit 0";
 
 /// Created by `airlock-relay` in the container once the browser's way out exists.

@@ -419,24 +419,6 @@ fn looks_like_path(arg: &str) -> bool {
                 .any(|ext| lower.ends_with(ext)))
 }
 
-/// What the driver adds to agent-browser's guide.
-pub(crate) const DRIVER_PROMPT: &str = "\
-How to run the commands in the guide: call the `agent_browser` tool with the words after \
-`agent-browser` as a list in `args`, one command per call. There is no shell: no quoting, no \
-pipes, no `&&`, no redirection, no environment variables. For example, the guide's \
-`agent-browser fill @e2 \"hello world\"` is {\"args\": [\"fill\", \"@e2\", \"hello world\"]}, and \
-`cat script.js | agent-browser eval --stdin` is {\"args\": [\"eval\", \"--stdin\"], \"stdin\": \"<the script>\"}. \
-Screenshots are shown to you and saved by the tool wherever it likes (any path you give is ignored); \
-set `keep` to true to return one with your report. The browser is already set up: commands that \
-change how it is launched, its proxy, its profile or files on disk are refused, and so are \
-destinations that are not public. When a request is refused, the tool result says so. \
-What you read fills your context, so ask for no more than you need: to read, `get text <selector>` \
-gives an element's text without the tree around it (on long tables and link lists a third to a quarter \
-of `snapshot`); `snapshot -i` lists only what you can click or fill; `snapshot -s <css selector>` \
-scopes a snapshot to one part of the page. An output too long to show whole comes as a preview with an \
-id: search it with `read_output` and `find`, or read on from an offset, instead of running the command \
-again.";
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_driver_docker::{CONTAINER_USER, DockerDriver, DockerError, DriverConfig};
+use airlock_driver_docker::{CONTAINER_USER, DockerDriver, DockerError, DriverConfig, Guide};
 use airlock_policy::{EgressPolicy, Profile};
 use airlock_testkit::docker::{
     docker_ready, egress_dir_of, execs_created, image, task_containers, unix_now,
@@ -43,8 +43,9 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
     let context = TaskContext::new(CancellationToken::new(), limits);
     let session = driver.start(context.clone()).await.unwrap();
     assert!(
-        session.guide.contains("agent-browser"),
-        "the guide comes from the container"
+        session.guide.contains("[\"snapshot\", \"-i\"]") && session.guide.len() < 3_000,
+        "by default the worker reads Airlock's short guide in call form: {}",
+        session.guide
     );
     assert_eq!(session.tools[0].definition().name, "agent_browser");
 
@@ -109,6 +110,39 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
         !std::path::Path::new(&socket_dir).exists(),
         "the socket directory was left behind"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_browsers_own_guide_comes_from_the_container_when_chosen() {
+    if !docker_ready() {
+        return;
+    }
+    let site = serve_site();
+    let driver = DockerDriver::connect(DriverConfig {
+        guide: Guide::AgentBrowser,
+        ..lab_config(site)
+    })
+    .await
+    .unwrap();
+    let limits = airlock_worker::TaskLimits::default();
+    let session = driver
+        .start(TaskContext::new(CancellationToken::new(), limits))
+        .await
+        .unwrap();
+    // agent-browser 0.41's `skills get core`, printed by the binary in the image.
+    assert!(
+        session.guide.contains("# agent-browser core") && session.guide.len() > 10_000,
+        "{}",
+        session.guide
+    );
+    assert!(
+        session
+            .prompt
+            .starts_with("How to run the commands in the guide"),
+        "its shell command lines need the call form told: {}",
+        session.prompt
+    );
+    session.dispose.dispose().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,109 @@
+//! The settings of the sealed browser itself: the warm pool, the container runtime and the
+//! guide the worker reads.
+
+use std::time::Duration;
+
+use airlock_driver_docker::{Guide, PoolConfig};
+use anyhow::bail;
+
+use super::Resolver;
+use crate::setting_flags::{FileSettings, SettingFlags};
+
+impl Resolver<'_> {
+    /// The container runtime, and the guide the worker reads.
+    pub(super) fn runtime_and_guide(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+    ) -> anyhow::Result<(String, Guide)> {
+        let runtime = self.pick(
+            "runtime",
+            "AIRLOCK_RUNTIME",
+            flags.runtime.clone(),
+            file.runtime.clone(),
+            "runc".to_owned(),
+            Clone::clone,
+        );
+        if runtime.is_empty()
+            || !runtime
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            bail!("--runtime `{runtime}` is not a runtime name: use runc, or runsc for gVisor");
+        }
+        let guide = self.pick(
+            "guide",
+            "AIRLOCK_GUIDE",
+            flags.guide.clone(),
+            file.guide.clone(),
+            Guide::default().to_string(),
+            Clone::clone,
+        );
+        let guide: Guide = guide
+            .parse()
+            .map_err(|error| anyhow::anyhow!("--guide: {error}"))?;
+        Ok((runtime, guide))
+    }
+
+    pub(super) fn pool(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+        task_timeout: Duration, // with its time for a person: the task's time stands still then
+    ) -> anyhow::Result<PoolConfig> {
+        let pool_size = self.pick(
+            "pool_size",
+            "AIRLOCK_POOL_SIZE",
+            flags.pool_size,
+            file.pool_size,
+            0,
+            ToString::to_string,
+        );
+        let pool_max_age = self.pick(
+            "pool_max_age",
+            "AIRLOCK_POOL_MAX_AGE",
+            flags.pool_max_age,
+            file.pool_max_age,
+            600,
+            |v| format!("{v} s"),
+        );
+        if pool_size > 8 {
+            bail!(
+                "--pool-size {pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_POOL_SIZE)"
+            );
+        }
+        // 0: as many as the pool size (a fixed pool).
+        let pool_max = self.pick(
+            "pool_max",
+            "AIRLOCK_POOL_MAX",
+            flags.pool_max,
+            file.pool_max,
+            0,
+            |v| {
+                if *v == 0 {
+                    "the pool size".to_owned()
+                } else {
+                    v.to_string()
+                }
+            },
+        );
+        if pool_max > 8 || (pool_max != 0 && pool_max < pool_size) {
+            bail!(
+                "--pool-max {pool_max} must be from the pool size ({pool_size}) to 8: the pool grows from its size to this while tasks arrive (AIRLOCK_POOL_MAX)"
+            );
+        }
+        if !(10..=86_400).contains(&pool_max_age) {
+            bail!(
+                "--pool-max-age {pool_max_age} is out of range: use 10 to 86400 seconds (AIRLOCK_POOL_MAX_AGE)"
+            );
+        }
+        Ok(PoolConfig {
+            size: pool_size,
+            max_size: pool_max,
+            max_age: Duration::from_secs(pool_max_age),
+            task_timeout,
+            // `serve` and `cdp` set the CDP pool from their own flags.
+            ..PoolConfig::default()
+        })
+    }
+}
