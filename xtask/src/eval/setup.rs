@@ -209,9 +209,10 @@ impl std::io::Write for Tee<'_> {
 }
 
 /// `llama-server`, built once from the llama.cpp tree inside PyPI's `llama-cpp-python` source
-/// package (the prebuilt wheels stop with "Illegal instruction" on CPUs without AVX-512).
+/// package (the prebuilt wheels stop with "Illegal instruction" here).
 pub fn llama_server() -> anyhow::Result<PathBuf> {
-    let build = home().join("src/llama-build");
+    // The build's folder names its instruction set, so a binary built otherwise is not reused.
+    let build = home().join("src/llama-build-avx2");
     let binary = build.join("bin/llama-server");
     if binary.exists() {
         eprintln!("== llama-server: ready ({})", binary.display());
@@ -251,7 +252,10 @@ pub fn llama_server() -> anyhow::Result<PathBuf> {
             .arg(&build)
             .args([
                 "-DCMAKE_BUILD_TYPE=Release",
-                "-DGGML_NATIVE=ON",
+                // Not -march=native: these guests' CPUs list AVX-512 and AMX, but the native
+                // build died with SIGILL on its first computation on one of them. AVX2, FMA and
+                // F16C (what ggml enables with native off) run on every x86-64 machine here.
+                "-DGGML_NATIVE=OFF",
                 "-DBUILD_SHARED_LIBS=OFF",
                 "-DLLAMA_BUILD_TESTS=OFF",
                 "-DLLAMA_BUILD_EXAMPLES=OFF",

@@ -30,15 +30,15 @@ use crate::task::{
 };
 use crate::token_budget;
 
+mod calls;
+mod corrections;
 mod dispose;
 mod human;
+mod nudges;
 mod recording;
-mod text_calls;
 mod words;
 
-use words::{
-    cancelled_report, error_result, step_limit_result, summarize, task_message, timed_out_report,
-};
+use words::{cancelled_report, error_result, summarize, task_message, timed_out_report};
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
 #[derive(Clone)]
@@ -300,6 +300,7 @@ impl Run<'_> {
         // Set when a limit is spent: the next turn is the last, and ends the task this way.
         let mut final_turn: Option<Ended> = None;
         let mut corrections = 0;
+        let mut repeats = nudges::Repeats::default();
         loop {
             if let Err(report) = self.hold_to_budget(&mut model_request, &mut final_turn) {
                 return (Ended::TokenBudget, report);
@@ -331,7 +332,7 @@ impl Run<'_> {
                 self.last_text.clone_from(&turn.text);
             }
             let last = final_turn.is_some();
-            if text_calls::corrected(&mut model_request, &turn, &mut corrections, last) {
+            if corrections::corrected(&mut model_request, &turn, &mut corrections, last) {
                 continue;
             }
             if turn.tool_calls.is_empty() || final_turn.is_some() {
@@ -359,31 +360,19 @@ impl Run<'_> {
             model_request
                 .messages
                 .push(Message::Assistant { turn: turn.clone() });
-            let mut results = Vec::with_capacity(turn.tool_calls.len());
-            for call in &turn.tool_calls {
-                if self.steps >= limits.max_steps {
-                    final_turn = Some(Ended::StepLimit);
-                    let result = step_limit_result(call, limits.max_steps);
-                    self.record_not_run(call, &result, "the step limit was spent");
-                    results.push(result);
-                    continue;
-                }
-                self.steps += 1;
-                self.context.set_step(self.steps);
-                self.report_progress(call);
-                let began = Instant::now();
-                let outcome = self.call_tool(tools, &model_request.tools, call).await;
-                self.timings.tools_ms += millis(began.elapsed());
-                match outcome {
-                    Bounded::Done(result) => results.push(result),
-                    Bounded::TimedOut => {
-                        return (Ended::TimedOut, timed_out_report(&limits, &self.last_text));
-                    }
-                    Bounded::Cancelled => {
-                        return (Ended::Cancelled, cancelled_report(&self.last_text));
-                    }
-                }
-            }
+            let results = match self
+                .run_calls(
+                    tools,
+                    &model_request.tools,
+                    &turn,
+                    &mut final_turn,
+                    &mut repeats,
+                )
+                .await
+            {
+                Ok(results) => results,
+                Err(ended) => return ended,
+            };
             model_request
                 .messages
                 .push(Message::ToolResults { results });

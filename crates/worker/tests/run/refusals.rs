@@ -259,3 +259,77 @@ async fn a_call_written_as_text_that_is_not_one_is_corrected_not_taken_as_the_re
     assert_eq!(result.report, broken);
     assert_eq!(stubborn.model.requests().len(), 3);
 }
+
+/// agent-browser command lines written as text (what its own guide shows) ran nothing: the
+/// worker is told the call its first line would be, and an empty answer is told to call or
+/// report; two such answers in a row at most, and then the last is the report.
+#[tokio::test]
+async fn command_lines_and_empty_answers_are_corrected_within_a_bound() {
+    let lines = "I will do this:\n```bash\nagent-browser open https://example.com/\nagent-browser snapshot -i\n```";
+    let corrected = setup(
+        vec![
+            turn(lines, vec![]),
+            expecting(
+                turn("", vec![]),
+                shown(&[
+                    "no shell",
+                    "{\"name\": \"echo\", \"arguments\": {\"args\": [\"open\",\"https://example.com/\"]}}",
+                ]),
+            ),
+            expecting(
+                turn("", vec![call("echo", json!({"text": "page text"}))]),
+                shown(&["That answer was empty"]),
+            ),
+            turn("The page says page text.", vec![]),
+        ],
+        TaskLimits::default(),
+    );
+    let result = run(&corrected).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    assert_eq!(result.report, "The page says page text.");
+
+    // A third miss in a row is not corrected: the empty answer ends the task as before.
+    let stubborn = setup(
+        vec![turn(lines, vec![]), turn("", vec![]), turn("", vec![])],
+        TaskLimits::default(),
+    );
+    let result = run(&stubborn).await;
+    assert_eq!(result.report, "The worker ended without writing a report.");
+    assert_eq!(stubborn.model.requests().len(), 3);
+}
+
+/// A model in a loop is told so from the third identical call in a row, and the result of the
+/// call that spends the last step says to write the report.
+#[tokio::test]
+async fn repeated_calls_and_the_last_step_are_noted_after_the_result() {
+    let same = || call("echo", json!({"text": "unchanged"}));
+    let setup = setup(
+        vec![
+            turn("", vec![same()]),
+            expecting(turn("", vec![same()]), shown_not(&["same call"])),
+            expecting(turn("", vec![same()]), shown_not(&["same call"])),
+            expecting(
+                turn("", vec![call("echo", json!({"text": "other"}))]),
+                shown(&["unchanged", "the same call 3 times in a row"]),
+            ),
+            expecting(
+                turn("Done.", vec![]),
+                shown(&["other", "that was step 4 of 4, your last"]),
+            ),
+        ],
+        TaskLimits {
+            max_steps: 4,
+            ..TaskLimits::default()
+        },
+    );
+    let result = run(&setup).await;
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+    assert_eq!(result.steps_used, 4);
+}
+
+fn shown_not(needles: &[&str]) -> Expectation {
+    Expectation {
+        shown_not_contains: needles.iter().map(|s| (*s).to_owned()).collect(),
+        ..Expectation::default()
+    }
+}
