@@ -62,6 +62,10 @@ pub struct EvalArgs {
     /// Start the run over, forgetting its results.
     #[arg(long)]
     fresh: bool,
+    /// Measure this `airlock` binary instead of building the tree's (an earlier commit's
+    /// build, to measure a change before and after with the same tasks, model and server).
+    #[arg(long, value_name = "PATH")]
+    airlock_bin: Option<PathBuf>,
 }
 
 /// The seed every page of a task gets: the same for both systems and every run.
@@ -120,17 +124,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         ),
         (None, None) => bail!("no model and no server"),
     };
-    if systems.contains(&System::Airlock) {
-        eprintln!("== [2/5] Docker, the browser image and airlock");
-        crate::docker::run()?;
-        crate::image::run(&crate::image::ImageArgs::for_integration())?;
-        crate::util::run_loud(std::process::Command::new(env!("CARGO")).args([
-            "build",
-            "--release",
-            "-p",
-            "airlock",
-        ]))?;
-    }
+    let airlock_bin = airlock_ready(args, &systems)?;
     eprintln!("== [3/5] the lab on loopback");
     let lab = lab::Lab::start(&dir)?;
     eprintln!(
@@ -138,6 +132,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         lab.port
     );
     let setup = systems::Setup {
+        airlock_bin: airlock_bin.clone(),
         model: model.clone(),
         base_url,
         max_steps: args.max_steps,
@@ -162,7 +157,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
     run_all(&lab, &setup, &dir, &chosen, &systems, &done, &mut outcomes)?;
 
     eprintln!("== [5/5] the report");
-    let header = header(args, full, server.is_some(), model);
+    let header = header(args, full, server.is_some(), model, &airlock_bin);
     let text = report::render(&header, &outcomes);
     let report_path = dir.join("report.md");
     fs::write(&report_path, &text)?;
@@ -173,6 +168,29 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         eprintln!("wrote {} (the report of record)", docs.display());
     }
     Ok(())
+}
+
+/// Docker, the browser image and the `airlock` binary measured (built from this tree unless
+/// `--airlock-bin` names one), when Airlock is among the systems.
+fn airlock_ready(args: &EvalArgs, systems: &[System]) -> anyhow::Result<PathBuf> {
+    if systems.contains(&System::Airlock) {
+        eprintln!("== [2/5] Docker, the browser image and airlock");
+        crate::docker::run()?;
+        crate::image::run(&crate::image::ImageArgs::for_integration())?;
+        if args.airlock_bin.is_none() {
+            crate::util::run_loud(std::process::Command::new(env!("CARGO")).args([
+                "build",
+                "--release",
+                "-p",
+                "airlock",
+            ]))?;
+        }
+    }
+    match &args.airlock_bin {
+        Some(path) if !path.is_file() => bail!("--airlock-bin: {} is no file", path.display()),
+        Some(path) => Ok(path.clone()),
+        None => Ok(workspace_root().join("target/release/airlock")),
+    }
 }
 
 /// Every chosen task on every system not already done, alternating systems task by task.
@@ -214,7 +232,14 @@ fn run_all(
 }
 
 /// How the run was made, for the report.
-fn header(args: &EvalArgs, full: bool, local_server: bool, model: String) -> report::Header {
+fn header(
+    args: &EvalArgs,
+    full: bool,
+    local_server: bool,
+    model: String,
+    airlock_bin: &Path,
+) -> report::Header {
+    let guide = std::env::var("AIRLOCK_GUIDE").unwrap_or_else(|_| "its default".to_owned());
     report::Header {
         kind: if args.quick {
             "--quick".to_owned()
@@ -230,6 +255,7 @@ fn header(args: &EvalArgs, full: bool, local_server: bool, model: String) -> rep
             "the provider's API".to_owned()
         },
         limits: format!("{} steps, {} s", args.max_steps, args.timeout),
+        airlock: format!("{}, guide {guide}", airlock_bin.display()),
         commit: output(std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]))
             .unwrap_or_default()
             .trim()

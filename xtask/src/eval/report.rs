@@ -18,6 +18,8 @@ pub struct Header {
     pub server: String,
     /// Steps and time allowed per task.
     pub limits: String,
+    /// The `airlock` binary measured, and the guide its worker read.
+    pub airlock: String,
     /// The commit the run was made on.
     pub commit: String,
     /// When.
@@ -83,8 +85,15 @@ pub fn render(header: &Header, outcomes: &[Outcome]) -> String {
     let _ = writeln!(
         out,
         "Written by `cargo xtask eval` ({}) on {}, commit `{}`. Model: `{}`, served by {}. \
-         Limits per task: {}. A task succeeds when its page gives a positive reward.\n",
-        header.kind, header.date, header.commit, header.model, header.server, header.limits
+         Limits per task: {}. Airlock: `{}`. A task succeeds when its page gives a positive \
+         reward.\n",
+        header.kind,
+        header.date,
+        header.commit,
+        header.model,
+        header.server,
+        header.limits,
+        header.airlock
     );
     let _ = writeln!(out, "## Per system\n");
     let _ = writeln!(

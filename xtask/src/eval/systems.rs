@@ -14,6 +14,8 @@ use crate::util::workspace_root;
 /// The model both systems use, and the limits both run under.
 #[derive(Debug, Clone)]
 pub struct Setup {
+    /// The `airlock` binary measured.
+    pub airlock_bin: PathBuf,
     /// As `airlock --model` takes it: `openai/<name>` or `anthropic/<name>`.
     pub model: String,
     /// The OpenAI-compatible server, when not the provider's own.
@@ -55,7 +57,7 @@ const GRACE: Duration = Duration::from_mins(2);
 /// Run `instruction` at `url` through `airlock task`, its record kept in `dir`.
 pub fn airlock(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
     let record = dir.join("record");
-    let mut command = Command::new(workspace_root().join("target/release/airlock"));
+    let mut command = Command::new(&setup.airlock_bin);
     command
         .args(["task", "--json", "--record"])
         .arg(&record)
