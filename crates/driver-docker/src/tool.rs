@@ -114,7 +114,7 @@ impl Tool for AgentBrowserTool {
 
     fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>> {
         Box::pin(async move {
-            let input: AgentBrowserInput = match serde_json::from_value(input) {
+            let input: AgentBrowserInput = match serde_json::from_value(args_if_bare(input)) {
                 Ok(input) => input,
                 Err(error) => {
                     return Ok(ToolOutput::error(format!(
@@ -407,6 +407,18 @@ impl AgentBrowserTool {
     }
 }
 
+/// A bare list of words is read as the `args` it can only be: small local models write the call
+/// so (`{"name": "agent_browser", "arguments": ["open", "…"]}`, Qwen2.5-Coder 0.5B and 1.5B
+/// alike) and, told the right form, write the bare list again.
+fn args_if_bare(input: Value) -> Value {
+    match input {
+        Value::Array(words) if words.iter().all(Value::is_string) => {
+            serde_json::json!({ "args": words })
+        }
+        other => other,
+    }
+}
+
 /// A screenshot argument that names a file rather than a selector.
 fn looks_like_path(arg: &str) -> bool {
     let lower = arg.to_ascii_lowercase();
@@ -479,6 +491,17 @@ mod tests {
             "{}",
             output.text
         );
+    }
+
+    #[test]
+    fn a_bare_list_of_words_is_the_args_and_anything_else_is_left_as_it_is() {
+        assert_eq!(
+            args_if_bare(json!(["open", "https://example.com"])),
+            json!({"args": ["open", "https://example.com"]})
+        );
+        for other in [json!(["open", 1]), json!({"args": ["snapshot"]}), json!("open")] {
+            assert_eq!(args_if_bare(other.clone()), other);
+        }
     }
 
     #[tokio::test]

@@ -2,11 +2,11 @@
 //! a request that offers tools with the call in the message's text (`{"name": "agent_browser",
 //! "arguments": {"args": ["snapshot", "-i"]}}`, often in a ```json fence) instead of in
 //! `tool_calls`; read as a report, that ends the task after one turn. The reading is strict:
-//! the text, less a code fence or `<tool_call>` tags around it, must be exactly one JSON object
-//! of two keys, `name` (a tool the request offered) and `arguments`. Anything else stays text,
-//! as before. The arguments are the call's input as written: the tool validates them as it does
-//! an API call's, so a model that wrote them wrong (the 0.5B Qwen wrote the `args` list bare)
-//! is told exactly what to pass instead of having its task end.
+//! the text, less a code fence or `<tool_call>` tags around it, must be a JSON object of two
+//! keys, `name` (a tool the request offered) and `arguments`, with nothing after it but more
+//! such objects (of which only the first is read). Anything else stays text, as before. The
+//! arguments are the call's input as written, for the tool to validate as it does an API call's
+//! (the agent_browser tool reads a bare list of words, as the small Qwens write it, as `args`).
 
 use airlock_worker::{ToolCall, ToolDefinition};
 use serde_json::Value;
@@ -14,13 +14,21 @@ use serde_json::Value;
 /// The longest text read for a call: a call is short, and a long text is a report.
 const MAX_CALL_TEXT: usize = 16 * 1024;
 
-/// The one call `text` is, if it is one.
+/// The call `text` is, if it is one: one call, or the first of calls written one after another
+/// with nothing else between them (the 1.5B Qwen, once it had a page, wrote the guide's commands
+/// as a list of calls until its answer was cut; only the first can be meant for this page).
 pub(crate) fn read_call(text: &str, tools: &[ToolDefinition]) -> Option<ToolCall> {
     if text.len() > MAX_CALL_TEXT {
         return None;
     }
     let body = unwrapped(text.trim());
-    let value: Value = serde_json::from_str(body).ok()?;
+    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    // After the call: nothing, or the next call (perhaps cut off). Any other text is a report.
+    let rest = body.get(values.byte_offset()..)?.trim_start();
+    if !(rest.is_empty() || rest.starts_with('{')) {
+        return None;
+    }
     let object = value.as_object()?;
     if object.len() != 2 {
         return None;
@@ -52,9 +60,8 @@ fn unwrapped(text: &str) -> &str {
     let Some(rest) = text.strip_prefix("```") else {
         return text;
     };
-    let Some(inner) = rest.strip_suffix("```") else {
-        return text;
-    };
+    // An answer cut at its token limit never closes its fence.
+    let inner = rest.strip_suffix("```").unwrap_or(rest);
     // The fence's language word, if any, runs to the first line break.
     let inner = match inner.split_once('\n') {
         Some((language, code)) if !language.trim_start().starts_with('{') => code,
@@ -99,6 +106,18 @@ mod tests {
     }
 
     #[test]
+    fn of_calls_one_after_another_the_first_is_read_even_when_the_answer_was_cut() {
+        // As the 1.5B Qwen answered after opening a page (the start of a 300-token answer).
+        let list = "{\"name\": \"agent_browser\", \"arguments\": [\"snapshot\", \"-i\"]}\n\
+                    {\"name\": \"agent_browser\", \"arguments\": [\"click\", \"@e3\"]}\n\
+                    {\"name\": \"agent_browser\", \"arguments\": [\"";
+        for text in [list.to_owned(), format!("```json\n{list}")] {
+            let read = read_call(&text, &tools()).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(read.input, json!(["snapshot", "-i"]));
+        }
+    }
+
+    #[test]
     fn arguments_are_the_input_as_written_for_the_tool_to_judge() {
         // As the 0.5B Qwen wrote it: the list bare, not under `args`.
         let text = "```json\n{\n  \"name\": \"agent_browser\",\n  \"arguments\": [\"open\", \"http://127.0.0.1:8000/\"]\n}\n```";
@@ -107,14 +126,16 @@ mod tests {
     }
 
     #[test]
-    fn anything_but_exactly_one_call_stays_text() {
+    fn anything_but_calls_alone_stays_text() {
         for text in [
             // A report.
             "The page's title is Example Domain.",
             // Prose around the call: not a call alone.
             "I will take a snapshot: {\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"snapshot\"]}}",
-            // Two calls.
-            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"a\"]}}\n{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"b\"]}}",
+            // A call, then a report.
+            "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"a\"]}}\nThe page says hello.",
+            // A fenced call, then a report.
+            "```json\n{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"a\"]}}\n```\nDone.",
             // An unknown tool.
             "{\"name\": \"shell\", \"arguments\": {\"args\": [\"ls\"]}}",
             // A string for arguments that is not JSON.
