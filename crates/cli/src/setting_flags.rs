@@ -19,6 +19,14 @@ pub struct SettingFlags {
     /// Base URL of an OpenAI-compatible API (Ollama, vLLM, llama.cpp, OpenRouter).
     #[arg(long, env = "AIRLOCK_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
+    /// The largest answer the model may write, in tokens (64–65536; default 4096). A small local
+    /// model can run on writing calls until this stops it.
+    #[arg(long, env = "AIRLOCK_MAX_ANSWER_TOKENS", value_name = "TOKENS")]
+    pub max_answer_tokens: Option<u32>,
+    /// Seconds one request to the model may take (10–3600; default 120). A local server on a
+    /// small machine may need minutes for a long prompt.
+    #[arg(long, env = "AIRLOCK_MODEL_TIMEOUT", value_name = "SECONDS")]
+    pub model_timeout: Option<u64>,
     /// The browser image.
     #[arg(long, env = "AIRLOCK_IMAGE", value_name = "TAG")]
     pub image: Option<String>,
@@ -153,6 +161,8 @@ pub(crate) struct FileSettings {
     pub(crate) model: Option<String>,
     pub(crate) thinking: Option<String>,
     pub(crate) base_url: Option<String>,
+    pub(crate) max_answer_tokens: Option<u32>,
+    pub(crate) model_timeout: Option<u64>,
     pub(crate) image: Option<String>,
     pub(crate) timeout: Option<u64>,
     pub(crate) human_timeout: Option<u64>,

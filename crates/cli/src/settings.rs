@@ -16,6 +16,9 @@ use crate::setting_flags::FileSettings;
 pub use crate::setting_flags::SettingFlags;
 
 mod browser;
+mod model;
+
+pub use model::ModelLimits;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +64,8 @@ pub struct Settings {
     pub thinking: Option<String>,
     /// A base URL for OpenAI-compatible endpoints.
     pub base_url: Option<String>,
+    /// How long each answer may be, and take.
+    pub model_limits: ModelLimits,
     /// The driver's configuration (image, egress, nameservers).
     pub driver: DriverConfig,
     /// The task limits.
@@ -212,6 +217,7 @@ impl Settings {
                 "Chromium's own sandbox is off (--no-browser-sandbox): a renderer exploit would run as the task's user in the container, held only by the container and the egress proxy"
             );
         }
+        let model_limits = r.model_limits(flags, &file)?;
         let (runtime, guide) = r.runtime_and_guide(flags, &file)?;
         let limits = r.limits(flags, &file, model.as_deref())?;
         let max_download_bytes = r.download_budget(flags, &file)?;
@@ -232,6 +238,7 @@ impl Settings {
             model,
             thinking,
             base_url,
+            model_limits,
             driver,
             limits,
             scope,

@@ -73,6 +73,8 @@ pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
     let options = BackendOptions {
         base_url: settings.base_url.clone(),
         thinking,
+        max_tokens: settings.model_limits.max_answer_tokens,
+        request_timeout: settings.model_limits.request_timeout,
         ..BackendOptions::default()
     };
     Ok(airlock_models::build(&spec, options)?)

@@ -112,6 +112,8 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert_eq!(row(&table, "browser_sandbox"), ("on", "default"));
     assert_eq!(row(&table, "pool_max"), ("the pool size", "default"));
     assert_eq!(row(&table, "guide"), ("compact", "default"));
+    assert_eq!(row(&table, "max_answer_tokens"), ("4096", "default"));
+    assert_eq!(row(&table, "model_timeout"), ("120 s", "default"));
     let guide = settings_table(airlock().args(["doctor", "--guide", "agent-browser"]));
     assert_eq!(row(&guide, "guide"), ("agent-browser", "flag"));
     let adaptive = settings_table(airlock().args(["doctor", "--pool-min", "1", "--pool-max", "4"]));
@@ -180,6 +182,16 @@ fn bad_values_name_the_setting_and_the_fix() {
             "--pool-max 2 must be from the pool size (3) to 8",
         ),
         (vec!["task", "x", "--pool-max", "9"], None, "--pool-max 9"),
+        (
+            vec!["task", "x", "--max-answer-tokens", "10"],
+            None,
+            "--max-answer-tokens 10 is out of range: use a value from 64 to 65536",
+        ),
+        (
+            vec!["task", "x"],
+            Some(("AIRLOCK_MODEL_TIMEOUT", "5")),
+            "--model-timeout 5 is out of range",
+        ),
         (
             vec!["task", "x", "--guide", "full"],
             None,

@@ -499,7 +499,11 @@ mod tests {
             args_if_bare(json!(["open", "https://example.com"])),
             json!({"args": ["open", "https://example.com"]})
         );
-        for other in [json!(["open", 1]), json!({"args": ["snapshot"]}), json!("open")] {
+        for other in [
+            json!(["open", 1]),
+            json!({"args": ["snapshot"]}),
+            json!("open"),
+        ] {
             assert_eq!(args_if_bare(other.clone()), other);
         }
     }

@@ -12,6 +12,7 @@ mod outcome;
 mod report;
 mod server;
 mod setup;
+mod stop;
 mod systems;
 mod tasks;
 
@@ -56,6 +57,14 @@ pub struct EvalArgs {
     /// Longest a task may take, in seconds, for both systems.
     #[arg(long, default_value_t = 240)]
     timeout: u64,
+    /// Largest answer per model call, in tokens, for both systems (a small model can write
+    /// calls until this stops it).
+    #[arg(long, default_value_t = 1024)]
+    max_answer_tokens: u32,
+    /// Longest one model call may take, in seconds, for both systems (a cold 5,000-token
+    /// prompt takes about two minutes on 2 cores).
+    #[arg(long, default_value_t = 300)]
+    model_timeout: u64,
     /// The run's name (its folder under target/eval/runs/); the same name resumes it.
     #[arg(long)]
     run: Option<String>,
@@ -105,16 +114,21 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
     } else {
         setup::MODEL_1_5B
     };
-    let server = if args.model.is_none() {
-        let weights = setup::model_file(&local_model)?;
-        let binary = setup::llama_server()?;
-        Some(server::ModelServer::start(
+    let local = if args.model.is_none() {
+        Some((setup::llama_server()?, setup::model_file(&local_model)?))
+    } else {
+        None
+    };
+    let airlock_bin = airlock_ready(args, &systems)?;
+    // From here the run has processes of its own to end: a stop ends them, not the run at once.
+    stop::catch_signals();
+    let server = match local {
+        Some((binary, weights)) => Some(server::ModelServer::start(
             &binary,
             &weights,
             &dir.join("llama-server.log"),
-        )?)
-    } else {
-        None
+        )?),
+        None => None,
     };
     let (model, base_url) = match (&args.model, &server) {
         (Some(model), _) => (model.clone(), args.base_url.clone()),
@@ -124,7 +138,6 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         ),
         (None, None) => bail!("no model and no server"),
     };
-    let airlock_bin = airlock_ready(args, &systems)?;
     eprintln!("== [3/5] the lab on loopback");
     let lab = lab::Lab::start(&dir)?;
     eprintln!(
@@ -137,6 +150,8 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         base_url,
         max_steps: args.max_steps,
         timeout: Duration::from_secs(args.timeout),
+        max_answer_tokens: args.max_answer_tokens,
+        model_timeout: Duration::from_secs(args.model_timeout),
         lab_port: lab.port,
     };
 
@@ -223,6 +238,10 @@ fn run_all(
             }
             index += 1;
             let outcome = run_one(lab, setup, dir, system, task, &seed, &instruction)?;
+            if stop::asked() {
+                // The task was cut short by the stop, not by itself: it is run again next time.
+                bail!("stopped; the same command carries on from here");
+            }
             eprintln!("[{index}/{total}] {}", progress_line(&outcome));
             append_result(&results_path, &outcome)?;
             outcomes.push(outcome);
@@ -254,7 +273,10 @@ fn header(
         } else {
             "the provider's API".to_owned()
         },
-        limits: format!("{} steps, {} s", args.max_steps, args.timeout),
+        limits: format!(
+            "{} steps, {} s; each model call at most {} tokens and {} s",
+            args.max_steps, args.timeout, args.max_answer_tokens, args.model_timeout
+        ),
         airlock: format!("{}, guide {guide}", airlock_bin.display()),
         commit: output(std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]))
             .unwrap_or_default()

@@ -1,12 +1,14 @@
 """The eval's peer: one task through browser-use, the way its users run it, as JSON on stdout.
 
 Usage: peer.py TASK URL PROVIDER MODEL BASE_URL MAX_STEPS TIMEOUT_SECONDS PROFILE_DIR
+               MAX_ANSWER_TOKENS MODEL_TIMEOUT_SECONDS
 PROVIDER is openai (BASE_URL any OpenAI-compatible server, or empty for OpenAI with
 OPENAI_API_KEY) or anthropic (ANTHROPIC_API_KEY).
 browser-use drives the host's Chromium headless through CDP with its own defaults, except what
 this model cannot do or what would be billed beside the task: no screenshots (the model reads
-text only), no judge (a second opinion costs tokens the task did not need), and the same
-120-second limit per model call as Airlock's client (its own default for an unknown model is 75).
+text only), no judge (a second opinion costs tokens the task did not need), and the same limits
+per model call as Airlock's (answer tokens, and seconds: its own default for an unknown model is
+75, too short for a cold prompt on a small machine).
 """
 
 import asyncio
@@ -24,19 +26,22 @@ from browser_use import Agent, BrowserProfile, BrowserSession  # noqa: E402
 
 async def main():
     task, url, provider, model, base_url, max_steps, timeout, profile = sys.argv[1:9]
+    max_answer_tokens, model_timeout = int(sys.argv[9]), float(sys.argv[10])
     if provider == "anthropic":
         from browser_use.llm.anthropic.chat import ChatAnthropic
-        llm = ChatAnthropic(model=model, temperature=0.0, max_retries=0)
+        llm = ChatAnthropic(model=model, temperature=0.0, max_retries=0,
+                            max_tokens=max_answer_tokens)
     else:
         from browser_use.llm.openai.chat import ChatOpenAI
         llm = ChatOpenAI(model=model, base_url=base_url or None, temperature=0.0, max_retries=0,
-                         api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+                         api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+                         max_completion_tokens=max_answer_tokens, timeout=model_timeout)
     browser = BrowserSession(browser_profile=BrowserProfile(
         executable_path="/usr/bin/chromium", headless=True, chromium_sandbox=False,
         user_data_dir=profile, keep_alive=False))
     agent = Agent(task=f"{task}\nStart at: {url}", llm=llm, browser_session=browser,
                   use_vision=False, use_judge=False, enable_signal_handler=False,
-                  llm_timeout=120)
+                  llm_timeout=int(model_timeout))
     started = time.monotonic()
     timed_out = False
     try:

@@ -1,6 +1,7 @@
 //! The local model server: llama.cpp's `llama-server` on loopback, with tool calls through the
 //! model's own chat template (`--jinja`).
 
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ impl ModelServer {
             .args(["--temp", "0", "--seed", "1"])
             .stdout(Stdio::null())
             .stderr(log_file)
+            .process_group(0)
             .spawn()
             .with_context(|| format!("could not start {}", binary.display()))?;
         let mut server = Self {
@@ -58,6 +60,9 @@ impl ModelServer {
             if answer.is_ok_and(|a| a.stdout == b"200") {
                 return Ok(server);
             }
+            if super::stop::asked() {
+                bail!("stopped while llama-server was loading");
+            }
             if started.elapsed() > START_LIMIT {
                 bail!(
                     "llama-server did not answer /health within {START_LIMIT:?}; see {}",
@@ -72,7 +77,6 @@ impl ModelServer {
 
 impl Drop for ModelServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::stop::kill_group(&mut self.child);
     }
 }

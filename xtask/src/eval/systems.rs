@@ -1,6 +1,7 @@
 //! Running one task on one system: `airlock task` in its sealed browser, or browser-use on the
 //! host's Chromium, both with the same model, instruction, page and limits.
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::outcome::Signs;
-use super::setup;
+use super::{setup, stop};
 use crate::util::workspace_root;
 
 /// The model both systems use, and the limits both run under.
@@ -24,6 +25,10 @@ pub struct Setup {
     pub max_steps: u32,
     /// Longest a task may take.
     pub timeout: Duration,
+    /// Largest answer per model call, in tokens.
+    pub max_answer_tokens: u32,
+    /// Longest one model call may take.
+    pub model_timeout: Duration,
     /// The lab's port, the one destination the sealed browser may reach.
     pub lab_port: u16,
 }
@@ -66,6 +71,11 @@ pub fn airlock(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
         .args(["--model", &setup.model])
         .args(["--max-steps", &setup.max_steps.to_string()])
         .args(["--timeout", &setup.timeout.as_secs().to_string()])
+        .args(["--max-answer-tokens", &setup.max_answer_tokens.to_string()])
+        .args([
+            "--model-timeout",
+            &setup.model_timeout.as_secs().to_string(),
+        ])
         .args(["--url", url])
         .arg(instruction);
     if let Some(base_url) = &setup.base_url {
@@ -162,7 +172,9 @@ pub fn browser_use(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> R
         .arg(setup.base_url.as_deref().unwrap_or(""))
         .arg(setup.max_steps.to_string())
         .arg(setup.timeout.as_secs().to_string())
-        .arg(&profile);
+        .arg(&profile)
+        .arg(setup.max_answer_tokens.to_string())
+        .arg(setup.model_timeout.as_secs().to_string());
     let started = Instant::now();
     let answer = run_bounded(
         &mut command,
@@ -226,7 +238,13 @@ fn run_bounded(command: &mut Command, limit: Duration, log: &Path) -> Result<Vec
     ) else {
         return Err(format!("could not write {}", log.display()));
     };
-    let mut child = match command.stdout(out).stderr(err).stdin(Stdio::null()).spawn() {
+    let mut child = match command
+        .stdout(out)
+        .stderr(err)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+    {
         Ok(child) => child,
         Err(error) => {
             return Err(format!(
@@ -239,19 +257,19 @@ fn run_bounded(command: &mut Command, limit: Duration, log: &Path) -> Result<Vec
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() < limit => {
+            Ok(None) if started.elapsed() < limit && !stop::asked() => {
                 // A child that may run for minutes: checking twice a second costs nothing.
                 std::thread::sleep(Duration::from_millis(500));
             }
             _ => {
-                let _ = child.kill();
-                let _ = child.wait();
+                stop::end_group(&mut child);
                 break None;
             }
         }
     };
     let stdout = std::fs::read(&stdout_path).unwrap_or_default();
     match status {
+        None if stop::asked() => Err("stopped: the run was asked to stop".to_owned()),
         None => Err(format!("killed after {limit:?}: it did not stop by itself")),
         Some(_) => Ok(stdout),
     }
