@@ -71,11 +71,16 @@ pub fn airlock(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
         .args(["--model", &setup.model])
         .args(["--max-steps", &setup.max_steps.to_string()])
         .args(["--timeout", &setup.timeout.as_secs().to_string()])
-        .args(["--max-answer-tokens", &setup.max_answer_tokens.to_string()])
-        .args([
-            "--model-timeout",
-            &setup.model_timeout.as_secs().to_string(),
-        ])
+        // As the environment, not flags: an earlier build (--airlock-bin) that has no such
+        // settings runs with its own fixed ones instead of refusing the flags.
+        .env(
+            "AIRLOCK_MAX_ANSWER_TOKENS",
+            setup.max_answer_tokens.to_string(),
+        )
+        .env(
+            "AIRLOCK_MODEL_TIMEOUT",
+            setup.model_timeout.as_secs().to_string(),
+        )
         .args(["--url", url])
         .arg(instruction);
     if let Some(base_url) = &setup.base_url {
