@@ -669,6 +669,27 @@ async fn a_real_servers_call_written_as_text_is_read_as_the_call() {
     assert!(turn.usage.input_tokens > 0 && turn.usage.output_tokens > 0);
 }
 
+/// The worker's whole prompt today (standing instructions that put the work first, the short
+/// guide): the 1.5B model opens the start page, as a call in text with the list bare.
+#[tokio::test]
+async fn a_real_servers_first_answer_to_the_worker_opens_the_page() {
+    let turn = turn_against_recorded("open-as-bare-list").await.unwrap();
+    assert!(turn.call_read_from_text, "{turn:?}");
+    let input = &turn.tool_calls[0].input;
+    assert_eq!(input[0], "open", "{input}");
+    assert!(input[1].as_str().unwrap().contains("click-button.html"), "{input}");
+}
+
+/// After the page opened, the 1.5B model wrote the guide's commands as calls, one per line,
+/// until its answer was cut at 300 tokens: the first is the call.
+#[tokio::test]
+async fn a_real_servers_list_of_calls_cut_short_is_read_as_its_first() {
+    let turn = turn_against_recorded("list-of-calls").await.unwrap();
+    assert!(turn.call_read_from_text, "{turn:?}");
+    assert_eq!(turn.tool_calls.len(), 1);
+    assert_eq!(turn.tool_calls[0].input, json!(["snapshot", "-i"]));
+}
+
 /// A call followed by more text is no call alone: it stays text, as a report would.
 #[tokio::test]
 async fn a_real_servers_call_with_text_after_it_stays_text() {
