@@ -66,7 +66,7 @@ impl FromStr for Guide {
 pub(crate) const COMPACT_GUIDE: &str = r##"Your browser is driven by agent-browser. Call the `agent_browser` tool once per step with `args`, the command as a list of words, for example {"args": ["click", "@e3"]}. There is no shell: one command per call, no quoting.
 
 Look at the page:
-- ["snapshot", "-i"]: the elements you can click, fill or choose, each with a ref such as @e3 and its role and text, like `@e3 [button] "Submit"`. Take one after opening a page and after anything that changes it: an older snapshot's refs may be gone.
+- ["snapshot", "-i"]: the elements you can click, fill or choose, one a line with its role, text and ref, like `- button "Submit" [ref=e3]`; you act on that one as @e3. Take one after opening a page and after anything that changes it: an older snapshot's refs may be gone.
 - ["snapshot"]: the whole page as a tree of text, to read it. ["snapshot", "-s", "#main"] reads one part (a CSS selector).
 - ["get", "text", "@e5"]: one element's text. Also ["get", "value", "@e2"] (what a field holds), ["get", "title"], ["get", "url"].
 

@@ -677,7 +677,10 @@ async fn a_real_servers_first_answer_to_the_worker_opens_the_page() {
     assert!(turn.call_read_from_text, "{turn:?}");
     let input = &turn.tool_calls[0].input;
     assert_eq!(input[0], "open", "{input}");
-    assert!(input[1].as_str().unwrap().contains("click-button.html"), "{input}");
+    assert!(
+        input[1].as_str().unwrap().contains("click-button.html"),
+        "{input}"
+    );
 }
 
 /// After the page opened, the 1.5B model wrote the guide's commands as calls, one per line,

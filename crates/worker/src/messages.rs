@@ -94,6 +94,17 @@ pub struct ToolCall {
     pub input: Value,
 }
 
+impl ToolCall {
+    /// The words of a call that takes `args` (the agent_browser tool's): `input.args`, or the
+    /// input itself when a model wrote the list bare, as the tool then reads it.
+    pub fn words(&self) -> Option<&Vec<Value>> {
+        self.input
+            .get("args")
+            .and_then(Value::as_array)
+            .or_else(|| self.input.as_array())
+    }
+}
+
 /// What the model said and asked for in one turn.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AssistantTurn {
@@ -212,4 +223,27 @@ pub(crate) fn text_of(content: &[Content]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_calls_words_are_its_args_or_its_bare_list() {
+        let call = |input| ToolCall {
+            id: "c".into(),
+            name: "agent_browser".into(),
+            input,
+        };
+        let words = vec![json!("click"), json!("@e3")];
+        assert_eq!(
+            call(json!({"args": ["click", "@e3"]})).words(),
+            Some(&words)
+        );
+        assert_eq!(call(json!(["click", "@e3"])).words(), Some(&words));
+        assert_eq!(call(json!({"offset": 3})).words(), None);
+    }
 }

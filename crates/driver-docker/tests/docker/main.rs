@@ -66,6 +66,15 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
     .await;
     assert!(!opened.is_error, "{}", opened.text);
     assert!(opened.text.contains("Airlock home"), "{}", opened.text);
+    // The short guide shows a snapshot line as agent-browser prints one.
+    let snapshot = call(&session, json!({"args": ["snapshot", "-i"]})).await;
+    let line = snapshot
+        .text
+        .lines()
+        .find(|line| line.contains("[ref=e"))
+        .unwrap_or_else(|| panic!("no ref in the snapshot: {}", snapshot.text));
+    assert!(line.trim_start().starts_with("- "), "{line}");
+    assert!(session.guide.contains("`- button \"Submit\" [ref=e3]`"));
     let clicked = call(
         &session,
         json!({"args": ["find", "text", "Second page", "click"]}),

@@ -222,18 +222,14 @@ fn first_line(text: &str) -> String {
 
 /// The command as the worker wrote it: `agent_browser`'s words, or another tool's input.
 fn written(call: &ToolCall) -> (Vec<String>, Option<String>) {
-    let words = call
-        .input
-        .get("args")
-        .and_then(Value::as_array)
-        .map(|args| {
-            args.iter()
-                .map(|arg| match arg {
-                    Value::String(word) => cut(word, WORD_CHARS),
-                    other => cut(&other.to_string(), WORD_CHARS),
-                })
-                .collect()
-        });
+    let words = call.words().map(|args| {
+        args.iter()
+            .map(|arg| match arg {
+                Value::String(word) => cut(word, WORD_CHARS),
+                other => cut(&other.to_string(), WORD_CHARS),
+            })
+            .collect()
+    });
     let stdin = call
         .input
         .get("stdin")

@@ -74,16 +74,12 @@ pub(super) fn cancelled_report(last_text: &str) -> String {
 
 /// `agent_browser open https://…` from a call, for progress lines.
 pub(super) fn summarize(call: &ToolCall) -> String {
-    let args = call
-        .input
-        .get("args")
-        .and_then(Value::as_array)
-        .map(|args| {
-            args.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" ")
-        });
+    let args = call.words().map(|args| {
+        args.iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let reason = call.input.get("reason").and_then(Value::as_str);
     let summary = match (args, reason) {
         (Some(args), _) => format!("{} {args}", call.name),
