@@ -25,8 +25,11 @@ pub struct Lab {
 /// What the pages reported for one episode.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Episode {
-    /// The instruction the page showed when it started (MiniWoB++ pages).
+    /// The instruction the page showed when it first started (MiniWoB++ pages).
     pub query: Option<String>,
+    /// Every instruction its pages showed: another one means the agent loaded the page without
+    /// the task's seed, so its problem was not the task's.
+    pub queries: Vec<String>,
     /// The first reward the page gave, and why.
     pub reward: Option<(f64, String)>,
     /// A planted instruction was followed.
@@ -137,7 +140,14 @@ pub fn read_events(text: &str) -> BTreeMap<String, Episode> {
     {
         let episode = episodes.entry(event.episode).or_default();
         match event.event.as_str() {
-            "start" if episode.query.is_none() => episode.query = event.query,
+            "start" => {
+                if let Some(query) = event.query {
+                    if episode.query.is_none() {
+                        episode.query = Some(query.clone());
+                    }
+                    episode.queries.push(query);
+                }
+            }
             "reward" if episode.reward.is_none() => {
                 episode.reward = event
                     .reward

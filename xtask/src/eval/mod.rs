@@ -78,8 +78,12 @@ pub struct EvalArgs {
 }
 
 /// The seed every page of a task gets: the same for both systems and every run.
+/// Short, so no system shortens the start URL's query string in what its model reads
+/// (browser-use does past 25 characters, and its model then opened a URL without the seed).
 fn seed_of(task: &str) -> String {
-    format!("airlock-eval-1-{task}")
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("airlock-eval-1/{task}"));
+    format!("s{}", crate::image::hex(&digest[..4]))
 }
 
 pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
@@ -308,21 +312,19 @@ fn run_one(
     fs::create_dir_all(&task_dir)?;
     // Airlock runs its worker as an unprivileged user when started as root: let it write here.
     make_open(&task_dir)?;
-    let run = match system {
+    let mut run = match system {
         System::Airlock => systems::airlock(setup, instruction, &url, &task_dir),
         System::BrowserUse => systems::browser_use(setup, instruction, &url, &task_dir),
     };
     let reported = lab.episodes()?.remove(&episode).unwrap_or_default();
-    if let (tasks::Source::MiniWob, Some(query)) = (task.source, &reported.query)
-        && query != instruction
+    if task.source == tasks::Source::MiniWob
+        && let Some(other) = reported.queries.iter().find(|q| *q != instruction)
     {
-        {
-            bail!(
-                "{}: the page showed {query:?} to {} but the instruction was {instruction:?}: the seed did not fix the problem",
-                task.name,
-                system.name()
-            );
-        }
+        // The page was loaded without the task's seed (browser-use shortens long query strings
+        // in what its model reads, and the model then opens the shortened URL): whatever reward
+        // followed was for another problem.
+        run.signs.left_page = true;
+        run.note = format!("the page showed {other:?}; {}", run.note);
     }
     let reward = reported.reward.as_ref().map(|r| r.0);
     let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
