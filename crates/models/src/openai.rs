@@ -182,10 +182,10 @@ pub(crate) fn turn_from(
         .unwrap_or_default();
     let text = message["content"].as_str().unwrap_or_default().to_owned();
     if tool_calls.is_empty()
-        && let Some(call) = crate::text_call::read_call(&text, tools)
+        && let Some((before, call)) = crate::text_call::read_final_call(&text, tools)
     {
         return Ok(AssistantTurn {
-            text: String::new(),
+            text: before,
             tool_calls: vec![call],
             opaque: Vec::new(),
             usage: usage_from(&answer["usage"]),

@@ -14,6 +14,28 @@ use serde_json::Value;
 /// The longest text read for a call: a call is short, and a long text is a report.
 const MAX_CALL_TEXT: usize = 16 * 1024;
 
+/// The call `text` ends with, if it ends with one, and the words before it: the whole text as
+/// [`read_call`] reads it, or else a last fenced block that is one (the 1.5B Qwen, reminded of
+/// its task, reasoned a sentence and then wrote the call in a json fence). A fence anywhere but
+/// at the end is part of a report.
+pub(crate) fn read_final_call(text: &str, tools: &[ToolDefinition]) -> Option<(String, ToolCall)> {
+    if let Some(call) = read_call(text, tools) {
+        return Some((String::new(), call));
+    }
+    let text = text.trim_end();
+    let last = text.rfind("```")?;
+    // A closing fence ends the text, and its block opens at the fence before it; an opening
+    // fence with no close is a block cut off at the answer's token limit.
+    let open = if last + 3 == text.len() {
+        text.get(..last)?.rfind("```")?
+    } else {
+        last
+    };
+    let before = text.get(..open)?.trim();
+    let call = read_call(text.get(open..)?, tools)?;
+    (!before.is_empty()).then(|| (before.to_owned(), call))
+}
+
 /// The call `text` is, if it is one: one call, or the first of calls written one after another
 /// with nothing else between them (the 1.5B Qwen, once it had a page, wrote the guide's commands
 /// as a list of calls until its answer was cut; only the first can be meant for this page).
@@ -115,6 +137,34 @@ mod tests {
             let read = read_call(&text, &tools()).unwrap_or_else(|| panic!("{text}"));
             assert_eq!(read.input, json!(["snapshot", "-i"]));
         }
+    }
+
+    #[test]
+    fn a_call_fenced_at_the_end_of_some_words_is_read_with_the_words_kept() {
+        // As the 1.5B Qwen answered when reminded of its task after a snapshot.
+        let text = "To click on the \"No\" button, you need to find the button element and click \
+                    it. The button has the ref `e4`.\n\n```json\n{\"name\": \"agent_browser\", \
+                    \"arguments\": [\"click\", \"@e4\"]}\n```";
+        let (before, call) = read_final_call(text, &tools()).expect("a call");
+        assert!(before.starts_with("To click on"), "{before}");
+        assert_eq!(call.input, json!(["click", "@e4"]));
+        // Cut off before its fence closed.
+        let cut = "I will click it.\n```json\n{\"name\": \"agent_browser\", \"arguments\": [\"click\", \"@e4\"]}\n{\"name";
+        assert_eq!(
+            read_final_call(cut, &tools()).expect("a call").1.input,
+            json!(["click", "@e4"])
+        );
+        // A fence in the middle of a report, or a fence alone that is no call, is the report.
+        for report in [
+            "The page shows:\n```json\n{\"name\": \"agent_browser\", \"arguments\": [\"x\"]}\n```\nThat is all.",
+            "The page's code:\n```js\nalert(1)\n```",
+            "The shop opens at 9.",
+        ] {
+            assert!(read_final_call(report, &tools()).is_none(), "{report}");
+        }
+        // The whole text a call: nothing before it.
+        let whole = "{\"name\": \"agent_browser\", \"arguments\": {\"args\": [\"snapshot\"]}}";
+        assert_eq!(read_final_call(whole, &tools()).expect("a call").0, "");
     }
 
     #[test]

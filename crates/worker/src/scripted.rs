@@ -34,6 +34,9 @@ pub struct ScriptedTurn {
     /// Tokens the turn reports having used, as a backend would.
     #[serde(default)]
     pub usage: Usage,
+    /// Its calls were read from the answer's text, as a backend marks a local model's.
+    #[serde(default)]
+    pub call_read_from_text: bool,
 }
 
 /// A tool call in a script.
@@ -189,7 +192,7 @@ impl Model for ScriptedModel {
                     .collect(),
                 opaque: Vec::new(),
                 usage: turn.usage,
-                call_read_from_text: false,
+                call_read_from_text: turn.call_read_from_text,
             });
         Box::pin(async move { result })
     }

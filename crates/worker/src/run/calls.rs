@@ -11,12 +11,13 @@ use crate::ports::{Tool, ToolDefinition};
 use crate::task::Ended;
 
 impl Run<'_> {
-    /// Run `turn`'s calls in order; `Err` with how the task ended and its report when its time
+    /// Run `turn`'s calls in order (with `remind_of`, a task to repeat after the last result); `Err` with how the task ended and its report when its time
     /// ran out or it was cancelled mid-call. A call past the step limit sets `final_turn`.
     pub(super) async fn run_calls(
         &mut self,
         tools: &[Arc<dyn Tool>],
         definitions: &[ToolDefinition],
+        remind_of: Option<&str>,
         turn: &AssistantTurn,
         final_turn: &mut Option<Ended>,
         repeats: &mut nudges::Repeats,
@@ -52,11 +53,13 @@ impl Run<'_> {
                 }
             }
         }
-        if self.steps == limits.max_steps
-            && final_turn.is_none()
-            && let Some(last) = results.last_mut()
-        {
-            nudges::add(last, nudges::last_step(limits.max_steps));
+        let note = if self.steps == limits.max_steps {
+            Some(nudges::last_step(limits.max_steps))
+        } else {
+            remind_of.map(|task| nudges::reminder(task, self.steps, limits.max_steps))
+        };
+        if let (None, Some(note), Some(last)) = (&final_turn, note, results.last_mut()) {
+            nudges::add(last, note);
         }
         Ok(results)
     }

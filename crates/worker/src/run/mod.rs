@@ -301,6 +301,8 @@ impl Run<'_> {
         let mut final_turn: Option<Ended> = None;
         let mut corrections = 0;
         let mut repeats = nudges::Repeats::default();
+        // A model that writes its calls as text (a small local one) is reminded of its task.
+        let mut writes_calls_as_text = false;
         loop {
             if let Err(report) = self.hold_to_budget(&mut model_request, &mut final_turn) {
                 return (Ended::TokenBudget, report);
@@ -325,6 +327,7 @@ impl Run<'_> {
                 Bounded::Cancelled => return (Ended::Cancelled, cancelled_report(&self.last_text)),
             };
             self.usage.add(&turn.usage);
+            writes_calls_as_text |= turn.call_read_from_text;
             if let Some(recorder) = &mut self.recorder {
                 recorder.turn(began, &turn, self.context_use.chars_shown);
             }
@@ -364,6 +367,7 @@ impl Run<'_> {
                 .run_calls(
                     tools,
                     &model_request.tools,
+                    writes_calls_as_text.then_some(request.task.as_str()),
                     &turn,
                     &mut final_turn,
                     &mut repeats,

@@ -1,6 +1,10 @@
-//! Notes the run adds after a tool's own result, for a model that loses its way: the same call
-//! again and again (a small model's loop), and the last step spent (so the next answer is the
-//! report, not a call that would be refused).
+//! Notes the run adds after a tool's own result, for a model that loses its way: for a model that
+//! writes its calls as text (a small local one), where the task stands after each turn
+//! (Qwen2.5-Coder-1.5B, shown a snapshot with its button, answered with nothing; reminded of its
+//! task under the same snapshot, it clicked; a model that calls tools the API's way is not
+//! charged for the reminder), the same call again and
+//! again (a small model's loop), and the last step spent (so the next answer is the report, not
+//! a call that would be refused).
 
 use serde_json::Value;
 
@@ -37,6 +41,18 @@ impl Repeats {
     }
 }
 
+/// The longest part of the task a reminder repeats: a long task is cut, not sent every turn.
+const REMINDED_TASK_CHARS: usize = 300;
+
+/// The note after a turn's calls while steps are left: how many are used, and the task again.
+pub(super) fn reminder(task: &str, steps: usize, max_steps: usize) -> String {
+    format!(
+        "Step {steps} of {max_steps} used. Your task: {} Call another tool now, or write your \
+         report if the task is done.",
+        crate::kept_output::cut(task.trim(), REMINDED_TASK_CHARS)
+    )
+}
+
 /// The note after the call that spent the last step.
 pub(super) fn last_step(max_steps: usize) -> String {
     format!(
@@ -62,6 +78,14 @@ mod tests {
             name: "agent_browser".into(),
             input: json!({ "args": args.clone() }),
         }
+    }
+
+    #[test]
+    fn a_reminder_says_the_steps_and_the_task_cut_when_long() {
+        let told = reminder("Click on the \"No\" button.", 2, 8);
+        assert!(told.starts_with("Step 2 of 8 used. Your task: Click on the \"No\" button."));
+        let long = reminder(&"word ".repeat(200), 1, 8);
+        assert!(long.len() < 500, "{long}");
     }
 
     #[test]

@@ -333,3 +333,35 @@ fn shown_not(needles: &[&str]) -> Expectation {
         ..Expectation::default()
     }
 }
+
+/// A model that writes its calls as text is told, after each turn's results, how many steps it
+/// used and its task again; a model that calls tools the API's way is not.
+#[tokio::test]
+async fn a_model_writing_calls_as_text_is_reminded_of_its_task_after_each_turn() {
+    let echo = || call("echo", json!({"text": "page"}));
+    let as_text = |mut turn: ScriptedTurn| {
+        turn.call_read_from_text = true;
+        turn
+    };
+    let local = setup(
+        vec![
+            as_text(turn("", vec![echo()])),
+            expecting(
+                as_text(turn("", vec![echo()])),
+                shown(&["Step 1 of 40 used. Your task: Find the answer"]),
+            ),
+            expecting(turn("Done.", vec![]), shown(&["Step 2 of 40 used."])),
+        ],
+        TaskLimits::default(),
+    );
+    assert_eq!(run(&local).await.ended, Ended::Completed);
+
+    let native = setup(
+        vec![
+            turn("", vec![echo()]),
+            expecting(turn("Done.", vec![]), shown_not(&["Your task:"])),
+        ],
+        TaskLimits::default(),
+    );
+    assert_eq!(run(&native).await.ended, Ended::Completed);
+}
