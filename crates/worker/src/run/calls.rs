@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use super::words::{cancelled_report, step_limit_result, timed_out_report};
 use super::{Bounded, Run, millis, nudges};
-use crate::messages::{AssistantTurn, ToolResult};
+use crate::kept_output::cut;
+use crate::messages::{AssistantTurn, Content, ToolCall, ToolResult};
 use crate::ports::{Tool, ToolDefinition};
 use crate::task::Ended;
 
@@ -55,12 +56,51 @@ impl Run<'_> {
         }
         let note = if self.steps == limits.max_steps {
             Some(nudges::last_step(limits.max_steps))
+        } else if let Some(task) = remind_of {
+            let page = self.page_now(tools, turn).await?;
+            Some(nudges::reminder(
+                task,
+                self.steps,
+                limits.max_steps,
+                page.as_deref(),
+            ))
         } else {
-            remind_of.map(|task| nudges::reminder(task, self.steps, limits.max_steps))
+            None
         };
         if let (None, Some(note), Some(last)) = (&final_turn, note, results.last_mut()) {
+            self.context_use.record(&[Content::text(note.clone())]);
             nudges::add(last, note);
         }
         Ok(results)
+    }
+
+    /// The page's elements after a turn that did not end with a snapshot, for a model that needs
+    /// to be shown the page (it answered nothing, or invented refs, when it had to ask), scrubbed
+    /// and cut like any output; `None` when nothing drives a browser or the look failed.
+    async fn page_now(
+        &mut self,
+        tools: &[Arc<dyn Tool>],
+        turn: &AssistantTurn,
+    ) -> Result<Option<String>, (Ended, String)> {
+        let looked_already = turn
+            .tool_calls
+            .last()
+            .and_then(ToolCall::words)
+            .is_some_and(|words| {
+                words.first().and_then(serde_json::Value::as_str) == Some("snapshot")
+            });
+        if looked_already {
+            return Ok(None);
+        }
+        let limits = self.runner.limits;
+        match self.bounded(super::human::look(tools)).await {
+            Bounded::Done(Some((Ok(output), _))) if !output.is_error => {
+                let text = self.context.secrets.scrub(&output.text).into_owned();
+                Ok(Some(cut(&text, limits.max_output_chars)))
+            }
+            Bounded::Done(_) => Ok(None),
+            Bounded::TimedOut => Err((Ended::TimedOut, timed_out_report(&limits, &self.last_text))),
+            Bounded::Cancelled => Err((Ended::Cancelled, cancelled_report(&self.last_text))),
+        }
     }
 }

@@ -175,7 +175,9 @@ impl Run<'_> {
 }
 
 /// A fresh look at the page from the first tool that drives a browser, with that tool.
-async fn look(tools: &[Arc<dyn Tool>]) -> Option<(Result<ToolOutput, ToolFailure>, Arc<dyn Tool>)> {
+pub(super) async fn look(
+    tools: &[Arc<dyn Tool>],
+) -> Option<(Result<ToolOutput, ToolFailure>, Arc<dyn Tool>)> {
     for tool in tools {
         if let Some(looked) = tool.look().await {
             return Some((looked, Arc::clone(tool)));

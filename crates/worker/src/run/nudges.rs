@@ -45,10 +45,13 @@ impl Repeats {
 const REMINDED_TASK_CHARS: usize = 300;
 
 /// The note after a turn's calls while steps are left: how many are used, and the task again.
-pub(super) fn reminder(task: &str, steps: usize, max_steps: usize) -> String {
+pub(super) fn reminder(task: &str, steps: usize, max_steps: usize, page: Option<&str>) -> String {
+    let page = page.map_or_else(String::new, |page| {
+        format!("The page now (snapshot -i):\n{}\n\n", page.trim())
+    });
     format!(
-        "Step {steps} of {max_steps} used. Your task: {} Call another tool now, or write your \
-         report if the task is done.",
+        "{page}Step {steps} of {max_steps} used. Your task: {} Call another tool now, or write \
+         your report if the task is done.",
         crate::kept_output::cut(task.trim(), REMINDED_TASK_CHARS)
     )
 }
@@ -82,9 +85,14 @@ mod tests {
 
     #[test]
     fn a_reminder_says_the_steps_and_the_task_cut_when_long() {
-        let told = reminder("Click on the \"No\" button.", 2, 8);
+        let told = reminder("Click on the \"No\" button.", 2, 8, None);
         assert!(told.starts_with("Step 2 of 8 used. Your task: Click on the \"No\" button."));
-        let long = reminder(&"word ".repeat(200), 1, 8);
+        let with_page = reminder("Click it.", 1, 8, Some("- button \"No\" [ref=e4]"));
+        assert!(
+            with_page.starts_with("The page now (snapshot -i):\n- button"),
+            "{with_page}"
+        );
+        let long = reminder(&"word ".repeat(200), 1, 8, None);
         assert!(long.len() < 500, "{long}");
     }
 

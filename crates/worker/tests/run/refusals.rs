@@ -365,3 +365,63 @@ async fn a_model_writing_calls_as_text_is_reminded_of_its_task_after_each_turn()
     );
     assert_eq!(run(&native).await.ended, Ended::Completed);
 }
+
+/// A tool that drives a page and can be asked for a look at it.
+struct Looking;
+
+impl Tool for Looking {
+    fn definition(&self) -> ToolDefinition {
+        stand_in_definition()
+    }
+
+    fn execute(&self, _input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async { Ok(ToolOutput::text("opened")) })
+    }
+
+    fn look(&self) -> BoxFuture<'_, Option<Result<ToolOutput, ToolFailure>>> {
+        Box::pin(async { Some(Ok(ToolOutput::text("- button \"No\" [ref=e4]"))) })
+    }
+}
+
+/// The reminder of a model that writes calls as text shows the page as it is now, unless the
+/// turn ended with a snapshot of its own.
+#[tokio::test]
+async fn a_text_caller_is_shown_the_page_after_each_turn_unless_it_just_looked() {
+    let model = ScriptedModel::new(Script {
+        turns: vec![
+            ScriptedTurn {
+                call_read_from_text: true,
+                ..turn(
+                    "",
+                    vec![call(
+                        "browser",
+                        json!({"args": ["open", "https://example.com/"]}),
+                    )],
+                )
+            },
+            ScriptedTurn {
+                call_read_from_text: true,
+                expect: shown(&[
+                    "The page now (snapshot -i):\n- button \"No\" [ref=e4]",
+                    "Step 1 of",
+                ]),
+                ..turn(
+                    "",
+                    vec![call("browser", json!({"args": ["snapshot", "-i"]}))],
+                )
+            },
+            expecting(turn("Done.", vec![]), shown_not(&["The page now"])),
+        ],
+    });
+    let runner = TaskRunner::new(
+        Arc::new(OneTool(|_| Arc::new(Looking) as Arc<dyn Tool>)),
+        Arc::new(model),
+        TaskLimits::default(),
+    )
+    .unwrap();
+    let result = runner
+        .run(request(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.ended, Ended::Completed, "{}", result.report);
+}
