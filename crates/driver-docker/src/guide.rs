@@ -24,9 +24,6 @@ pub enum Guide {
 }
 
 impl Guide {
-    /// The names `--guide` takes.
-    pub const NAMES: &'static str = "compact, agent-browser";
-
     /// The driver's notes that follow the guide.
     pub(crate) fn notes(self) -> String {
         match self {

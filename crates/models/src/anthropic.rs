@@ -71,7 +71,7 @@ fn system_blocks(system: &str) -> Value {
         // The API refuses an empty text block; there is nothing to cache either.
         return json!([]);
     }
-    json!([{"type": "text", "text": system, "cache_control": EPHEMERAL.clone()}])
+    json!([{"type": "text", "text": system, "cache_control": ephemeral()}])
 }
 
 /// The worker re-sends its whole conversation every turn: marking the newest message's last
@@ -91,13 +91,14 @@ fn mark_conversation_for_cache(messages: &mut [Value]) {
         last["type"].as_str(),
         Some("thinking" | "redacted_thinking")
     ) {
-        last["cache_control"] = EPHEMERAL.clone();
+        last["cache_control"] = ephemeral();
     }
 }
 
 /// The cache mark: Anthropic's default five-minute cache, renewed by each read.
-static EPHEMERAL: std::sync::LazyLock<Value> =
-    std::sync::LazyLock::new(|| json!({"type": "ephemeral"}));
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
 
 /// `max_tokens` and the thinking budget of one request. Thinking needs room for an answer beside
 /// it (1,024 tokens) and at least 1,024 tokens of its own (the API's minimum); under a request's
