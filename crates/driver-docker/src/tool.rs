@@ -149,6 +149,10 @@ impl Tool for AgentBrowserTool {
         })
     }
 
+    fn opening(&self, url: &str) -> Option<Value> {
+        Some(serde_json::json!({ "args": ["open", url] }))
+    }
+
     fn page_screenshot(&self) -> BoxFuture<'_, Option<Image>> {
         Box::pin(async {
             // The same rule as the worker's screenshots: none once a secret may show.

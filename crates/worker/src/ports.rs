@@ -125,6 +125,12 @@ pub trait Tool: Send + Sync {
     fn look(&self) -> BoxFuture<'_, Option<Result<ToolOutput, ToolFailure>>> {
         Box::pin(async { None })
     }
+    /// The input that makes this tool open `url`, so the worker can open a task's start page
+    /// before the model's first turn; `None` from a tool that drives no browser (the default).
+    fn opening(&self, url: &str) -> Option<Value> {
+        let _ = url;
+        None
+    }
 }
 
 /// Ends a browser session: called exactly once, however the task ends.

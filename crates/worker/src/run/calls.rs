@@ -21,7 +21,7 @@ impl Run<'_> {
         remind_of: Option<&str>,
         turn: &AssistantTurn,
         final_turn: &mut Option<Ended>,
-        repeats: &mut nudges::Repeats,
+        kept: &mut nudges::Kept,
     ) -> Result<Vec<ToolResult>, (Ended, String)> {
         let limits = self.runner.limits;
         let mut results = Vec::with_capacity(turn.tool_calls.len());
@@ -41,7 +41,8 @@ impl Run<'_> {
             self.timings.tools_ms += millis(began.elapsed());
             match outcome {
                 Bounded::Done(mut result) => {
-                    if let Some(note) = repeats.note(call) {
+                    kept.done.ran(call, result.is_error);
+                    if let Some(note) = kept.repeats.note(call) {
                         nudges::add(&mut result, note);
                     }
                     results.push(result);
@@ -60,6 +61,7 @@ impl Run<'_> {
             let page = self.page_now(tools, turn).await?;
             Some(nudges::reminder(
                 task,
+                &kept.done,
                 self.steps,
                 limits.max_steps,
                 page.as_deref(),

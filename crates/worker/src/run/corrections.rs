@@ -1,7 +1,8 @@
 //! Answers that are neither a call nor a report, from models that do not call tools the API's
 //! way (local models behind OpenAI-compatible servers, mostly): a call written as text that did
 //! not read as one (a JSON object or fence naming a tool), agent-browser command lines written
-//! for a shell (as its own guide writes them), or nothing at all. Ending the task on such an
+//! for a shell (as its own guide writes them), the worker's own note copied back as if it were
+//! the report (Qwen2.5-Coder-1.5B did, once its task stalled), or nothing at all. Ending the task on such an
 //! answer would lose the task, so the worker is told what to do instead, a bounded number of
 //! times in a row; past that the answer is taken as the report, so a model that never learns
 //! still ends.
@@ -19,6 +20,8 @@ enum Miss {
     BrokenCall,
     /// A command line for a shell: its words, as the call's `args` would hold them.
     CommandLine(Vec<String>),
+    /// The worker's note after a turn, copied back instead of a report.
+    EchoedNote,
     /// No text and no call.
     Empty,
 }
@@ -66,7 +69,11 @@ fn miss_of(text: &str, tools: &[ToolDefinition]) -> Option<Miss> {
     {
         return Some(Miss::BrokenCall);
     }
-    first_command_line(text).map(Miss::CommandLine)
+    if let Some(words) = first_command_line(text) {
+        return Some(Miss::CommandLine(words));
+    }
+    text.contains(super::nudges::REMINDER_ENDING)
+        .then_some(Miss::EchoedNote)
 }
 
 /// The words of the first `agent-browser …` line in `text` (a `$ ` prompt before it allowed),
@@ -94,6 +101,10 @@ fn told(miss: &Miss, tools: &[ToolDefinition]) -> String {
         Miss::CommandLine(words) => format!(
             "That answer wrote agent-browser command lines as text, so nothing ran: there is no shell. Call the `{name}` tool instead, one command per call; the first line you wrote is the call {}. {report}",
             call(name, words)
+        ),
+        Miss::EchoedNote => format!(
+            "That answer copied the worker's note, so nothing ran and it is not a report. Call a tool (one call, such as {}), or, if the task is done, write in your own words what you did and what you found.",
+            call(name, &["snapshot", "-i"])
         ),
         Miss::Empty => format!(
             "That answer was empty, so nothing ran. Call a tool (one call, such as {}), or, if the task is done, answer with your report as plain text.",
@@ -153,10 +164,24 @@ mod tests {
     }
 
     #[test]
+    fn the_reminder_copied_back_is_no_report() {
+        // As Qwen2.5-Coder-1.5B answered on MiniWoB++'s enter-text, fourth turn.
+        let done = super::super::nudges::DoneSoFar::default();
+        let echoed =
+            super::super::nudges::reminder("Enter \"Cheree\" and press Submit.", &done, 5, 8, None);
+        assert_eq!(miss_of(&echoed, &tools()), Some(Miss::EchoedNote));
+        assert_eq!(
+            miss_of("I entered Cheree and pressed Submit.", &tools()),
+            None
+        );
+    }
+
+    #[test]
     fn each_correction_says_nothing_ran_and_how_to_call() {
         for miss in [
             Miss::BrokenCall,
             Miss::CommandLine(vec!["open".into(), "https://example.com".into()]),
+            Miss::EchoedNote,
             Miss::Empty,
         ] {
             let told = told(&miss, &tools());

@@ -36,6 +36,7 @@ mod dispose;
 mod human;
 mod nudges;
 mod recording;
+mod start;
 mod words;
 
 use words::{cancelled_report, error_result, summarize, task_message, timed_out_report};
@@ -289,18 +290,21 @@ impl Run<'_> {
         tools: &[Arc<dyn Tool>],
     ) -> (Ended, String) {
         let limits = self.runner.limits;
+        let definitions = self.definitions(tools);
+        let first = match self.first_message(request, tools, &definitions).await {
+            Ok(first) => first,
+            Err(ended) => return ended,
+        };
         let mut model_request = ModelRequest {
             system,
-            messages: vec![Message::User {
-                content: vec![Content::text(task_message(request, limits.max_steps))],
-            }],
-            tools: self.definitions(tools),
+            messages: vec![first],
+            tools: definitions,
             max_output_tokens: None,
         };
         // Set when a limit is spent: the next turn is the last, and ends the task this way.
         let mut final_turn: Option<Ended> = None;
         let mut corrections = 0;
-        let mut repeats = nudges::Repeats::default();
+        let mut kept = nudges::Kept::default();
         // A model that writes its calls as text (a small local one) is reminded of its task.
         let mut writes_calls_as_text = false;
         loop {
@@ -370,7 +374,7 @@ impl Run<'_> {
                     writes_calls_as_text.then_some(request.task.as_str()),
                     &turn,
                     &mut final_turn,
-                    &mut repeats,
+                    &mut kept,
                 )
                 .await
             {
@@ -381,6 +385,23 @@ impl Run<'_> {
                 .messages
                 .push(Message::ToolResults { results });
         }
+    }
+
+    /// The task's first message, after opening its start page (if it has one).
+    async fn first_message(
+        &mut self,
+        request: &TaskRequest,
+        tools: &[Arc<dyn Tool>],
+        definitions: &[ToolDefinition],
+    ) -> Result<Message, (Ended, String)> {
+        let start = match &request.url {
+            Some(url) => self.open_start_page(tools, definitions, url).await?,
+            None => start::StartPage::NotOpened,
+        };
+        let text = task_message(request, self.runner.limits.max_steps, &start);
+        Ok(Message::User {
+            content: vec![Content::text(text)],
+        })
     }
 
     /// The tools the worker is offered: the session's, `read_output` when outputs are kept, and

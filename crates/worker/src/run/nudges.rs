@@ -10,6 +10,13 @@ use serde_json::Value;
 
 use crate::messages::{Content, ToolCall, ToolResult};
 
+/// What the notes after a task's calls keep track of.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    pub(super) repeats: Repeats,
+    pub(super) done: DoneSoFar,
+}
+
 /// From this many identical calls in a row, each result says so.
 const REPEATS_NOTED: usize = 3;
 
@@ -44,17 +51,77 @@ impl Repeats {
 /// The longest part of the task a reminder repeats: a long task is cut, not sent every turn.
 const REMINDED_TASK_CHARS: usize = 300;
 
-/// The note after a turn's calls while steps are left: how many are used, and the task again.
-pub(super) fn reminder(task: &str, steps: usize, max_steps: usize, page: Option<&str>) -> String {
+/// How many of a task's latest calls a reminder lists, and how much of each.
+const DONE_LISTED: usize = 8;
+const DONE_CALL_CHARS: usize = 80;
+
+/// The calls a task has run so far, as a reminder lists them.
+#[derive(Debug, Default)]
+pub(super) struct DoneSoFar {
+    calls: Vec<String>,
+    earlier: usize,
+}
+
+impl DoneSoFar {
+    /// Note a call that ran, and whether the tool called it an error.
+    pub(super) fn ran(&mut self, call: &ToolCall, failed: bool) {
+        let words = call.words().map_or_else(
+            || call.name.clone(),
+            |words| {
+                words
+                    .iter()
+                    .map(|word| {
+                        word.as_str()
+                            .map_or_else(|| word.to_string(), str::to_owned)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            },
+        );
+        let mut said = crate::kept_output::cut(&words, DONE_CALL_CHARS);
+        if failed {
+            said.push_str(" (failed)");
+        }
+        if self.calls.len() == DONE_LISTED {
+            self.calls.remove(0);
+            self.earlier += 1;
+        }
+        self.calls.push(said);
+    }
+
+    fn listed(&self) -> String {
+        let numbered = self
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(index, call)| format!("{}. {call}", self.earlier + index + 1));
+        numbered.collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// The note after a turn's calls while steps are left: the page, the task, what was done so
+/// far, and the question whether that did it. Repeating the bare task after a click made
+/// Qwen2.5-Coder-1.5B click again and again after the task was done (the page did not change).
+pub(super) fn reminder(
+    task: &str,
+    done: &DoneSoFar,
+    steps: usize,
+    max_steps: usize,
+    page: Option<&str>,
+) -> String {
     let page = page.map_or_else(String::new, |page| {
         format!("The page now (snapshot -i):\n{}\n\n", page.trim())
     });
     format!(
-        "{page}Step {steps} of {max_steps} used. Your task: {} Call another tool now, or write \
-         your report if the task is done.",
-        crate::kept_output::cut(task.trim(), REMINDED_TASK_CHARS)
+        "{page}Your task: {}\nDone so far ({steps} of {max_steps} steps): {}.\n{REMINDER_ENDING}",
+        crate::kept_output::cut(task.trim(), REMINDED_TASK_CHARS),
+        done.listed()
     )
 }
+
+/// How a reminder ends: an answer that contains it copied the note instead of reporting.
+pub(super) const REMINDER_ENDING: &str = "If that did the whole task, write your report now, \
+     with no tool call. If not, call the next tool.";
 
 /// The note after the call that spent the last step.
 pub(super) fn last_step(max_steps: usize) -> String {
@@ -84,16 +151,29 @@ mod tests {
     }
 
     #[test]
-    fn a_reminder_says_the_steps_and_the_task_cut_when_long() {
-        let told = reminder("Click on the \"No\" button.", 2, 8, None);
-        assert!(told.starts_with("Step 2 of 8 used. Your task: Click on the \"No\" button."));
-        let with_page = reminder("Click it.", 1, 8, Some("- button \"No\" [ref=e4]"));
+    fn a_reminder_lists_what_was_done_and_cuts_a_long_task() {
+        let mut done = DoneSoFar::default();
+        done.ran(&call(&json!(["click", "@e4"])), false);
+        done.ran(&call(&json!(["fill", "@e9", "x"])), true);
+        let told = reminder("Click on the \"No\" button.", &done, 2, 8, None);
+        assert!(
+            told.starts_with("Your task: Click on the \"No\" button.\nDone so far (2 of 8 steps): 1. click @e4; 2. fill @e9 x (failed).\n"),
+            "{told}"
+        );
+        assert!(told.ends_with(REMINDER_ENDING), "{told}");
+        let with_page = reminder("Click it.", &done, 1, 8, Some("- button \"No\" [ref=e4]"));
         assert!(
             with_page.starts_with("The page now (snapshot -i):\n- button"),
             "{with_page}"
         );
-        let long = reminder(&"word ".repeat(200), 1, 8, None);
-        assert!(long.len() < 500, "{long}");
+        let long = reminder(&"word ".repeat(200), &done, 1, 8, None);
+        assert!(long.len() < 700, "{long}");
+        for _ in 0..10 {
+            done.ran(&call(&json!(["press", "Tab"])), false);
+        }
+        let listed = done.listed();
+        assert!(listed.starts_with("5. press Tab; 6."), "{listed}");
+        assert!(listed.ends_with("12. press Tab"), "{listed}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::start::StartPage;
 use crate::instructions::NO_CREDENTIALS;
 use crate::kept_output::cut;
 use crate::limits::TaskLimits;
@@ -13,12 +14,13 @@ use crate::task::{
     upload_instructions,
 };
 
-/// The first message: the task, where to start, its step limit, and what this task's scope,
+/// The first message: the task, its start page (open, or where to start), its step limit, and what this task's scope,
 /// secrets and files add to the standing instructions.
-pub(super) fn task_message(request: &TaskRequest, max_steps: usize) -> String {
+pub(super) fn task_message(request: &TaskRequest, max_steps: usize, start: &StartPage) -> String {
     let mut message = format!("Task: {}", request.task.trim());
     if let Some(url) = &request.url {
-        message.push_str(&format!("\n\nStart at: {url}"));
+        message.push_str("\n\n");
+        message.push_str(&super::start::told(url, start));
     }
     message.push_str(&format!(
         "\n\nSteps: you have {max_steps} tool calls for this task; the report after them is not one."

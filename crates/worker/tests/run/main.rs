@@ -12,6 +12,7 @@ mod help;
 mod record;
 mod refusals;
 mod scope;
+mod start;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -334,8 +334,8 @@ fn shown_not(needles: &[&str]) -> Expectation {
     }
 }
 
-/// A model that writes its calls as text is told, after each turn's results, how many steps it
-/// used and its task again; a model that calls tools the API's way is not.
+/// A model that writes its calls as text is told, after each turn's results, its task again
+/// with what it did so far; a model that calls tools the API's way is not.
 #[tokio::test]
 async fn a_model_writing_calls_as_text_is_reminded_of_its_task_after_each_turn() {
     let echo = || call("echo", json!({"text": "page"}));
@@ -348,9 +348,12 @@ async fn a_model_writing_calls_as_text_is_reminded_of_its_task_after_each_turn()
             as_text(turn("", vec![echo()])),
             expecting(
                 as_text(turn("", vec![echo()])),
-                shown(&["Step 1 of 40 used. Your task: Find the answer"]),
+                shown(&["Your task: Find the answer\nDone so far (1 of 40 steps): 1. echo."]),
             ),
-            expecting(turn("Done.", vec![]), shown(&["Step 2 of 40 used."])),
+            expecting(
+                turn("Done.", vec![]),
+                shown(&["Done so far (2 of 40 steps): 1. echo; 2. echo."]),
+            ),
         ],
         TaskLimits::default(),
     );
@@ -403,7 +406,7 @@ async fn a_text_caller_is_shown_the_page_after_each_turn_unless_it_just_looked()
                 call_read_from_text: true,
                 expect: shown(&[
                     "The page now (snapshot -i):\n- button \"No\" [ref=e4]",
-                    "Step 1 of",
+                    "1. open https://example.com/.",
                 ]),
                 ..turn(
                     "",

@@ -1,0 +1,132 @@
+//! The task's start page, opened by the worker before the model's first turn and shown to it in
+//! the first message, so the first turn already acts on the page.
+//!
+//! Every task given a URL began with the same call (`open` it, then a snapshot), one or two full
+//! turns that re-read the whole system prompt: with Qwen2.5-Coder-1.5B behind llama-server that
+//! was about 2,000 prompt tokens and 10–15 seconds per task before anything happened. The
+//! opening runs through the same tool, policy, proxy and record as a model's call; it spends no
+//! step of the model's, and the record shows it at turn 0.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::words::{cancelled_report, timed_out_report};
+use super::{Bounded, Run, millis};
+use crate::kept_output::cut;
+use crate::messages::{ToolCall, text_of};
+use crate::ports::{Tool, ToolDefinition};
+use crate::task::Ended;
+
+/// What became of the start page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StartPage {
+    /// No URL, or no tool that opens one: the model is told where to start, as before.
+    NotOpened,
+    /// Opened; what a snapshot of its elements showed (`None` when the look failed).
+    Opened { elements: Option<String> },
+    /// The tool answered with an error (a refusal, a page that would not load): its words.
+    Failed(String),
+}
+
+/// The id of the worker's own call that opens the start page (no model wrote it).
+pub(super) const START_CALL_ID: &str = "airlock-start";
+
+impl Run<'_> {
+    /// Open `url` with the first tool that can, and look at it; `Err` with how the task ended
+    /// when its time ran out or it was cancelled meanwhile.
+    pub(super) async fn open_start_page(
+        &mut self,
+        tools: &[Arc<dyn Tool>],
+        definitions: &[ToolDefinition],
+        url: &str,
+    ) -> Result<StartPage, (Ended, String)> {
+        let limits = self.runner.limits;
+        let Some((tool, input)) = tools
+            .iter()
+            .find_map(|tool| tool.opening(url).map(|input| (tool, input)))
+        else {
+            return Ok(StartPage::NotOpened);
+        };
+        let call = ToolCall {
+            id: START_CALL_ID.to_owned(),
+            name: tool.definition().name,
+            input,
+        };
+        let began = Instant::now();
+        let opened = self.call_tool(tools, definitions, &call).await;
+        self.timings.tools_ms += millis(began.elapsed());
+        let result = match opened {
+            Bounded::Done(result) => result,
+            Bounded::TimedOut => return Err((Ended::TimedOut, timed_out_report(&limits, ""))),
+            Bounded::Cancelled => return Err((Ended::Cancelled, cancelled_report(""))),
+        };
+        if result.is_error {
+            return Ok(StartPage::Failed(text_of(&result.content)));
+        }
+        let looked = self.bounded(tool.look()).await;
+        let elements = match looked {
+            Bounded::Done(Some(Ok(output))) if !output.is_error => {
+                let text = self.context.secrets.scrub(&output.text).into_owned();
+                Some(cut(&text, limits.max_output_chars))
+            }
+            Bounded::Done(_) => None,
+            Bounded::TimedOut => return Err((Ended::TimedOut, timed_out_report(&limits, ""))),
+            Bounded::Cancelled => return Err((Ended::Cancelled, cancelled_report(""))),
+        };
+        if let Some(elements) = &elements {
+            self.context_use
+                .record(&[crate::messages::Content::text(elements.clone())]);
+        }
+        Ok(StartPage::Opened { elements })
+    }
+}
+
+/// The first message's words about the start page.
+pub(super) fn told(url: &str, start: &StartPage) -> String {
+    match start {
+        StartPage::NotOpened => format!("Start at: {url}"),
+        StartPage::Opened {
+            elements: Some(elements),
+        } => format!(
+            "The start page {url} is open (opening it spent no step). Its elements now \
+             (snapshot -i):\n{}",
+            elements.trim()
+        ),
+        StartPage::Opened { elements: None } => format!(
+            "The start page {url} is open (opening it spent no step); take a snapshot to see it."
+        ),
+        StartPage::Failed(said) => format!(
+            "Start at: {url}. The worker tried to open it for you and the browser said:\n{}",
+            said.trim()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_message_shows_the_opened_page_or_says_what_failed() {
+        let url = "https://example.com/";
+        assert_eq!(
+            told(url, &StartPage::NotOpened),
+            "Start at: https://example.com/"
+        );
+        let opened = told(
+            url,
+            &StartPage::Opened {
+                elements: Some("- button \"Go\" [ref=e1]\n".into()),
+            },
+        );
+        assert!(
+            opened.ends_with("(snapshot -i):\n- button \"Go\" [ref=e1]"),
+            "{opened}"
+        );
+        assert!(opened.contains("spent no step"), "{opened}");
+        let blind = told(url, &StartPage::Opened { elements: None });
+        assert!(blind.contains("take a snapshot"), "{blind}");
+        let failed = told(url, &StartPage::Failed("Refused: not public".into()));
+        assert!(failed.ends_with("said:\nRefused: not public"), "{failed}");
+    }
+}
