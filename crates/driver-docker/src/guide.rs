@@ -28,7 +28,7 @@ impl Guide {
     pub(crate) fn notes(self) -> String {
         match self {
             Self::Compact => SEALED_NOTES.to_owned(),
-            Self::AgentBrowser => format!("{CALL_FORM} {SEALED_NOTES}"),
+            Self::AgentBrowser => format!("{CALL_FORM} {READING_NOTES} {SEALED_NOTES}"),
         }
     }
 }
@@ -96,12 +96,16 @@ Screenshots are shown to you and saved by the tool wherever it likes (any path y
 set `keep` to true to return one with your report. The browser is already set up: commands that \
 change how it is launched, its proxy, its profile or files on disk are refused, and so are \
 destinations that are not public. When a request is refused, the tool result says so. \
+An output too long to show whole comes as a preview with an id: search it with `read_output` and \
+`find`, or read on from an offset, instead of running the command again.";
+
+/// How to read a page without filling the context: the short guide says this in its own words,
+/// agent-browser's does not.
+const READING_NOTES: &str = "\
 What you read fills your context, so ask for no more than you need: to read, `get text <selector>` \
 gives an element's text without the tree around it (on long tables and link lists a third to a quarter \
 of `snapshot`); `snapshot -i` lists only what you can click or fill; `snapshot -s <css selector>` \
-scopes a snapshot to one part of the page. An output too long to show whole comes as a preview with an \
-id: search it with `read_output` and `find`, or read on from an offset, instead of running the command \
-again.";
+scopes a snapshot to one part of the page.";
 
 #[cfg(test)]
 mod tests {
@@ -139,6 +143,8 @@ mod tests {
         assert!(COMPACT_GUIDE.len() < 3_000, "{}", COMPACT_GUIDE.len());
         assert!(!Guide::Compact.notes().contains("guide's `agent-browser"));
         assert!(Guide::AgentBrowser.notes().starts_with(CALL_FORM));
+        assert!(Guide::AgentBrowser.notes().contains(READING_NOTES));
+        assert!(!Guide::Compact.notes().contains(READING_NOTES));
         for guide in [Guide::Compact, Guide::AgentBrowser] {
             assert!(guide.notes().ends_with(SEALED_NOTES));
             assert_eq!(guide.to_string().parse::<Guide>(), Ok(guide));

@@ -7,13 +7,15 @@ use std::time::Instant;
 use super::words::{cancelled_report, step_limit_result, timed_out_report};
 use super::{Bounded, Run, millis, nudges};
 use crate::kept_output::cut;
-use crate::messages::{AssistantTurn, Content, ToolCall, ToolResult};
+use crate::messages::{AssistantTurn, Content, Message, ToolCall};
 use crate::ports::{Tool, ToolDefinition};
 use crate::task::Ended;
 
 impl Run<'_> {
-    /// Run `turn`'s calls in order (with `remind_of`, a task to repeat after the last result); `Err` with how the task ended and its report when its time
-    /// ran out or it was cancelled mid-call. A call past the step limit sets `final_turn`.
+    /// Run `turn`'s calls in order: the messages that follow the turn (its results, and with
+    /// `remind_of` a reminder of that task); `Err` with how the task ended and its report when
+    /// its time ran out or it was cancelled mid-call. A call past the step limit sets
+    /// `final_turn`.
     pub(super) async fn run_calls(
         &mut self,
         tools: &[Arc<dyn Tool>],
@@ -22,7 +24,7 @@ impl Run<'_> {
         turn: &AssistantTurn,
         final_turn: &mut Option<Ended>,
         kept: &mut nudges::Kept,
-    ) -> Result<Vec<ToolResult>, (Ended, String)> {
+    ) -> Result<Vec<Message>, (Ended, String)> {
         let limits = self.runner.limits;
         let mut results = Vec::with_capacity(turn.tool_calls.len());
         for call in &turn.tool_calls {
@@ -55,25 +57,34 @@ impl Run<'_> {
                 }
             }
         }
-        let note = if self.steps == limits.max_steps {
-            Some(nudges::last_step(limits.max_steps))
-        } else if let Some(task) = remind_of {
+        if final_turn.is_some() {
+            return Ok(vec![Message::ToolResults { results }]);
+        }
+        if self.steps == limits.max_steps {
+            let note = nudges::last_step(limits.max_steps);
+            self.context_use.record(&[Content::text(note.clone())]);
+            if let Some(last) = results.last_mut() {
+                nudges::add(last, note);
+            }
+            return Ok(vec![Message::ToolResults { results }]);
+        }
+        let mut messages = vec![Message::ToolResults { results }];
+        if let Some(task) = remind_of {
+            // A message of its own after the results: inside the last result, Qwen2.5-Coder-1.5B
+            // answered by copying it back, as if it were writing the tool's output.
             let page = self.page_now(tools, turn).await?;
-            Some(nudges::reminder(
+            let note = nudges::reminder(
                 task,
                 &kept.done,
                 self.steps,
                 limits.max_steps,
                 page.as_deref(),
-            ))
-        } else {
-            None
-        };
-        if let (None, Some(note), Some(last)) = (&final_turn, note, results.last_mut()) {
-            self.context_use.record(&[Content::text(note.clone())]);
-            nudges::add(last, note);
+            );
+            let content = vec![Content::text(note)];
+            self.context_use.record(&content);
+            messages.push(Message::User { content });
         }
-        Ok(results)
+        Ok(messages)
     }
 
     /// The page's elements after a turn that did not end with a snapshot, for a model that needs

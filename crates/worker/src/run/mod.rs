@@ -367,7 +367,7 @@ impl Run<'_> {
             model_request
                 .messages
                 .push(Message::Assistant { turn: turn.clone() });
-            let results = match self
+            let follow = match self
                 .run_calls(
                     tools,
                     &model_request.tools,
@@ -378,12 +378,10 @@ impl Run<'_> {
                 )
                 .await
             {
-                Ok(results) => results,
+                Ok(follow) => follow,
                 Err(ended) => return ended,
             };
-            model_request
-                .messages
-                .push(Message::ToolResults { results });
+            model_request.messages.extend(follow);
         }
     }
 

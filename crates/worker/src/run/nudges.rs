@@ -120,8 +120,9 @@ pub(super) fn reminder(
 }
 
 /// How a reminder ends: an answer that contains it copied the note instead of reporting.
-pub(super) const REMINDER_ENDING: &str = "If that did the whole task, write your report now, \
-     with no tool call. If not, call the next tool.";
+pub(super) const REMINDER_ENDING: &str = "If that did the whole task, answer with your report \
+     instead of a call, such as: Done: I <what you did>; the page shows <what it shows>. If not, \
+     call the next tool.";
 
 /// The note after the call that spent the last step.
 pub(super) fn last_step(max_steps: usize) -> String {
