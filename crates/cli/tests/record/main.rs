@@ -99,9 +99,9 @@ fn a_real_task_records_every_step_and_its_page_opens_offline() {
     let port = lab();
     let home = format!("http://127.0.0.1:{port}/");
     let dir = tempfile::tempdir().unwrap();
+    // The worker opens the start page itself (step 1, turn 0); the model begins with a look.
     let script = json!({"turns": [
         {"tool_calls": [
-            {"name": "agent_browser", "input": {"args": ["open", home]}},
             {"name": "agent_browser", "input": {"args": ["snapshot", "-i"]}}
         ]},
         {"tool_calls": [
@@ -138,6 +138,8 @@ fn a_real_task_records_every_step_and_its_page_opens_offline() {
     assert_eq!(verdict(0), "ran");
     assert_eq!(verdict(3), "refused", "{:#}", steps[3]);
     assert_eq!(steps[0]["command"], json!(["open", home]));
+    assert_eq!(steps[0]["turn"], 0, "{:#}", steps[0]);
+    assert_eq!(steps[1]["turn"], 1, "{:#}", steps[1]);
     assert_eq!(steps[0]["thumbnail"]["cause"], "navigation");
     assert_eq!(steps[1]["page"]["url"], home);
     assert!(steps[1].get("thumbnail").is_none(), "{:#}", steps[1]);

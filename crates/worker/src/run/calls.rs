@@ -36,7 +36,7 @@ impl Run<'_> {
                 continue;
             }
             self.steps += 1;
-            self.context.set_step(self.steps);
+            self.context.set_step(self.worker_steps + self.steps);
             self.report_progress(call);
             let began = Instant::now();
             let outcome = self.call_tool(tools, definitions, call).await;

@@ -190,6 +190,7 @@ impl TaskRunner {
             deadline,
             timings: Timings::default(),
             steps: 0,
+            worker_steps: 0,
             last_text: String::new(),
             usage: Usage::default(),
             kept: KeptOutputs::new(self.limits.max_kept_output_bytes),
@@ -255,7 +256,11 @@ struct Run<'a> {
     cancel: &'a CancellationToken,
     deadline: Deadline,
     timings: Timings,
+    /// The model's steps so far.
     steps: usize,
+    /// Steps the worker took itself before the model's (opening the start page): the record
+    /// numbers the model's step `n` as `worker_steps + n`.
+    worker_steps: usize,
     last_text: String,
     usage: Usage,
     kept: KeptOutputs,

@@ -52,6 +52,9 @@ impl Run<'_> {
             name: tool.definition().name,
             input,
         };
+        // The opening is the record's step 1, and what the proxy reports meanwhile is its.
+        self.worker_steps = 1;
+        self.context.set_step(1);
         let began = Instant::now();
         let opened = self.call_tool(tools, definitions, &call).await;
         self.timings.tools_ms += millis(began.elapsed());

@@ -13,6 +13,7 @@ use super::{OneTool, call, expecting, request, shown, stand_in_definition, turn}
 struct Browser {
     opened: Arc<Mutex<Vec<String>>>,
     refused: Option<&'static str>,
+    context: TaskContext,
 }
 
 impl Tool for Browser {
@@ -31,7 +32,15 @@ impl Tool for Browser {
                     self.opened.lock().unwrap().push(url.clone());
                     ToolOutput::text("opened")
                 }
-                _ => ToolOutput::text("Done"),
+                _ => {
+                    // The page asks for a private address meanwhile; the proxy refuses it.
+                    self.context.record_refusal(EgressRefusal::now(
+                        "10.0.0.1:80",
+                        "private",
+                        "a private address",
+                    ));
+                    ToolOutput::text("Done")
+                }
             })
         })
     }
@@ -51,10 +60,11 @@ fn runner(
 ) -> (TaskRunner, Arc<Mutex<Vec<String>>>) {
     let opened = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&opened);
-    let driver = Arc::new(OneTool(move |_| {
+    let driver = Arc::new(OneTool(move |context| {
         Arc::new(Browser {
             opened: Arc::clone(&seen),
             refused,
+            context,
         }) as Arc<dyn Tool>
     }));
     let model = ScriptedModel::new(Script { turns });
