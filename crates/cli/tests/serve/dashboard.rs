@@ -42,8 +42,8 @@ fn a_person_signs_in_watches_helps_and_cancels_from_the_dashboard() {
     let (forbidden, _) = forbidden_site();
     let port = help_and_next_site(forbidden);
     let home = format!("http://127.0.0.1:{port}/");
+    // The worker opens `home` itself before the first turn (the record's first step).
     let script = json!({"turns": [
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", home]}}]},
         {"tool_calls": [{"name": "ask_human", "input": {"reason": "Press the button"}}]},
         {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("{home}next")]}}]},
         {"tool_calls": [{"name": "ask_human", "input": {"reason": "Confirm the purchase"}}]},

@@ -169,9 +169,9 @@ fn hand_back(served: &Served, token: &str, id: &str) -> (u16, Value) {
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
-fn asks_for_help(home: &str) -> Value {
+fn asks_for_help() -> Value {
+    // The worker opens the task's start page itself before the first turn (the record's step 1).
     json!({"turns": [
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", home]}}]},
         {"tool_calls": [{"name": "ask_human", "input": {"reason": "Press the button"}}]},
         // Time for the test to see input refused after the hand-back; it cancels the task.
         {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "60000"]}}]},
@@ -195,7 +195,7 @@ fn waiting_task() -> Waiting {
     let port = help_site(forbidden.0);
     let home = format!("http://127.0.0.1:{port}/");
     let task = json!({"task": "Get the button pressed", "url": home, "wait": false});
-    let (served, dir, _, id) = queued(&asks_for_help(&home), port, &task);
+    let (served, dir, _, id) = queued(&asks_for_help(), port, &task);
     let mut events = Events::open(&served, TOKEN, &id);
     let said = until_state(&mut events, "waiting_for_human");
     Waiting {
@@ -356,8 +356,9 @@ fn an_mcp_client_is_asked_by_elicitation_and_accepting_hands_back() {
     let (status, body) = get(&served, TOKEN, record);
     assert_eq!(status, 200, "{body}");
     let record: Value = serde_json::from_str(&body).unwrap();
+    // Step 1 is the worker's opening of the start page.
     assert_eq!(
-        record["steps"][0]["help"]["outcome"], "handed_back",
+        record["steps"][1]["help"]["outcome"], "handed_back",
         "{record}"
     );
 }

@@ -279,7 +279,8 @@ fn curl_runs_a_task_through_the_json_api() {
         ])
         .args([
             "--data",
-            r#"{"task": "Read the page", "url": "http://127.0.0.1/"}"#,
+            &json!({"task": "Read the page", "url": format!("http://127.0.0.1:{port}/")})
+                .to_string(),
         ])
         .arg(served.url("/v1/tasks"))
         .output()
