@@ -273,8 +273,8 @@ fn live_serves_the_tasks_page_on_a_private_loopback_link_where_a_person_helps() 
     }
     let port = blinking_site();
     let dir = tempfile::tempdir().unwrap();
+    // The worker opens the start page itself before the first turn (the record's step 1).
     let script = json!({"turns": [
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
         {"tool_calls": [{"name": "ask_human", "input": {"reason": "Check the page"}}]},
         {"text": "Checked."}
     ]});
