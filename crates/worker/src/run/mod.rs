@@ -14,9 +14,9 @@ use crate::help::{self, ASK_HUMAN, HelpDesk};
 use crate::instructions::STANDING_INSTRUCTIONS;
 use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
 use crate::limits::{LimitError, TaskLimits};
-use crate::live::TaskWindow;
 use crate::messages::text_of;
 use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
+use crate::window::TaskWindow;
 use dispose::DisposeGuard;
 
 use crate::ports::{BrowserDriver, Model, ModelRequest, TaskContext, Tool, ToolDefinition};
@@ -399,7 +399,7 @@ impl Run<'_> {
     ) -> Result<Message, (Ended, String)> {
         let start = match &request.url {
             Some(url) => self.open_start_page(tools, definitions, url).await?,
-            None => start::StartPage::NotOpened,
+            None => words::StartPage::NotOpened,
         };
         let text = task_message(request, self.runner.limits.max_steps, &start);
         Ok(Message::User {

@@ -10,23 +10,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::words::{cancelled_report, timed_out_report};
+use super::words::{StartPage, cancelled_report, timed_out_report};
 use super::{Bounded, Run, millis};
 use crate::kept_output::cut;
 use crate::messages::{ToolCall, text_of};
 use crate::ports::{Tool, ToolDefinition};
 use crate::task::Ended;
-
-/// What became of the start page.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum StartPage {
-    /// No URL, or no tool that opens one: the model is told where to start, as before.
-    NotOpened,
-    /// Opened; what a snapshot of its elements showed (`None` when the look failed).
-    Opened { elements: Option<String> },
-    /// The tool answered with an error (a refusal, a page that would not load): its words.
-    Failed(String),
-}
 
 /// The id of the worker's own call that opens the start page (no model wrote it).
 pub(super) const START_CALL_ID: &str = "airlock-start";
@@ -81,55 +70,5 @@ impl Run<'_> {
                 .record(&[crate::messages::Content::text(elements.clone())]);
         }
         Ok(StartPage::Opened { elements })
-    }
-}
-
-/// The first message's words about the start page.
-pub(super) fn told(url: &str, start: &StartPage) -> String {
-    match start {
-        StartPage::NotOpened => format!("Start at: {url}"),
-        StartPage::Opened {
-            elements: Some(elements),
-        } => format!(
-            "The start page {url} is open (opening it spent no step). Its elements now \
-             (snapshot -i):\n{}",
-            elements.trim()
-        ),
-        StartPage::Opened { elements: None } => format!(
-            "The start page {url} is open (opening it spent no step); take a snapshot to see it."
-        ),
-        StartPage::Failed(said) => format!(
-            "Start at: {url}. The worker tried to open it for you and the browser said:\n{}",
-            said.trim()
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_first_message_shows_the_opened_page_or_says_what_failed() {
-        let url = "https://example.com/";
-        assert_eq!(
-            told(url, &StartPage::NotOpened),
-            "Start at: https://example.com/"
-        );
-        let opened = told(
-            url,
-            &StartPage::Opened {
-                elements: Some("- button \"Go\" [ref=e1]\n".into()),
-            },
-        );
-        assert!(
-            opened.ends_with("(snapshot -i):\n- button \"Go\" [ref=e1]"),
-            "{opened}"
-        );
-        assert!(opened.contains("spent no step"), "{opened}");
-        let blind = told(url, &StartPage::Opened { elements: None });
-        assert!(blind.contains("take a snapshot"), "{blind}");
-        let failed = told(url, &StartPage::Failed("Refused: not public".into()));
-        assert!(failed.ends_with("said:\nRefused: not public"), "{failed}");
     }
 }

@@ -4,7 +4,6 @@
 
 use serde_json::Value;
 
-use super::start::StartPage;
 use crate::instructions::NO_CREDENTIALS;
 use crate::kept_output::cut;
 use crate::limits::TaskLimits;
@@ -20,7 +19,7 @@ pub(super) fn task_message(request: &TaskRequest, max_steps: usize, start: &Star
     let mut message = format!("Task: {}", request.task.trim());
     if let Some(url) = &request.url {
         message.push_str("\n\n");
-        message.push_str(&super::start::told(url, start));
+        message.push_str(&told(url, start));
     }
     message.push_str(&format!(
         "\n\nSteps: you have {max_steps} tool calls for this task; the report after them is not one."
@@ -43,6 +42,38 @@ pub(super) fn task_message(request: &TaskRequest, max_steps: usize, start: &Star
         message.push_str(&part);
     }
     message
+}
+
+/// What became of the start page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StartPage {
+    /// No URL, or no tool that opens one: the model is told where to start, as before.
+    NotOpened,
+    /// Opened; what a snapshot of its elements showed (`None` when the look failed).
+    Opened { elements: Option<String> },
+    /// The tool answered with an error (a refusal, a page that would not load): its words.
+    Failed(String),
+}
+
+/// The first message's words about the start page.
+fn told(url: &str, start: &StartPage) -> String {
+    match start {
+        StartPage::NotOpened => format!("Start at: {url}"),
+        StartPage::Opened {
+            elements: Some(elements),
+        } => format!(
+            "The start page {url} is open (opening it spent no step). Its elements now \
+             (snapshot -i):\n{}",
+            elements.trim()
+        ),
+        StartPage::Opened { elements: None } => format!(
+            "The start page {url} is open (opening it spent no step); take a snapshot to see it."
+        ),
+        StartPage::Failed(said) => format!(
+            "Start at: {url}. The worker tried to open it for you and the browser said:\n{}",
+            said.trim()
+        ),
+    }
 }
 
 pub(super) fn error_result(call: &ToolCall, text: String) -> ToolResult {
@@ -100,4 +131,33 @@ pub(super) fn step_limit_result(call: &ToolCall, max_steps: usize) -> ToolResult
              as your final message, with no tool calls."
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_message_shows_the_opened_page_or_says_what_failed() {
+        let url = "https://example.com/";
+        assert_eq!(
+            told(url, &StartPage::NotOpened),
+            "Start at: https://example.com/"
+        );
+        let opened = told(
+            url,
+            &StartPage::Opened {
+                elements: Some("- button \"Go\" [ref=e1]\n".into()),
+            },
+        );
+        assert!(
+            opened.ends_with("(snapshot -i):\n- button \"Go\" [ref=e1]"),
+            "{opened}"
+        );
+        assert!(opened.contains("spent no step"), "{opened}");
+        let blind = told(url, &StartPage::Opened { elements: None });
+        assert!(blind.contains("take a snapshot"), "{blind}");
+        let failed = told(url, &StartPage::Failed("Refused: not public".into()));
+        assert!(failed.ends_with("said:\nRefused: not public"), "{failed}");
+    }
 }
