@@ -33,7 +33,7 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
-    let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let driver = crate::boot::ready_driver(&settings).await?;
     let context = TaskContext::new(CancellationToken::new(), settings.limits)
         .with_scope(settings.scope.clone());
     let session = driver.start(context.clone()).await?;

@@ -1,6 +1,7 @@
 //! `airlock`: the command-line face of Airlock.
 
 mod answer_gone;
+mod boot;
 mod browse_cmd;
 mod capacity;
 mod contexts;

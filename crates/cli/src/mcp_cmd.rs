@@ -474,9 +474,9 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let model = if args.direct {
         None
     } else {
-        Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
+        Some(crate::boot::model(&settings).map_err(crate::bad_input)?)
     };
-    let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let driver = crate::boot::ready_driver(&settings).await?;
     let tracker = TaskTracker::new();
     let mode = match model {
         None => Mode::Direct(Arc::new(Direct {

@@ -278,9 +278,9 @@ async fn serve(
     let model = if mcp.direct || endpoints == Endpoints::CdpOnly {
         None
     } else {
-        Some(crate::task_cmd::model(&settings).map_err(crate::bad_input)?)
+        Some(crate::boot::model(&settings).map_err(crate::bad_input)?)
     };
-    let driver = crate::task_cmd::ready_driver(&settings).await?;
+    let driver = crate::boot::ready_driver(&settings).await?;
     announce_image(&driver, endpoints, &gate.metrics).await;
     let runner = match model {
         None => None,

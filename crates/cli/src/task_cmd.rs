@@ -3,10 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_driver_docker::DockerDriver;
-use airlock_models::{BackendOptions, ModelSpec, Thinking};
 use airlock_worker::{
-    BrowserDriver, CancellationToken, Ended, Model, TaskRequest, TaskResult, TaskRunner,
+    BrowserDriver, CancellationToken, Ended, TaskRequest, TaskResult, TaskRunner,
 };
 use anyhow::Context;
 use clap::{ArgMatches, Args};
@@ -57,45 +55,6 @@ pub struct TaskArgs {
     settings: SettingFlags,
 }
 
-/// Build the worker model from the settings.
-pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
-    let spec = settings
-        .model
-        .as_deref()
-        .context("no model: pass --model anthropic/<model>, openai/<model> or script:<file.json> (or set AIRLOCK_MODEL)")?;
-    let spec = ModelSpec::parse(spec)?;
-    let thinking = settings
-        .thinking
-        .as_deref()
-        .map(Thinking::parse)
-        .transpose()?
-        .unwrap_or(Thinking::Off);
-    let options = BackendOptions {
-        base_url: settings.base_url.clone(),
-        thinking,
-        max_tokens: settings.model_limits.max_answer_tokens,
-        request_timeout: settings.model_limits.request_timeout,
-        ..BackendOptions::default()
-    };
-    Ok(airlock_models::build(&spec, options)?)
-}
-
-/// Connect the driver and make sure tasks can run.
-pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDriver>> {
-    let driver = DockerDriver::connect(settings.driver.clone()).await?;
-    driver.check().await?;
-    // A stale image still runs tasks; whoever starts them hears that the browser reading
-    // hostile pages lacks security releases.
-    if let Ok(age) = driver.image_age().await {
-        let now = std::time::SystemTime::now();
-        if age.is_stale(now) {
-            tracing::warn!("{}", age.describe(now));
-        }
-    }
-    driver.start_pool()?;
-    Ok(Arc::new(driver))
-}
-
 /// The state a task starts from (`--state`, or `--context`'s), with the context's lease.
 fn starting_state(
     args: &TaskArgs,
@@ -129,8 +88,8 @@ pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     // The lease is held until the task ends: a second task on its context is refused meanwhile.
     let (state, lease) = starting_state(args, &settings.scope).map_err(crate::bad_input)?;
     let uploads = crate::state_file::uploads(&args.files).map_err(crate::bad_input)?;
-    let model = model(&settings).map_err(crate::bad_input)?;
-    let driver = ready_driver(&settings).await?;
+    let model = crate::boot::model(&settings).map_err(crate::bad_input)?;
+    let driver = crate::boot::ready_driver(&settings).await?;
     let progress: airlock_worker::ProgressSink = Arc::new(|progress| {
         eprintln!(
             "step {}/{}: {}",

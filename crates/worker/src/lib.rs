@@ -59,6 +59,7 @@ mod task;
 mod token_budget;
 mod token_estimate;
 mod uploads;
+mod window;
 
 pub use airlock_policy::{DomainPattern, HumanInput, Scope, ScopeError};
 pub use direct::{DirectOutput, DirectSession};
@@ -78,7 +79,7 @@ pub use instructions::STANDING_INSTRUCTIONS;
 pub use kept_output::cut;
 pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
 pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
-pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, TaskWindow, WatchFuture};
+pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, WatchFuture};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, KeepRefusal, Model, ModelError,
@@ -110,3 +111,4 @@ pub use tokio_util::sync::CancellationToken;
 pub use uploads::{
     MAX_UPLOAD_BYTES, MAX_UPLOAD_FILES, MAX_UPLOAD_TOTAL_BYTES, Upload, UploadError, Uploads,
 };
+pub use window::TaskWindow;

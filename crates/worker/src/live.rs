@@ -91,13 +91,3 @@ impl LiveSlot {
         self.lock().clone()
     }
 }
-
-/// What a task's caller holds while it runs: where its live view is offered, and the desk where
-/// it may ask a person for help (unstaffed by default: no `ask_human`).
-#[derive(Clone, Debug, Default)]
-pub struct TaskWindow {
-    /// The live view.
-    pub live: LiveSlot,
-    /// The help desk.
-    pub help: crate::help::HelpDesk,
-}

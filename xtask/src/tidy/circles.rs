@@ -1,6 +1,7 @@
-//! The no-circles rule: no two modules of one crate import each other. When `a` needs `b` and `b`
-//! needs `a`, neither can be read, tested or moved alone; what both need belongs in a module of
-//! its own.
+//! The no-circles rule: no modules of one crate import each other in a circle, of two (`a` needs
+//! `b` and `b` needs `a`) or of more (`a → b → c → a`). Modules in a circle cannot be read,
+//! tested or moved alone; what they share belongs in a module of its own. Circles are found whole,
+//! as the strongly connected components of the graph of imports, and each is shown as one loop.
 //!
 //! Read from the source, not the compiler: each crate root (`src/lib.rs`, `src/main.rs`,
 //! `src/bin/*.rs`, and each file directly under `tests/`, `benches/`, `examples/`) is followed
@@ -12,6 +13,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+mod graph;
+
+use graph::circles;
 
 /// A module by its path from the crate root (`["serve_cmd", "gate"]`); the root is `[]`.
 type ModPath = Vec<String>;
@@ -46,14 +51,18 @@ pub(super) fn check(root: &Path) -> Vec<String> {
             let tree = read_tree(&crate_root, &|path| std::fs::read_to_string(path).ok());
             problems.extend(circles(&tree).into_iter().map(|circle| {
                 let shown = |path: &Path| path.strip_prefix(root).unwrap_or(path).display().to_string();
+                let files: Vec<String> = circle.files.iter().map(|file| shown(file)).collect();
+                let mut around = files.clone();
+                around.push(files[0].clone());
+                let names: Vec<String> = files
+                    .iter()
+                    .zip(&circle.names)
+                    .map(|(file, names)| format!("{file} names `{names}`"))
+                    .collect();
                 format!(
-                    "{} and {} import each other ({} names `{}`; {} names `{}`): move what both need into a module of its own",
-                    shown(&circle.a),
-                    shown(&circle.b),
-                    shown(&circle.a),
-                    circle.a_names,
-                    shown(&circle.b),
-                    circle.b_names,
+                    "{} import each other in a circle ({}): move what they share into a module of its own",
+                    around.join(" → "),
+                    names.join("; "),
                 )
             }));
         }
@@ -399,59 +408,9 @@ fn owning_module(tree: &BTreeMap<ModPath, Module>, path: &[String]) -> Option<Mo
     None
 }
 
-/// Two modules that name each other.
-#[derive(Debug, PartialEq, Eq)]
-struct Circle {
-    a: PathBuf,
-    b: PathBuf,
-    a_names: String,
-    b_names: String,
-}
-
-fn related(a: &[String], b: &[String]) -> bool {
-    a.starts_with(b) || b.starts_with(a)
-}
-
-fn circles(tree: &BTreeMap<ModPath, Module>) -> Vec<Circle> {
-    // module → module it names → the first text that names it.
-    let mut edges: BTreeMap<ModPath, BTreeMap<ModPath, &str>> = BTreeMap::new();
-    for (path, module) in tree {
-        for (reference, written) in &module.references {
-            let Some(target) = owning_module(tree, reference) else {
-                continue;
-            };
-            if related(path, &target) {
-                continue;
-            }
-            // Judged between the two siblings under the modules' nearest common ancestor: a
-            // module that imports from a sibling's child imports from that sibling.
-            let common = path.iter().zip(&target).take_while(|(a, b)| a == b).count();
-            let from = path[..=common].to_vec();
-            let to = target[..=common].to_vec();
-            edges.entry(from).or_default().entry(to).or_insert(written);
-        }
-    }
-    let mut found = Vec::new();
-    for (a, targets) in &edges {
-        for (b, a_names) in targets {
-            if b <= a {
-                continue;
-            }
-            if let Some(b_names) = edges.get(b).and_then(|back| back.get(a)) {
-                found.push(Circle {
-                    a: tree[a].file.clone(),
-                    b: tree[b].file.clone(),
-                    a_names: (*a_names).to_owned(),
-                    b_names: (*b_names).to_owned(),
-                });
-            }
-        }
-    }
-    found
-}
-
 #[cfg(test)]
 mod tests {
+    use super::graph::Circle;
     use super::*;
 
     /// The tree rooted at the first file given.
@@ -467,7 +426,13 @@ mod tests {
     fn names(circles: &[Circle]) -> Vec<(String, String)> {
         circles
             .iter()
-            .map(|c| (c.a.display().to_string(), c.b.display().to_string()))
+            .map(|c| {
+                assert_eq!(c.files.len(), 2, "{c:?}");
+                (
+                    c.files[0].display().to_string(),
+                    c.files[1].display().to_string(),
+                )
+            })
             .collect()
     }
 
@@ -481,8 +446,40 @@ mod tests {
         ]);
         let found = circles(&tree);
         assert_eq!(names(&found), vec![("src/a.rs".into(), "src/b.rs".into())]);
-        assert_eq!(found[0].a_names, "crate::b::Thing");
-        assert_eq!(found[0].b_names, "crate::a::helper");
+        assert_eq!(found[0].names, ["crate::b::Thing", "crate::a::helper"]);
+    }
+
+    #[test]
+    fn a_longer_circle_is_found_whole_and_shown_as_one_loop() {
+        // a → b → c → a, and d → e → d apart; f only names a (it is in no circle).
+        let tree = tree(&[
+            (
+                "src/lib.rs",
+                "mod a;\nmod b;\nmod c;\nmod d;\nmod e;\nmod f;\n",
+            ),
+            ("src/a.rs", "use crate::b::Bee;\n"),
+            ("src/b.rs", "use crate::c::Sea;\n"),
+            ("src/c.rs", "fn f() { crate::a::ay(); }\n"),
+            ("src/d.rs", "use crate::e::Ee;\n"),
+            ("src/e.rs", "use crate::d::Dee;\n"),
+            ("src/f.rs", "use crate::a::Ay;\n"),
+        ]);
+        let found = circles(&tree);
+        let files: Vec<Vec<String>> = found
+            .iter()
+            .map(|c| c.files.iter().map(|f| f.display().to_string()).collect())
+            .collect();
+        assert_eq!(
+            files,
+            [
+                vec!["src/a.rs", "src/b.rs", "src/c.rs"],
+                vec!["src/d.rs", "src/e.rs"]
+            ]
+        );
+        assert_eq!(
+            found[0].names,
+            ["crate::b::Bee", "crate::c::Sea", "crate::a::ay"]
+        );
     }
 
     #[test]
