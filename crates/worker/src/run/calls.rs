@@ -8,7 +8,7 @@ use super::words::{cancelled_report, step_limit_result, timed_out_report};
 use super::{Bounded, Run, millis, nudges};
 use crate::kept_output::cut;
 use crate::messages::{AssistantTurn, Content, Message, ToolCall};
-use crate::ports::{Tool, ToolDefinition};
+use crate::ports::{Tool, ToolDefinition, ToolFailure, ToolOutput};
 use crate::task::Ended;
 
 impl Run<'_> {
@@ -107,13 +107,24 @@ impl Run<'_> {
         }
         let limits = self.runner.limits;
         match self.bounded(super::human::look(tools)).await {
-            Bounded::Done(Some((Ok(output), _))) if !output.is_error => {
-                let text = self.context.secrets.scrub(&output.text).into_owned();
-                Ok(Some(cut(&text, limits.max_output_chars)))
-            }
-            Bounded::Done(_) => Ok(None),
+            Bounded::Done(looked) => Ok(self.elements_seen(looked.map(|(looked, _)| looked))),
             Bounded::TimedOut => Err((Ended::TimedOut, timed_out_report(&limits, &self.last_text))),
             Bounded::Cancelled => Err((Ended::Cancelled, cancelled_report(&self.last_text))),
+        }
+    }
+
+    /// What a look at the page showed, scrubbed and cut like any output; `None` when nothing
+    /// looked or the look failed.
+    pub(super) fn elements_seen(
+        &self,
+        looked: Option<Result<ToolOutput, ToolFailure>>,
+    ) -> Option<String> {
+        match looked {
+            Some(Ok(output)) if !output.is_error => {
+                let text = self.context.secrets.scrub(&output.text).into_owned();
+                Some(cut(&text, self.runner.limits.max_output_chars))
+            }
+            _ => None,
         }
     }
 }

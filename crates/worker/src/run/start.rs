@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use super::words::{StartPage, cancelled_report, timed_out_report};
 use super::{Bounded, Run, millis};
-use crate::kept_output::cut;
 use crate::messages::{ToolCall, text_of};
 use crate::ports::{Tool, ToolDefinition};
 use crate::task::Ended;
@@ -57,11 +56,7 @@ impl Run<'_> {
         }
         let looked = self.bounded(tool.look()).await;
         let elements = match looked {
-            Bounded::Done(Some(Ok(output))) if !output.is_error => {
-                let text = self.context.secrets.scrub(&output.text).into_owned();
-                Some(cut(&text, limits.max_output_chars))
-            }
-            Bounded::Done(_) => None,
+            Bounded::Done(looked) => self.elements_seen(looked),
             Bounded::TimedOut => return Err((Ended::TimedOut, timed_out_report(&limits, ""))),
             Bounded::Cancelled => return Err((Ended::Cancelled, cancelled_report(""))),
         };
