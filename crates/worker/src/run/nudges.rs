@@ -65,19 +65,7 @@ pub(super) struct DoneSoFar {
 impl DoneSoFar {
     /// Note a call that ran, and whether the tool called it an error.
     pub(super) fn ran(&mut self, call: &ToolCall, failed: bool) {
-        let words = call.words().map_or_else(
-            || call.name.clone(),
-            |words| {
-                words
-                    .iter()
-                    .map(|word| {
-                        word.as_str()
-                            .map_or_else(|| word.to_string(), str::to_owned)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            },
-        );
+        let words = super::words::spoken_words(call).unwrap_or_else(|| call.name.clone());
         let mut said = crate::kept_output::cut(&words, DONE_CALL_CHARS);
         if failed {
             said.push_str(" (failed)");

@@ -17,7 +17,7 @@ use crate::ports::{Tool, ToolDefinition};
 use crate::task::Ended;
 
 /// The id of the worker's own call that opens the start page (no model wrote it).
-pub(super) const START_CALL_ID: &str = "airlock-start";
+const START_CALL_ID: &str = "airlock-start";
 
 impl Run<'_> {
     /// Open `url` with the first tool that can, and look at it; `Err` with how the task ended

@@ -107,12 +107,7 @@ pub(super) fn cancelled_report(last_text: &str) -> String {
 
 /// `agent_browser open https://…` from a call, for progress lines.
 pub(super) fn summarize(call: &ToolCall) -> String {
-    let args = call.words().map(|args| {
-        args.iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let args = spoken_words(call);
     let reason = call.input.get("reason").and_then(Value::as_str);
     let summary = match (args, reason) {
         (Some(args), _) => format!("{} {args}", call.name),
@@ -120,6 +115,16 @@ pub(super) fn summarize(call: &ToolCall) -> String {
         (None, None) => call.name.clone(),
     };
     cut(&summary, 120)
+}
+
+/// A call's `args` as one line of words (`click @e3`); `None` for a call without them.
+pub(super) fn spoken_words(call: &ToolCall) -> Option<String> {
+    call.words().map(|args| {
+        args.iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
 }
 
 /// The result of a call past the step limit, which was not run.
