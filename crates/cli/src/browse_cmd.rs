@@ -53,7 +53,7 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
     session.dispose.dispose().await;
     driver.shutdown().await;
     let (opened, title, url, snapshot, shot) = outcome?;
-    if opened.is_error {
+    if opened.is_error() {
         bail!("the page did not open: {}", opened.text);
     }
     // The default directory is made only now, when there is something to keep in it.
@@ -88,7 +88,7 @@ pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> 
         for path in &saved {
             eprintln!("saved {}", path.display());
         }
-        if shot.is_error {
+        if shot.is_error() {
             eprintln!("screenshot failed: {}", shot.text);
         }
         for refusal in &refusals {

@@ -75,7 +75,7 @@ async fn call(
         .execute(json!({ "args": args }))
         .await
         .unwrap();
-    assert!(!output.is_error, "{}", output.text);
+    assert!(!output.is_error(), "{}", output.text);
     output
 }
 

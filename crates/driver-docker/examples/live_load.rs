@@ -48,7 +48,7 @@ async fn load(driver: &DockerDriver, url: &str, watched: bool) -> (f64, Option<f
         .execute(json!({ "args": ["open", url] }))
         .await
         .unwrap();
-    assert!(!output.is_error, "{}", output.text);
+    assert!(!output.is_error(), "{}", output.text);
     let took = began.elapsed();
     let fps = match counting {
         Some(counting) => {

@@ -34,7 +34,7 @@ async fn task(driver: Arc<DockerDriver>, url: String) -> (bool, f64) {
             .execute(json!({ "args": args }))
             .await
             .unwrap();
-        assert!(!output.is_error, "{}", output.text);
+        assert!(!output.is_error(), "{}", output.text);
     }
     let took = arrived.elapsed().as_secs_f64() * 1000.0;
     session.dispose.dispose().await;

@@ -38,21 +38,21 @@ pub(crate) async fn download(
             (selector.as_str(), name.as_str())
         }
         _ => {
-            return ToolOutput::error(
-                "Refused: download takes what to click and a file name you choose, [\"download\", SELECTOR, NAME], such as [\"download\", \"@e4\", \"report.pdf\"].",
+            return ToolOutput::refused(
+                "download takes what to click and a file name you choose, [\"download\", SELECTOR, NAME], such as [\"download\", \"@e4\", \"report.pdf\"].",
             );
         }
     };
     let left = match downloads.room_for(name) {
         Ok(left) => left,
-        Err(refusal) => return ToolOutput::error(format!("Refused: {refusal}.")),
+        Err(refusal) => return ToolOutput::refused(format!("{refusal}.")),
     };
     let path = format!("{DOWNLOAD_DIR}/{name}");
     if let Err(error) = commands
         .agent_browser(&["download", selector, &path], None)
         .await
     {
-        return ToolOutput::error(format!("The download failed: {error}"));
+        return ToolOutput::failed(format!("The download failed: {error}"));
     }
     match keep(commands, downloads, secrets, name, &path, left).await {
         Ok(file) => ToolOutput::text(format!(
@@ -70,7 +70,7 @@ pub(crate) async fn download(
         Err(why) => {
             // Over the limit or unreadable: the file goes, so it cannot fill the container.
             let _ = commands.run(&rm(&path), None).await;
-            ToolOutput::error(why)
+            why
         }
     }
 }
@@ -83,42 +83,48 @@ async fn keep(
     name: &str,
     path: &str,
     left: u64,
-) -> Result<Download, String> {
+) -> Result<Download, ToolOutput> {
     let size_text = commands
         .run(&["stat", "-c", "%s", path].map(str::to_owned), None)
         .await
-        .map_err(|error| format!("The download saved no file: {error}"))?;
-    let size: u64 = size_text
-        .parse()
-        .map_err(|_| format!("The downloaded file's size could not be read ({size_text})."))?;
+        .map_err(|error| ToolOutput::failed(format!("The download saved no file: {error}")))?;
+    let size: u64 = size_text.parse().map_err(|_| {
+        ToolOutput::failed(format!(
+            "The downloaded file's size could not be read ({size_text})."
+        ))
+    })?;
     let limit = downloads.limit().unwrap_or(0);
     if size > left {
-        return Err(format!(
-            "Refused: {}.",
+        return Err(ToolOutput::refused(format!(
+            "{}.",
             DownloadRefusal::TooLarge {
                 name: name.to_owned(),
                 bytes: size,
                 left,
                 limit,
             }
-        ));
+        )));
     }
     let data = commands
         .read_file(path, usize::try_from(size).unwrap_or(usize::MAX))
         .await
-        .map_err(|error| format!("The downloaded file could not be read: {error}"))?;
+        .map_err(|error| {
+            ToolOutput::failed(format!("The downloaded file could not be read: {error}"))
+        })?;
     if u64::try_from(data.len()).ok() != Some(size) {
-        return Err("The downloaded file changed while it was read; download it again.".into());
+        return Err(ToolOutput::failed(
+            "The downloaded file changed while it was read; download it again.",
+        ));
     }
     if secrets.found_in(&data) {
-        return Err(format!(
-            "Refused: `{name}` carries one of this task's secrets; it was deleted, so no secret leaves the browser in a file."
-        ));
+        return Err(ToolOutput::refused(format!(
+            "`{name}` carries one of this task's secrets; it was deleted, so no secret leaves the browser in a file."
+        )));
     }
     let file = Download::new(name.to_owned(), data);
     downloads
         .keep(file.clone())
-        .map_err(|refusal| format!("Refused: {refusal}."))?;
+        .map_err(|refusal| ToolOutput::refused(format!("{refusal}.")))?;
     Ok(file)
 }
 
@@ -164,7 +170,7 @@ impl Tool for ReadDocumentTool {
             let input: ReadDocumentInput = match serde_json::from_value(input) {
                 Ok(input) => input,
                 Err(error) => {
-                    return Ok(ToolOutput::error(format!(
+                    return Ok(ToolOutput::failed(format!(
                         "The input is not valid ({error}). Pass {{\"name\": \"report.pdf\"}}."
                     )));
                 }
@@ -178,7 +184,7 @@ impl ReadDocumentTool {
     async fn read(&self, name: &str) -> ToolOutput {
         let Some(file) = self.downloads.get(name) else {
             let names: Vec<String> = self.downloads.all().iter().map(Download::listed).collect();
-            return ToolOutput::error(format!(
+            return ToolOutput::failed(format!(
                 "No file was downloaded as `{}`. Downloaded: {}.",
                 name.chars().take(100).collect::<String>(),
                 if names.is_empty() {
@@ -189,7 +195,7 @@ impl ReadDocumentTool {
             ));
         };
         if !readable(&file.media_type) {
-            return ToolOutput::error(format!(
+            return ToolOutput::failed(format!(
                 "{} is {}: read_document reads PDFs and text (plain, CSV, HTML); this file goes to the person who asked as it is.",
                 file.name, file.media_type
             ));
@@ -210,7 +216,7 @@ impl ReadDocumentTool {
         {
             Ok(text) => ToolOutput::text(paged(&String::from_utf8_lossy(&text))),
             Err(error) => {
-                ToolOutput::error(format!("{} could not be read as a PDF: {error}", file.name))
+                ToolOutput::failed(format!("{} could not be read as a PDF: {error}", file.name))
             }
         }
     }

@@ -41,13 +41,13 @@ pub(crate) fn judge<'a>(
     let usage = "a secret is typed with [\"fill\", SELECTOR, \"{{secret:NAME}}\"] (or \"type\"), \
                  the placeholder as the whole text";
     let [command, selector, text] = args else {
-        return Err(format!("Refused: {usage}."));
+        return Err(format!("{usage}."));
     };
     if !matches!(command.as_str(), "fill" | "type") || mentions_placeholder(selector) {
-        return Err(format!("Refused: {usage}."));
+        return Err(format!("{usage}."));
     }
     let Some(name) = placeholder_name(text) else {
-        return Err(format!("Refused: {usage}."));
+        return Err(format!("{usage}."));
     };
     let Some(secret) = secrets.get(name) else {
         let known = if secrets.is_empty() {
@@ -56,7 +56,7 @@ pub(crate) fn judge<'a>(
             format!("this task holds {}", secrets.names())
         };
         return Err(format!(
-            "Refused: there is no secret `{}` ({known}).",
+            "there is no secret `{}` ({known}).",
             name.chars().take(64).collect::<String>()
         ));
     };
@@ -132,14 +132,14 @@ pub(crate) async fn type_secret(
     let target = match commands.page().await {
         Ok((_, target)) => target,
         Err(error) => {
-            return ToolOutput::error(format!(
+            return ToolOutput::failed(format!(
                 "Could not read the page's address, so nothing was typed: {error}"
             ));
         }
     };
     let Some(host) = page_host(target.as_ref()) else {
-        return ToolOutput::error(format!(
-            "Refused: the page is not on a named http(s) site, so secret `{}` is not typed here.",
+        return ToolOutput::refused(format!(
+            "the page is not on a named http(s) site, so secret `{}` is not typed here.",
             secret.name()
         ));
     };
@@ -149,8 +149,8 @@ pub(crate) async fn type_secret(
         .is_ok();
     if !secret.belongs_to(&host) || !in_scope {
         let sites: Vec<String> = secret.domains().iter().map(ToString::to_string).collect();
-        return ToolOutput::error(format!(
-            "Refused: secret `{}` is typed only on {} inside the task's scope; this page is on {host}. Nothing was typed.",
+        return ToolOutput::refused(format!(
+            "secret `{}` is typed only on {} inside the task's scope; this page is on {host}. Nothing was typed.",
             secret.name(),
             sites.join(", ")
         ));
@@ -177,7 +177,7 @@ async fn focus_and_type(
         .agent_browser(&["focus", typing.selector], None)
         .await;
     if let Err(error) = &focus {
-        return ToolOutput::error(format!("Could not focus {}: {error}", typing.selector));
+        return ToolOutput::failed(format!("Could not focus {}: {error}", typing.selector));
     }
     let script = typing_script(host, secret);
     let answer = match commands
@@ -186,7 +186,7 @@ async fn focus_and_type(
     {
         Ok(answer) => answer,
         Err(error) => {
-            return ToolOutput::error(format!(
+            return ToolOutput::failed(format!(
                 "Typing the secret failed: {error}. Nothing is known to be typed; look at the page."
             ));
         }
@@ -203,14 +203,14 @@ async fn focus_and_type(
                 secret.name()
             ))
         }
-        Some(Typed::Moved(to)) => ToolOutput::error(format!(
-            "Refused: the page moved to {to} before the secret was typed. Nothing was typed."
+        Some(Typed::Moved(to)) => ToolOutput::refused(format!(
+            "the page moved to {to} before the secret was typed. Nothing was typed."
         )),
-        Some(Typed::NoField(what)) => ToolOutput::error(format!(
-            "Refused: {} is not a text field of this page (the focus is on: {what}). Nothing was typed; pick the field from a snapshot.",
+        Some(Typed::NoField(what)) => ToolOutput::refused(format!(
+            "{} is not a text field of this page (the focus is on: {what}). Nothing was typed; pick the field from a snapshot.",
             typing.selector
         )),
-        None => ToolOutput::error(
+        None => ToolOutput::failed(
             "Typing the secret did not answer as expected. Nothing is known to be typed; look at the page.",
         ),
     }
@@ -273,7 +273,7 @@ mod tests {
             &["fill", "#password", "{{secret:other}}"],
         ] {
             let why = judge(&args(refused), &secrets).err().unwrap();
-            assert!(why.starts_with("Refused:"), "{refused:?}: {why}");
+            assert!(why.ends_with('.'), "{refused:?}: {why}");
             assert!(!why.contains("s3cret-value"));
         }
     }

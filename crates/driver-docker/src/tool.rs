@@ -117,7 +117,7 @@ impl Tool for AgentBrowserTool {
             let input: AgentBrowserInput = match serde_json::from_value(args_if_bare(input)) {
                 Ok(input) => input,
                 Err(error) => {
-                    return Ok(ToolOutput::error(format!(
+                    return Ok(ToolOutput::failed(format!(
                         "The input is not valid ({error}). Pass {{\"args\": [\"open\", \"https://example.com\"]}}."
                     )));
                 }
@@ -209,7 +209,7 @@ impl AgentBrowserTool {
                     upload_input::upload(&self.driver_commands(), &self.context, selector, &files)
                         .await
                 }
-                Err(refusal) => ToolOutput::error(refusal),
+                Err(refusal) => ToolOutput::refused(refusal),
             });
         }
         if download_input::handles(args, &self.context.downloads) {
@@ -232,14 +232,14 @@ impl AgentBrowserTool {
         }
         let allowed = match check_command(&input.args) {
             Ok(allowed) => allowed,
-            Err(refusal) => return Ok(ToolOutput::error(format!("Refused: {refusal}"))),
+            Err(refusal) => return Ok(ToolOutput::refused(refusal.to_string())),
         };
         if let Some(answer) = self.with_secrets(&input.args, allowed.command).await {
             return Ok(answer);
         }
         let wants_stdin = allowed.command == "eval" && input.args.iter().any(|a| a == "--stdin");
         if input.stdin.is_some() && !wants_stdin {
-            return Ok(ToolOutput::error(
+            return Ok(ToolOutput::failed(
                 "stdin is only read by [\"eval\", \"--stdin\"]; put other text in args.",
             ));
         }
@@ -274,7 +274,9 @@ impl AgentBrowserTool {
         {
             Ok(result) => result,
             // The worker can act on this one: look at the page before repeating the command.
-            Err(lost @ ExecError::RunnerLost(_)) => return Ok(ToolOutput::error(lost.to_string())),
+            Err(lost @ ExecError::RunnerLost(_)) => {
+                return Ok(ToolOutput::failed(lost.to_string()));
+            }
             Err(error) => return Err(ToolFailure::new(error)),
         };
 
@@ -295,7 +297,7 @@ impl AgentBrowserTool {
             ));
         }
         if result.exit_code == TIMED_OUT_EXIT {
-            return Ok(ToolOutput::error(format!(
+            return Ok(ToolOutput::failed(format!(
                 "{text}\nThe command was stopped after {} seconds.",
                 self.command_timeout.as_secs()
             )));
@@ -304,7 +306,7 @@ impl AgentBrowserTool {
             if text.is_empty() {
                 text = format!("agent-browser exited with status {}", result.exit_code);
             }
-            return Ok(ToolOutput::error(text));
+            return Ok(ToolOutput::failed(text));
         }
         let mut output = ToolOutput::text(if text.is_empty() {
             "Done.".to_owned()
@@ -330,10 +332,10 @@ impl AgentBrowserTool {
         if !self.context.secrets.is_empty()
             && let Some(why) = refused_while_secrets_held(args)
         {
-            return Some(ToolOutput::error(format!("Refused: {why}.")));
+            return Some(ToolOutput::refused(format!("{why}.")));
         }
         match secret_input::judge(args, &self.context.secrets) {
-            Err(refusal) => return Some(ToolOutput::error(refusal)),
+            Err(refusal) => return Some(ToolOutput::refused(refusal)),
             Ok(Some(typing)) => {
                 return Some(
                     secret_input::type_secret(
@@ -349,8 +351,8 @@ impl AgentBrowserTool {
             Ok(None) => {}
         }
         (command == "screenshot" && self.secret_on_screen.load(Ordering::SeqCst)).then(|| {
-            ToolOutput::error(
-                "Refused: a secret was typed into a field that shows its text, so a screenshot would show it; this task takes no more screenshots. Read the page with snapshot or get text.",
+            ToolOutput::refused(
+                "a secret was typed into a field that shows its text, so a screenshot would show it; this task takes no more screenshots. Read the page with snapshot or get text.",
             )
         })
     }
@@ -485,7 +487,7 @@ mod tests {
         ] {
             // The commands point at a socket nobody serves: reaching Docker would fail, not refuse.
             let output = tool.execute(json!({"args": args})).await.unwrap();
-            assert!(output.is_error, "{args}");
+            assert!(output.is_error(), "{args}");
             assert!(output.text.contains(says), "{args}: {}", output.text);
         }
         tool.secret_on_screen.store(true, Ordering::SeqCst);
@@ -525,7 +527,7 @@ mod tests {
                 .execute(json!({"args": args, "stdin": "document.cookie"}))
                 .await
                 .unwrap();
-            assert!(output.is_error, "{args}: {output:?}");
+            assert!(output.is_error(), "{args}: {output:?}");
             assert!(
                 output.text.contains("[\"eval\", \"--stdin\"]"),
                 "{args}: {}",
@@ -552,7 +554,7 @@ mod tests {
         ] {
             let dir = tempfile::tempdir().unwrap();
             let output = tool(&dir).execute(input.clone()).await.unwrap();
-            assert!(output.is_error, "{input}: {output:?}");
+            assert!(output.is_error(), "{input}: {output:?}");
         }
     }
 

@@ -42,7 +42,7 @@ pub(crate) fn judge<'a>(
         return None;
     }
     let usage = format!(
-        "Refused: upload takes a selector and the names of the task's files, [\"upload\", SELECTOR, NAME]; the files are {}.",
+        "upload takes a selector and the names of the task's files, [\"upload\", SELECTOR, NAME]; the files are {}.",
         uploads.listed()
     );
     let (Some(selector), names) = (args.get(1), args.get(2..).unwrap_or_default()) else {
@@ -57,7 +57,7 @@ pub(crate) fn judge<'a>(
             Some(file) => files.push(file),
             None => {
                 return Some(Err(format!(
-                    "Refused: `{}` is not one of this task's files ({}); no other file can be uploaded.",
+                    "`{}` is not one of this task's files ({}); no other file can be uploaded.",
                     name.chars().take(100).collect::<String>(),
                     uploads.listed()
                 )));
@@ -77,15 +77,15 @@ pub(crate) async fn upload(
     let (page, target) = match commands.page().await {
         Ok(page) => page,
         Err(error) => {
-            return ToolOutput::error(format!(
+            return ToolOutput::failed(format!(
                 "Could not read the page's address, so nothing was uploaded: {error}"
             ));
         }
     };
     let in_scope = target.is_some_and(|target| context.scope.judge(&target.host).is_ok());
     if !in_scope {
-        return ToolOutput::error(format!(
-            "Refused: files are uploaded only to a page inside the task's scope; this page is {}. Nothing was uploaded.",
+        return ToolOutput::refused(format!(
+            "files are uploaded only to a page inside the task's scope; this page is {}. Nothing was uploaded.",
             page.chars().take(200).collect::<String>()
         ));
     }
@@ -104,7 +104,7 @@ pub(crate) async fn upload(
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
-        Err(error) => ToolOutput::error(format!("The upload failed: {error}")),
+        Err(error) => ToolOutput::failed(format!("The upload failed: {error}")),
     }
 }
 
@@ -129,10 +129,7 @@ mod tests {
             &["upload", "--force", "report.csv"],
         ] {
             let why = judge(&args(refused), &uploads).unwrap().unwrap_err();
-            assert!(
-                why.starts_with("Refused:") && why.contains("report.csv (3 bytes)"),
-                "{why}"
-            );
+            assert!(why.contains("report.csv (3 bytes)"), "{why}");
         }
         assert!(judge(&args(&["click", "#file"]), &uploads).is_none());
         assert!(

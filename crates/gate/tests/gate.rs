@@ -155,7 +155,7 @@ async fn open_page(session: &BrowserSession, site: u16) -> String {
         .execute(json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}))
         .await
         .unwrap();
-    assert!(!opened.is_error, "{}", opened.text);
+    assert!(!opened.is_error(), "{}", opened.text);
     opened.text
 }
 
@@ -561,7 +561,7 @@ async fn live_view_through_the_gate(runtime: &str) {
         .await
         .unwrap();
     assert!(
-        !waited.is_error,
+        !waited.is_error(),
         "{runtime}: the click never reached the page: {}",
         waited.text
     );

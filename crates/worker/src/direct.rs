@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use crate::kept_output::{self, KeptOutputs, READ_OUTPUT};
 use crate::limits::TaskLimits;
 use crate::messages::Content;
-use crate::ports::{BrowserDriver, BrowserSession, DriverError, TaskContext, ToolDefinition};
+use crate::ports::{
+    BrowserDriver, BrowserSession, DriverError, TaskContext, ToolDefinition, ToolStatus,
+};
 use crate::secrets::Secrets;
 use crate::shown::shown;
 use crate::task::ContextUse;
@@ -169,9 +171,12 @@ impl DirectSession {
         drop(guard);
         let outcome = crate::fit_image::fit_outcome(outcome, limits.max_image_side).await;
         let mut kept = self.kept();
-        let (content, is_error) = shown(tool, outcome, limits, &mut kept.0, &Secrets::default());
+        let (content, status) = shown(tool, outcome, limits, &mut kept.0, &Secrets::default());
         kept.1.record(&content);
-        DirectOutput { content, is_error }
+        DirectOutput {
+            content,
+            is_error: status != ToolStatus::Ran,
+        }
     }
 
     /// What the caller has been shown so far.

@@ -83,7 +83,7 @@ pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, WatchFuture
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
     BoxFuture, BrowserDriver, BrowserSession, Dispose, DriverError, KeepRefusal, Model, ModelError,
-    ModelRequest, PageSeen, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput,
+    ModelRequest, PageSeen, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput, ToolStatus,
 };
 pub use record::{
     FlightRecord, MAX_THUMBNAIL_BYTES, RECORD_FORMAT, RECORD_PAGE_CHARS, RECORD_PREVIEW_CHARS,

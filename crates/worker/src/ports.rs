@@ -55,9 +55,24 @@ pub struct ToolOutput {
     pub text: String,
     /// Images for the worker (screenshots).
     pub images: Vec<Image>,
-    /// Whether the call failed in a way the worker should know about (a refused command, a
-    /// command that exited non-zero). The text says why.
-    pub is_error: bool,
+    /// Whether it ran, was refused, or failed in a way the worker should know about.
+    pub status: ToolStatus,
+}
+
+/// What became of a call, as the tool tells it. The task's record and the worker's error flag
+/// are read from this, never from the text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolStatus {
+    /// It ran.
+    #[default]
+    Ran,
+    /// The driver's policy would not run it; nothing happened in the browser.
+    Refused {
+        /// Why, in the words the worker is shown after `Refused: `.
+        reason: String,
+    },
+    /// It ran and failed (a command that exited non-zero, a bad input); the text says why.
+    Failed,
 }
 
 impl ToolOutput {
@@ -69,13 +84,28 @@ impl ToolOutput {
         }
     }
 
-    /// A text result marked as an error the worker should act on.
-    pub fn error(text: impl Into<String>) -> Self {
+    /// A call the driver's policy would not run, shown to the worker as `Refused: <reason>`.
+    pub fn refused(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
         Self {
-            text: text.into(),
-            is_error: true,
+            text: format!("Refused: {reason}"),
+            status: ToolStatus::Refused { reason },
             ..Self::default()
         }
+    }
+
+    /// A call that failed in a way the worker should act on; `text` says why.
+    pub fn failed(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            status: ToolStatus::Failed,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the worker is told this call went wrong (refused or failed).
+    pub fn is_error(&self) -> bool {
+        self.status != ToolStatus::Ran
     }
 }
 
@@ -106,9 +136,8 @@ pub trait Tool: Send + Sync {
     /// Its definition for the model.
     fn definition(&self) -> ToolDefinition;
     /// Run it. Cancellation drops the returned future; a tool that starts work outside it (a
-    /// process in a container) must bound that work by itself. A refusal (the driver's policy
-    /// would not run it) is an error whose text begins `Refused:`: the task's record tells it
-    /// apart by that.
+    /// process in a container) must bound that work by itself. A refusal is
+    /// [`ToolOutput::refused`].
     fn execute(&self, input: Value) -> BoxFuture<'_, Result<ToolOutput, ToolFailure>>;
     /// The page this tool's browser shows now, for a recorded task; `None` from a tool that
     /// drives no browser (the default) or when the page cannot be read.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::kept_output::KeptOutputs;
 use crate::limits::TaskLimits;
 use crate::messages::Content;
-use crate::ports::{ToolFailure, ToolOutput};
+use crate::ports::{ToolFailure, ToolOutput, ToolStatus};
 use crate::scrub::{neutral_failure, scrub};
 use crate::secrets::Secrets;
 
@@ -23,16 +23,19 @@ pub(crate) fn shown(
     limits: &TaskLimits,
     kept: &mut KeptOutputs,
     secrets: &Secrets,
-) -> (Vec<Content>, bool) {
+) -> (Vec<Content>, ToolStatus) {
     let output = match outcome {
         Ok(output) => output,
         Err(failure) => {
             let reference = FAILURE_REFERENCE.fetch_add(1, Ordering::Relaxed);
             tracing::error!(reference, tool, error = %failure, "a tool failed unexpectedly");
-            return (vec![Content::text(neutral_failure(reference))], true);
+            return (
+                vec![Content::text(neutral_failure(reference))],
+                ToolStatus::Failed,
+            );
         }
     };
-    let text = if output.is_error {
+    let text = if output.is_error() {
         scrub(&output.text)
     } else {
         output.text
@@ -54,5 +57,5 @@ pub(crate) fn shown(
             content.push(Content::Image { image });
         }
     }
-    (content, output.is_error)
+    (content, output.status)
 }

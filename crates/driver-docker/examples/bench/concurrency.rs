@@ -100,7 +100,8 @@ pub async fn concurrency_level(
                 let shot = session.tools[0]
                     .execute(json!({"args": ["snapshot"]}))
                     .await;
-                let ok = matches!((&opened, &shot), (Ok(o), Ok(s)) if !o.is_error && !s.is_error);
+                let ok =
+                    matches!((&opened, &shot), (Ok(o), Ok(s)) if !o.is_error() && !s.is_error());
                 let took = began.elapsed();
                 let _ = snapshotted.send(()).await;
                 // Hold the session until every task is up, so memory is measured together.

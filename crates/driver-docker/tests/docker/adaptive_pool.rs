@@ -61,7 +61,7 @@ async fn the_pool_grows_with_demand_and_falls_back_to_its_minimum() {
         .execute(json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}))
         .await
         .unwrap();
-    assert!(!opened.is_error, "{}", opened.text);
+    assert!(!opened.is_error(), "{}", opened.text);
     assert_eq!(driver.pool_target(), 2);
     until("the pool growing to 2", || driver.warm_sessions() == 2).await;
 

@@ -25,7 +25,7 @@ use airlock_testkit::docker::{
     docker_ready, egress_dir_of, execs_created, image, task_containers, unix_now,
     wait_until_removed,
 };
-use airlock_worker::{BrowserDriver, CancellationToken, TaskContext};
+use airlock_worker::{BrowserDriver, CancellationToken, TaskContext, ToolStatus};
 use serde_json::json;
 use support::{
     RemoveOnDrop, assert_no_direct_way_out, assert_sealed, call, driver, exec_in, lab_config,
@@ -64,7 +64,7 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
         json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
     )
     .await;
-    assert!(!opened.is_error, "{}", opened.text);
+    assert!(!opened.is_error(), "{}", opened.text);
     assert!(opened.text.contains("Airlock home"), "{}", opened.text);
     // The short guide shows a snapshot line as agent-browser prints one.
     let snapshot = call(&session, json!({"args": ["snapshot", "-i"]})).await;
@@ -80,7 +80,7 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
         json!({"args": ["find", "text", "Second page", "click"]}),
     )
     .await;
-    assert!(!clicked.is_error, "{}", clicked.text);
+    assert!(!clicked.is_error(), "{}", clicked.text);
     let fact = call(&session, json!({"args": ["get", "text", "#fact"]})).await;
     assert!(fact.text.contains("The answer is 42."), "{}", fact.text);
     let shot = call(
@@ -88,7 +88,7 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
         json!({"args": ["screenshot", "/etc/evil.png"], "keep": true}),
     )
     .await;
-    assert!(!shot.is_error, "{}", shot.text);
+    assert!(!shot.is_error(), "{}", shot.text);
     assert!(
         shot.images[0].data.starts_with(b"\x89PNG\r\n\x1a\n"),
         "not a PNG"
@@ -104,7 +104,8 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
     ] {
         let refused = call(&session, json!({"args": args})).await;
         assert!(
-            refused.is_error && refused.text.starts_with("Refused:"),
+            matches!(refused.status, ToolStatus::Refused { .. })
+                && refused.text.starts_with("Refused:"),
             "{args}: {}",
             refused.text
         );

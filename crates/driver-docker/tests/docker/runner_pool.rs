@@ -14,7 +14,7 @@ async fn commands_share_one_runner_and_fall_back_to_an_exec_each_once_it_has_end
     let url = format!("http://127.0.0.1:{site}/");
     for _ in 0..5 {
         let opened = call(&session, json!({"args": ["open", &url]})).await;
-        assert!(!opened.is_error, "{}", opened.text);
+        assert!(!opened.is_error(), "{}", opened.text);
     }
     let shot = call(&session, json!({"args": ["screenshot"]})).await;
     assert_eq!(shot.images.len(), 1, "{}", shot.text);
@@ -30,12 +30,12 @@ async fn commands_share_one_runner_and_fall_back_to_an_exec_each_once_it_has_end
     // it has seen the end (it has, when that answer comes), commands take an exec each.
     let raced = call(&session, json!({"args": ["get", "url"]})).await;
     assert!(
-        !raced.is_error || raced.text.contains("whether it ran is unknown"),
+        !raced.is_error() || raced.text.contains("whether it ran is unknown"),
         "{}",
         raced.text
     );
     let after = call(&session, json!({"args": ["get", "url"]})).await;
-    assert!(!after.is_error, "{}", after.text);
+    assert!(!after.is_error(), "{}", after.text);
     assert!(after.text.contains(&url), "{}", after.text);
     let execs = execs_created(&name, &since);
     assert!(
@@ -70,7 +70,7 @@ async fn a_command_in_flight_when_the_runner_ends_is_reported_as_unknown_not_run
     exec_in(&name, &["pkill", "-x", "airlock-runner"]);
     // Told to the worker, who can look at the page before repeating it.
     let lost = waiting.await.unwrap().unwrap();
-    assert!(lost.is_error, "{}", lost.text);
+    assert!(lost.is_error(), "{}", lost.text);
     assert!(
         lost.text.contains("whether it ran is unknown"),
         "{}",
@@ -78,7 +78,7 @@ async fn a_command_in_flight_when_the_runner_ends_is_reported_as_unknown_not_run
     );
     // The next command runs (by an exec of its own) and was not mixed up with the lost one.
     let url = call(&session, json!({"args": ["get", "url"]})).await;
-    assert!(!url.is_error, "{}", url.text);
+    assert!(!url.is_error(), "{}", url.text);
     session.dispose.dispose().await;
 }
 
@@ -110,7 +110,7 @@ async fn the_pool_refills_only_after_the_taking_tasks_first_answer() {
     }
     let answer = first.await.unwrap().unwrap();
     let answered = std::time::Instant::now();
-    assert!(!answer.is_error, "{}", answer.text);
+    assert!(!answer.is_error(), "{}", answer.text);
     assert_eq!(most, 1, "a refill started before the task's first answer");
     // After it, the refill starts at once: not at the end of its patience (3 s from the take,
     // 2 s from this answer), which is all a refill that ignored answers would wait.
@@ -180,7 +180,7 @@ async fn a_task_that_finds_the_pool_empty_takes_over_the_refill_under_way() {
         json!({"args": ["open", format!("http://127.0.0.1:{site}/")]}),
     )
     .await;
-    assert!(!opened.is_error, "{}", opened.text);
+    assert!(!opened.is_error(), "{}", opened.text);
     second.dispose.dispose().await;
     first.dispose.dispose().await;
     driver.shutdown().await;

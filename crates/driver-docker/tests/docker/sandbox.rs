@@ -26,7 +26,7 @@ async fn no_port_in_the_container_but_the_relay_answers_anything_the_worker_can_
         .unwrap();
     let lab = format!("http://127.0.0.1:{site}/");
     let opened = call(&session, json!({"args": ["open", lab]})).await;
-    assert!(!opened.is_error, "{opened:?}");
+    assert!(!opened.is_error(), "{opened:?}");
     // `read` fetches with agent-browser's own client: through the proxy, the allowed site works.
     let read = call(
         &session,
@@ -34,7 +34,7 @@ async fn no_port_in_the_container_but_the_relay_answers_anything_the_worker_can_
     )
     .await;
     assert!(
-        !read.is_error && read.text.contains("The answer is 42"),
+        !read.is_error() && read.text.contains("The answer is 42"),
         "{read:?}"
     );
 
@@ -52,7 +52,7 @@ async fn no_port_in_the_container_but_the_relay_answers_anything_the_worker_can_
         let url = format!("http://127.0.0.1:{port}/json/version");
         let read = call(&session, json!({"args": ["read", url]})).await;
         assert!(
-            read.is_error && read.text.contains("The egress proxy refused"),
+            read.is_error() && read.text.contains("The egress proxy refused"),
             "read {url}: {read:?}"
         );
         let open = call(&session, json!({"args": ["open", url]})).await;
@@ -61,7 +61,7 @@ async fn no_port_in_the_container_but_the_relay_answers_anything_the_worker_can_
             "open {url}: {open:?}"
         );
         let back = call(&session, json!({"args": ["open", lab]})).await;
-        assert!(!back.is_error, "{back:?}");
+        assert!(!back.is_error(), "{back:?}");
         let fetched = call(
             &session,
             json!({"args": ["eval", format!("fetch('{url}').then(r => r.text()).catch(e => 'blocked: ' + e)")]}),
@@ -139,7 +139,7 @@ async fn on_the_lab() -> (
     )
     .await;
     assert!(
-        !opened.is_error && opened.text.contains("Airlock home"),
+        !opened.is_error() && opened.text.contains("Airlock home"),
         "{opened:?}"
     );
     let name = my_containers().pop().unwrap();
@@ -235,7 +235,7 @@ async fn the_explicit_opt_out_runs_chromium_without_its_sandbox_and_still_sealed
     )
     .await;
     assert!(
-        !opened.is_error && opened.text.contains("Airlock home"),
+        !opened.is_error() && opened.text.contains("Airlock home"),
         "{opened:?}"
     );
     let name = my_containers().pop().unwrap();
@@ -281,7 +281,7 @@ async fn under_gvisor_the_same_seal_holds_with_the_copying_relay() {
     )
     .await;
     assert!(
-        !opened.is_error && opened.text.contains("Airlock home"),
+        !opened.is_error() && opened.text.contains("Airlock home"),
         "{opened:?}"
     );
     // The same refusals as under runc: the traps page's redirect, iframe and fetch.

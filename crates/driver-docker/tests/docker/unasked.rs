@@ -31,7 +31,7 @@ async fn idle_in_a_task(runtime: &'static str) -> (String, u64) {
         json!(["wait", "--url", "**/account"]),
     ] {
         let done = call(&session, json!({ "args": args })).await;
-        assert!(!done.is_error, "{runtime}: {args}: {}", done.text);
+        assert!(!done.is_error(), "{runtime}: {args}: {}", done.text);
     }
     assert_eq!(posted.lock().unwrap().len(), 1, "{runtime}: not signed in");
     // Idleness is what is under test, not a wait for something to happen.

@@ -17,7 +17,7 @@ use crate::messages::{Image, Usage};
 use crate::ports::PageSeen;
 use crate::task::{ContextUse, Ended, ScopeReport, Timings};
 
-pub(crate) use recorder::{Recorder, verdict_of, verdict_of_text};
+pub(crate) use recorder::{Recorder, verdict_of, verdict_of_status};
 
 /// The record format's version; it changes when a field changes meaning or goes away.
 pub const RECORD_FORMAT: u32 = 1;

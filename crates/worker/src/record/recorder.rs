@@ -13,7 +13,7 @@ use super::{
 use crate::fit_image::fit_for_model;
 use crate::kept_output::cut;
 use crate::messages::{AssistantTurn, Content, Image, ToolCall, text_of};
-use crate::ports::{PageSeen, ToolFailure, ToolOutput};
+use crate::ports::{PageSeen, ToolFailure, ToolOutput, ToolStatus};
 use crate::secrets::Secrets;
 use crate::task::{TaskRequest, TaskResult};
 
@@ -188,11 +188,10 @@ impl Recorder {
     }
 }
 
-/// What became of a tool call, from its outcome (before it was fitted for the worker). A
-/// driver's refusal is an error whose text begins `Refused:`.
+/// What became of a tool call, from its outcome (before it was fitted for the worker).
 pub(crate) fn verdict_of(outcome: &Result<ToolOutput, ToolFailure>) -> Verdict {
     match outcome {
-        Ok(output) => verdict_of_text(output.is_error, &output.text),
+        Ok(output) => verdict_of_status(&output.status, &output.text),
         // The details are in the host's log under the reference the worker was shown.
         Err(_) => Verdict::Failed {
             reason: "the tool failed unexpectedly (see the host's log)".to_owned(),
@@ -200,17 +199,14 @@ pub(crate) fn verdict_of(outcome: &Result<ToolOutput, ToolFailure>) -> Verdict {
     }
 }
 
-/// What became of a call whose result was `text`, an error or not.
-pub(crate) fn verdict_of_text(is_error: bool, text: &str) -> Verdict {
-    if !is_error {
-        return Verdict::Ran;
-    }
-    let text = text.trim_start();
-    match text.strip_prefix("Refused:") {
-        Some(reason) => Verdict::Refused {
+/// What became of a call whose result was `text`, as `status` tells it.
+pub(crate) fn verdict_of_status(status: &ToolStatus, text: &str) -> Verdict {
+    match status {
+        ToolStatus::Ran => Verdict::Ran,
+        ToolStatus::Refused { reason } => Verdict::Refused {
             reason: first_line(reason),
         },
-        None => Verdict::Failed {
+        ToolStatus::Failed => Verdict::Failed {
             reason: first_line(text),
         },
     }

@@ -120,7 +120,7 @@ impl Run<'_> {
         looked: Option<Result<ToolOutput, ToolFailure>>,
     ) -> Option<String> {
         match looked {
-            Some(Ok(output)) if !output.is_error => {
+            Some(Ok(output)) if !output.is_error() => {
                 let text = self.context.secrets.scrub(&output.text).into_owned();
                 Some(cut(&text, self.runner.limits.max_output_chars))
             }

@@ -8,8 +8,8 @@ use std::time::Instant;
 use super::{Bounded, Run, millis};
 use crate::help::{AskHumanInput, HelpCall, HelpOutcome, MAX_HELP_REASON_CHARS, RecordedHelp};
 use crate::messages::{Content, ToolCall, ToolResult, text_of};
-use crate::ports::{Tool, ToolFailure, ToolOutput};
-use crate::record::verdict_of_text;
+use crate::ports::{Tool, ToolFailure, ToolOutput, ToolStatus};
+use crate::record::verdict_of_status;
 use crate::shown::shown;
 
 impl Run<'_> {
@@ -25,7 +25,13 @@ impl Run<'_> {
                 "Pass {{\"reason\": \"…\"}}: one short sentence (at most {MAX_HELP_REASON_CHARS} characters) saying what the person should do."
             );
             let content = vec![Content::text(text)];
-            return Bounded::Done(self.help_result(began, call, None, content, true));
+            return Bounded::Done(self.help_result(
+                began,
+                call,
+                None,
+                content,
+                &ToolStatus::Failed,
+            ));
         };
         let timeout = self.human_left;
         if timeout.is_zero() {
@@ -34,7 +40,13 @@ impl Run<'_> {
                 self.runner.limits.human_timeout.as_secs()
             );
             let content = vec![Content::text(text)];
-            return Bounded::Done(self.help_result(began, call, None, content, true));
+            return Bounded::Done(self.help_result(
+                began,
+                call,
+                None,
+                content,
+                &ToolStatus::Failed,
+            ));
         }
         let asked = HelpCall {
             reason: reason.clone(),
@@ -62,7 +74,7 @@ impl Run<'_> {
             let content = vec![Content::text(
                 "The task was cancelled while it waited for a person.",
             )];
-            self.help_result(began, call, Some(help), content, true);
+            self.help_result(began, call, Some(help), content, &ToolStatus::Failed);
             return Bounded::Cancelled;
         };
         // The task's own time stood still while it waited; the person's time is spent.
@@ -81,7 +93,13 @@ impl Run<'_> {
                 timeout.as_secs()
             );
             let content = vec![Content::text(text)];
-            return Bounded::Done(self.help_result(began, call, Some(help), content, true));
+            return Bounded::Done(self.help_result(
+                began,
+                call,
+                Some(help),
+                content,
+                &ToolStatus::Failed,
+            ));
         };
         let help = RecordedHelp {
             outcome: HelpOutcome::HandedBack,
@@ -116,7 +134,13 @@ impl Run<'_> {
             // What the person did is recorded however the task ends.
             ended @ (Bounded::TimedOut | Bounded::Cancelled) => {
                 let text = format!("{note}(the task ended before the page was read)");
-                self.help_result(began, call, Some(help), vec![Content::text(text)], false);
+                self.help_result(
+                    began,
+                    call,
+                    Some(help),
+                    vec![Content::text(text)],
+                    &ToolStatus::Ran,
+                );
                 return match ended {
                     Bounded::TimedOut => Bounded::TimedOut,
                     _ => Bounded::Cancelled,
@@ -140,8 +164,8 @@ impl Run<'_> {
         };
         let limits = self.runner.limits;
         let secrets = self.context.secrets.clone();
-        let (content, is_error) = shown(&call.name, Ok(output), &limits, &mut self.kept, &secrets);
-        let result = self.help_result(began, call, Some(help), content, is_error);
+        let (content, status) = shown(&call.name, Ok(output), &limits, &mut self.kept, &secrets);
+        let result = self.help_result(began, call, Some(help), content, &status);
         if let (Some(_), Some(tool)) = (&self.recorder, browser) {
             match self.record_page(tool.as_ref(), None).await {
                 Bounded::Done(()) => {}
@@ -159,17 +183,17 @@ impl Run<'_> {
         call: &ToolCall,
         help: Option<RecordedHelp>,
         content: Vec<Content>,
-        is_error: bool,
+        status: &ToolStatus,
     ) -> ToolResult {
         self.context_use.record(&content);
         if let Some(recorder) = &mut self.recorder {
-            let verdict = verdict_of_text(is_error, &text_of(&content));
+            let verdict = verdict_of_status(status, &text_of(&content));
             recorder.step(began, call, verdict, &content).help = help;
         }
         ToolResult {
             call_id: call.id.clone(),
             content,
-            is_error,
+            is_error: *status != ToolStatus::Ran,
         }
     }
 }

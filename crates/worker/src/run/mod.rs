@@ -19,8 +19,10 @@ use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usa
 use crate::window::TaskWindow;
 use dispose::DisposeGuard;
 
-use crate::ports::{BrowserDriver, Model, ModelRequest, TaskContext, Tool, ToolDefinition};
-use crate::record::{FlightRecord, Recorder, verdict_of, verdict_of_text};
+use crate::ports::{
+    BrowserDriver, Model, ModelRequest, TaskContext, Tool, ToolDefinition, ToolStatus,
+};
+use crate::record::{FlightRecord, Recorder, verdict_of, verdict_of_status};
 use crate::scrub::scrub;
 use crate::shown::shown;
 use crate::state::SessionState;
@@ -455,22 +457,22 @@ impl Run<'_> {
             return self.ask_human(tools, call).await;
         }
         if call.name == READ_OUTPUT && kept_output::offered(&self.runner.limits) {
-            let (content, is_error) = match self
+            let (content, status) = match self
                 .kept
                 .read(call.input.clone(), self.runner.limits.max_output_chars)
             {
-                Ok(text) => (vec![Content::text(text)], false),
-                Err(error) => (vec![Content::text(error.to_string())], true),
+                Ok(text) => (vec![Content::text(text)], ToolStatus::Ran),
+                Err(error) => (vec![Content::text(error.to_string())], ToolStatus::Failed),
             };
             self.context_use.record(&content);
             if let Some(recorder) = &mut self.recorder {
-                let verdict = verdict_of_text(is_error, &text_of(&content));
+                let verdict = verdict_of_status(&status, &text_of(&content));
                 recorder.step(began, call, verdict, &content);
             }
             return Bounded::Done(ToolResult {
                 call_id: call.id.clone(),
                 content,
-                is_error,
+                is_error: status != ToolStatus::Ran,
             });
         }
         let found = definitions
@@ -507,7 +509,7 @@ impl Run<'_> {
                 .and_then(|output| output.images.first().cloned());
             (verdict_of(&output), screenshot)
         });
-        let (content, is_error) = shown(
+        let (content, status) = shown(
             &call.name,
             output,
             &self.runner.limits,
@@ -526,7 +528,7 @@ impl Run<'_> {
         Bounded::Done(ToolResult {
             call_id: call.id.clone(),
             content,
-            is_error,
+            is_error: status != ToolStatus::Ran,
         })
     }
 

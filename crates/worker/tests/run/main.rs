@@ -93,14 +93,14 @@ impl Tool for FakeTool {
                     Ok(ToolOutput {
                         text,
                         images: vec![image],
-                        is_error: false,
+                        ..ToolOutput::default()
                     })
                 }
                 "hang" => std::future::pending().await,
                 "fail" => Err(ToolFailure::new(
                     input["message"].as_str().unwrap().to_owned(),
                 )),
-                "refuse" => Ok(ToolOutput::error(
+                "refuse" => Ok(ToolOutput::failed(
                     input["message"].as_str().unwrap().to_owned(),
                 )),
                 other => unreachable!("{other}"),

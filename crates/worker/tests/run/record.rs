@@ -47,10 +47,10 @@ impl Tool for Browser {
                     ToolOutput {
                         text: "Done.".into(),
                         images: vec![real_png(1280, 720)],
-                        is_error: false,
+                        ..ToolOutput::default()
                     }
                 }
-                "cookies" => ToolOutput::error("Refused: cookies are not read in a task."),
+                "cookies" => ToolOutput::refused("cookies are not read in a task."),
                 // The page asks for a private address; the proxy refuses it.
                 "hover" => {
                     self.context.record_refusal(EgressRefusal::now(
@@ -60,7 +60,7 @@ impl Tool for Browser {
                     ));
                     ToolOutput::text("Done.")
                 }
-                _ => ToolOutput::error("agent-browser exited with status 1\nmore detail"),
+                _ => ToolOutput::failed("agent-browser exited with status 1\nmore detail"),
             })
         })
     }

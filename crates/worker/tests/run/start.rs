@@ -26,7 +26,7 @@ impl Tool for Browser {
             let words: Vec<String> = serde_json::from_value(input["args"].clone()).unwrap();
             Ok(match words.as_slice() {
                 [open, url] if open == "open" && Some(url.as_str()) == self.refused => {
-                    ToolOutput::error("Refused: that address is not public.")
+                    ToolOutput::refused("that address is not public.")
                 }
                 [open, url] if open == "open" => {
                     self.opened.lock().unwrap().push(url.clone());
