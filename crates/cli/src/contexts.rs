@@ -42,6 +42,27 @@ pub fn root() -> anyhow::Result<PathBuf> {
         .context("contexts need a home: set AIRLOCK_CONTEXTS_DIR (or XDG_DATA_HOME or HOME)")
 }
 
+/// Why a context could not be taken for a task.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeError {
+    /// The name is not one a context can have.
+    #[error("context name `{0}` is not valid: use 1 to 64 letters, digits, `_` or `-`")]
+    BadName(String),
+    /// Another task holds it; it is free again when that task ends.
+    #[error(
+        "context `{0}` is in use by another task: one task at a time per context; try again when it ends"
+    )]
+    InUse(String),
+    /// Its directory or lock file could not be opened.
+    #[error("{what}: {source}; check the contexts directory (AIRLOCK_CONTEXTS_DIR)")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
 /// A context held by one task: its lock is released when this is dropped.
 #[derive(Debug)]
 pub struct ContextLease {
@@ -53,24 +74,24 @@ pub struct ContextLease {
 
 impl ContextLease {
     /// Take context `name` of `owner` under `root` for one task, or refuse if a task holds it.
-    pub fn take(root: &Path, owner: &str, name: &str) -> anyhow::Result<Self> {
+    pub fn take(root: &Path, owner: &str, name: &str) -> Result<Self, TakeError> {
         let valid = !name.is_empty()
             && name.len() <= 64
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if !valid {
-            anyhow::bail!(
-                "context name `{}` is not valid: use 1 to 64 letters, digits, `_` or `-`",
-                name.chars().take(80).collect::<String>()
-            );
+            return Err(TakeError::BadName(name.chars().take(80).collect()));
         }
         let dir = root.join(owner);
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .with_context(|| format!("cannot make the contexts directory {}", dir.display()))?;
+            .map_err(|source| TakeError::Io {
+                what: format!("cannot make the contexts directory {}", dir.display()),
+                source,
+            })?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -78,11 +99,12 @@ impl ContextLease {
             .mode(0o600)
             .custom_flags(no_follow())
             .open(dir.join(format!("{name}.lock")))
-            .with_context(|| format!("cannot open the lock of context `{name}`"))?;
+            .map_err(|source| TakeError::Io {
+                what: format!("cannot open the lock of context `{name}`"),
+                source,
+            })?;
         if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-            anyhow::bail!(
-                "context `{name}` is in use by another task: one task at a time per context; try again when it ends"
-            );
+            return Err(TakeError::InUse(name.to_owned()));
         }
         Ok(Self {
             name: name.to_owned(),
@@ -127,6 +149,10 @@ mod tests {
         let lease = ContextLease::take(root.path(), LOCAL_OWNER, "shop").unwrap();
         assert_eq!(lease.load(&scope).unwrap(), None);
         let busy = ContextLease::take(root.path(), LOCAL_OWNER, "shop").unwrap_err();
+        assert!(
+            matches!(&busy, TakeError::InUse(name) if name == "shop"),
+            "{busy}"
+        );
         assert!(
             busy.to_string().contains("in use by another task"),
             "{busy}"

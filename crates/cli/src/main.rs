@@ -19,6 +19,7 @@ mod privsep;
 mod proxy_cmd;
 mod record_page;
 mod replica;
+mod request_refusal;
 mod scope_request;
 mod secret_flags;
 mod serve_cmd;

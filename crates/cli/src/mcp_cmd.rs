@@ -31,6 +31,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 use tokio_util::task::TaskTracker;
 
+use crate::request_refusal::RequestRefusal;
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::{SettingFlags, Settings};
 use crate::task_request::{Asked, Ready, prepare};
@@ -263,7 +264,7 @@ impl Server {
         &self,
         input: BrowserTaskInput,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Ready, String> {
+    ) -> Result<Ready, RequestRefusal> {
         let ceiling = self.ceiling(context);
         let asked = Asked {
             allowed_domains: &input.allowed_domains,
@@ -335,7 +336,7 @@ impl Server {
         });
         let Ready { request, lease, .. } = match self.ready(input, &context) {
             Ok(ready) => ready,
-            Err(refusal) => return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)])),
+            Err(refusal) => return Ok(refused(&refusal)),
         };
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();
@@ -343,11 +344,7 @@ impl Server {
         let permit = match &self.gate {
             Some(gate) => match gate.admit(&cancel).await {
                 Ok(permit) => Some(permit),
-                Err(refusal) => {
-                    return Ok(CallToolResult::error(vec![ContentBlock::text(
-                        refusal.to_string(),
-                    )]));
-                }
+                Err(refusal) => return Ok(refused(&refusal)),
             },
             None => None,
         };
@@ -377,11 +374,7 @@ impl Server {
         });
         let result = match task.await {
             Ok(Ok(result)) => result,
-            Ok(Err(error)) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(
-                    error.to_string(),
-                )]));
-            }
+            Ok(Err(error)) => return Ok(refused(&RequestRefusal::from(error))),
             Err(error) => {
                 return Err(McpError::internal_error(
                     format!("the task stopped: {error}"),
@@ -526,4 +519,9 @@ pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     tracker.wait().await;
     driver.shutdown().await;
     Ok(0)
+}
+
+/// A request that is not run, told as the tool's error: MCP has no status, so the words carry it.
+fn refused(refusal: &impl std::fmt::Display) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(refusal.to_string())])
 }

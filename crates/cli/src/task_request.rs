@@ -6,6 +6,7 @@
 use airlock_worker::{Secret, SessionState, TaskRequest, TaskResult};
 
 use crate::contexts::ContextLease;
+use crate::request_refusal::RequestRefusal;
 use crate::scope_request::{Caller, task_scope, task_secrets};
 
 /// What a caller asked for besides the task and the URL.
@@ -38,7 +39,7 @@ pub(crate) fn prepare(
     url: Option<String>,
     asked: Asked<'_>,
     caller: Caller<'_>,
-) -> Result<Ready, String> {
+) -> Result<Ready, RequestRefusal> {
     let scope = task_scope(asked.allowed_domains, asked.blocked_domains, caller.ceiling)?;
     let max_download_bytes = download_limit(asked.max_download_bytes, caller.max_download_bytes)?;
     let secrets = task_secrets(
@@ -60,8 +61,7 @@ pub(crate) fn prepare(
         }
         (None, Some(name)) => {
             let root = crate::contexts::root().map_err(|e| format!("context: {e:#}"))?;
-            let lease = ContextLease::take(&root, &caller.ceiling.context_owner, name)
-                .map_err(|e| format!("context: {e:#}"))?;
+            let lease = ContextLease::take(&root, &caller.ceiling.context_owner, name)?;
             let state = lease.load(&scope).map_err(|e| format!("context: {e:#}"))?;
             (state, Some(lease))
         }

@@ -7,6 +7,7 @@ use http::{HeaderMap, StatusCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::request_refusal::RequestRefusal;
 use crate::scope_request::Caller;
 use crate::task_request::{Asked, Ready, prepare};
 
@@ -149,8 +150,8 @@ pub(crate) fn read(headers: &HeaderMap, body: &[u8]) -> Result<TaskBody, (Status
 }
 
 impl TaskBody {
-    /// The request to run, or why not (a 400's words).
-    pub(crate) fn into_ready(self, caller: Caller<'_>) -> Result<Ready, String> {
+    /// The request to run, or why not.
+    pub(crate) fn into_ready(self, caller: Caller<'_>) -> Result<Ready, RequestRefusal> {
         let mut secret_names = Vec::new();
         let mut inline_secrets = Vec::new();
         for ask in self.secrets {

@@ -16,6 +16,7 @@ use super::guard::{busy, json_response, refuse};
 use super::task_body::{self, TaskBody};
 use crate::capacity::{Gate, Refusal};
 use crate::kept_run::{self, Kept};
+use crate::request_refusal::RequestRefusal;
 use crate::scope_request::Caller;
 use crate::task_book::{TaskBook, TaskLinks, TaskState};
 use crate::task_request::Ready;
@@ -70,13 +71,13 @@ pub(crate) async fn run(
         Err((status, why)) => return refuse(status, &why),
     };
     if input.task.trim().is_empty() {
-        return refuse(StatusCode::BAD_REQUEST, &RunError::EmptyTask.to_string());
+        return refused(&RunError::EmptyTask.into());
     }
     let wait = input.wait;
     let title = input.task.clone();
     let ready = match input.into_ready(caller) {
         Ok(ready) => ready,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+        Err(refusal) => return refused(&refusal),
     };
     // The same words a waiting caller would get, at once.
     if !wait && let Some(refusal) = service.gate.turn_away() {
@@ -113,11 +114,21 @@ pub(crate) async fn run(
             Refusal::Cancelled => refuse(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string()),
             refusal => busy(&refusal.to_string()),
         },
-        Ok(Finished::NotRun(why)) => refuse(StatusCode::BAD_REQUEST, &why),
+        Ok(Finished::NotRun(refusal)) => refused(&refusal),
         Err(_) => refuse(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the task stopped unexpectedly; the server's log has the details",
         ),
+    }
+}
+
+/// The answer to a request that is not run: its status, and `Retry-After` when trying again soon
+/// can succeed.
+fn refused(refusal: &RequestRefusal) -> Response<Body> {
+    if refusal.is_busy() {
+        busy(&refusal.to_string())
+    } else {
+        refuse(refusal.status(), &refusal.to_string())
     }
 }
 
@@ -135,8 +146,8 @@ enum Finished {
     Answered(Value),
     /// The gate turned it away.
     Refused(Refusal),
-    /// The runner would not run it (a 400's words).
-    NotRun(String),
+    /// The runner would not run it.
+    NotRun(RequestRefusal),
 }
 
 impl Job {
@@ -177,7 +188,7 @@ impl Job {
         drop(slot);
         match ran {
             Ok((_, answer)) => Finished::Answered(answer.unwrap_or_default()),
-            Err(error) => Finished::NotRun(error.to_string()),
+            Err(error) => Finished::NotRun(error.into()),
         }
     }
 }
