@@ -18,6 +18,8 @@ mod output;
 mod privsep;
 mod proxy_cmd;
 mod record_page;
+#[cfg(test)]
+mod reference;
 mod replica;
 mod request_refusal;
 mod scope_request;

@@ -155,7 +155,7 @@ pub struct SettingFlags {
 }
 
 /// `airlock.toml`: the same settings, all optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileSettings {
     pub(crate) model: Option<String>,
