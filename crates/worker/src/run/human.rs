@@ -24,14 +24,7 @@ impl Run<'_> {
             let text = format!(
                 "Pass {{\"reason\": \"…\"}}: one short sentence (at most {MAX_HELP_REASON_CHARS} characters) saying what the person should do."
             );
-            let content = vec![Content::text(text)];
-            return Bounded::Done(self.help_result(
-                began,
-                call,
-                None,
-                content,
-                &ToolStatus::Failed,
-            ));
+            return Bounded::Done(self.help_failed(began, call, None, text));
         };
         let timeout = self.human_left;
         if timeout.is_zero() {
@@ -39,14 +32,7 @@ impl Run<'_> {
                 "No time is left for a person in this task (its {} seconds for help are spent). Carry on without it, or end the task with a report saying what a person must do.",
                 self.runner.limits.human_timeout.as_secs()
             );
-            let content = vec![Content::text(text)];
-            return Bounded::Done(self.help_result(
-                began,
-                call,
-                None,
-                content,
-                &ToolStatus::Failed,
-            ));
+            return Bounded::Done(self.help_failed(began, call, None, text));
         }
         let asked = HelpCall {
             reason: reason.clone(),
@@ -92,14 +78,7 @@ impl Run<'_> {
                 "Nobody came to help within {} seconds. Carry on without it if you can; otherwise end the task with a report saying what a person must do.",
                 timeout.as_secs()
             );
-            let content = vec![Content::text(text)];
-            return Bounded::Done(self.help_result(
-                began,
-                call,
-                Some(help),
-                content,
-                &ToolStatus::Failed,
-            ));
+            return Bounded::Done(self.help_failed(began, call, Some(help), text));
         };
         let help = RecordedHelp {
             outcome: HelpOutcome::HandedBack,
@@ -174,6 +153,18 @@ impl Run<'_> {
             }
         }
         Bounded::Done(result)
+    }
+
+    /// A call that did not get a person's help, with why.
+    fn help_failed(
+        &mut self,
+        began: Instant,
+        call: &ToolCall,
+        help: Option<RecordedHelp>,
+        text: String,
+    ) -> ToolResult {
+        let content = vec![Content::text(text)];
+        self.help_result(began, call, help, content, &ToolStatus::Failed)
     }
 
     /// The call's result, counted and recorded.
