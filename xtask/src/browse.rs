@@ -17,7 +17,7 @@ use crate::util::{is_root, run_loud, succeeds, workspace_root};
 
 /// The page to open, and anything more for `airlock browse` (`--allow HOST:PORT`, `--json`, …).
 #[derive(Debug, clap::Args)]
-pub struct BrowseArgs {
+pub(crate) struct BrowseArgs {
     /// The page to open (http or https).
     url: String,
     /// More arguments for `airlock browse`.
@@ -25,7 +25,7 @@ pub struct BrowseArgs {
     rest: Vec<String>,
 }
 
-pub fn run(args: &BrowseArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &BrowseArgs) -> anyhow::Result<()> {
     eprintln!("== [1/4] Docker");
     if is_root() {
         crate::docker::run()?;

@@ -15,7 +15,7 @@ use crate::util::{is_root, run_loud, succeeds};
 /// and the other Python clients live in a venv) and curl (the cluster proof).
 const TEST_PACKAGES: &[&str] = &["chromium", "ca-certificates", "python3-venv", "curl"];
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     if !is_root() {
         bail!(
             "the tests install packages, start dockerd, make a swarm and restart the daemon: run as root (sudo cargo xtask ci)"

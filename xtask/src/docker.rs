@@ -16,7 +16,7 @@ const PACKAGES: &[&str] = &["docker.io", "runsc", "mmdebstrap", "uidmap"];
 /// Where dockerd logs when this starts it.
 const DOCKERD_LOG: &str = "/tmp/airlock-dockerd.log";
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     if !is_root() {
         bail!("installing packages and starting dockerd needs root: run `sudo cargo xtask docker`");
     }

@@ -39,7 +39,7 @@ const BASE_SOURCES: [&str; 3] = [
 // Each bool is one command-line switch; an enum would only rename them.
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
-pub struct ImageArgs {
+pub(crate) struct ImageArgs {
     /// The tag to build (default: airlock-browser:<version>, or airlock-server:<version> with
     /// --server).
     #[arg(long)]
@@ -66,7 +66,7 @@ pub struct ImageArgs {
 
 impl ImageArgs {
     /// What the integration task builds when the image is missing.
-    pub fn for_integration() -> Self {
+    pub(crate) fn for_integration() -> Self {
         Self {
             tag: None,
             server: false,
@@ -78,7 +78,7 @@ impl ImageArgs {
     }
 
     /// The server image, as `cargo xtask cluster` builds it.
-    pub fn for_cluster() -> Self {
+    pub(crate) fn for_cluster() -> Self {
         Self {
             server: true,
             dev_binary: true,
@@ -88,12 +88,12 @@ impl ImageArgs {
 }
 
 /// `airlock-browser:<workspace version>`, the tag every Airlock binary of this version expects.
-pub fn default_tag() -> String {
+pub(crate) fn default_tag() -> String {
     format!("airlock-browser:{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// `airlock-server:<workspace version>`.
-pub fn server_tag() -> String {
+pub(crate) fn server_tag() -> String {
     format!("airlock-server:{}", env!("CARGO_PKG_VERSION"))
 }
 
@@ -148,7 +148,7 @@ fn run_server(args: &ImageArgs, root: &Path) -> anyhow::Result<()> {
 }
 
 /// Build the image (or say it is there already).
-pub fn run(args: &ImageArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &ImageArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {
         bail!(
             "Docker is not answering: install Debian's docker.io and start dockerd (or fix DOCKER_HOST)"

@@ -22,11 +22,11 @@ use clap::Args;
 use crate::util::{egress_dirs, is_root, run_loud, succeeds, workspace_root};
 
 /// The user the docker tests run as when xtask is started as root.
-pub const TEST_USER: &str = "airlock-test";
+pub(crate) const TEST_USER: &str = "airlock-test";
 
 /// Arguments of `cargo xtask integration`.
 #[derive(Debug, Args)]
-pub struct IntegrationArgs {
+pub(crate) struct IntegrationArgs {
     /// Build the image first if it is missing (on by default; `--no-image` to skip).
     #[arg(long = "no-image", action = clap::ArgAction::SetFalse)]
     image: bool,
@@ -120,7 +120,7 @@ struct BinaryRun {
     passed: bool,
 }
 
-pub fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {
         bail!(
             "this needs a running Docker daemon: install Debian's docker.io and start dockerd, then run `cargo xtask integration` again"
@@ -522,7 +522,7 @@ pub(crate) fn ensure_clients() -> anyhow::Result<(String, String)> {
     Ok((python, modules))
 }
 
-pub fn ensure_test_user() -> anyhow::Result<()> {
+pub(crate) fn ensure_test_user() -> anyhow::Result<()> {
     if !succeeds(Command::new("id").arg(TEST_USER)) {
         run_loud(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
     }

@@ -27,7 +27,7 @@ use crate::util::{egress_dirs, is_root, output, run_loud, succeeds, workspace_ro
 
 /// Arguments of `cargo xtask soak`.
 #[derive(Debug, Args)]
-pub struct SoakArgs {
+pub(crate) struct SoakArgs {
     /// Tasks in each part (the CLI rotation and the long-running MCP server).
     #[arg(long, default_value_t = 100)]
     tasks: usize,
@@ -70,7 +70,7 @@ impl Ending {
     }
 }
 
-pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &SoakArgs) -> anyhow::Result<()> {
     if !is_root() {
         bail!(
             "cargo xtask soak restarts the Docker daemon and runs Airlock as a non-root user: run it as root"

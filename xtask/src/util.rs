@@ -6,14 +6,14 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 
 /// The workspace root (xtask lives one level below it).
-pub fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// Print a command, run it with inherited output, and fail with its exit status.
-pub fn run_loud(command: &mut Command) -> anyhow::Result<()> {
+pub(crate) fn run_loud(command: &mut Command) -> anyhow::Result<()> {
     eprintln!("$ {}", display(command));
     let status = command
         .status()
@@ -25,7 +25,7 @@ pub fn run_loud(command: &mut Command) -> anyhow::Result<()> {
 }
 
 /// Run a command quietly and report whether it succeeded.
-pub fn succeeds(command: &mut Command) -> bool {
+pub(crate) fn succeeds(command: &mut Command) -> bool {
     command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -34,7 +34,7 @@ pub fn succeeds(command: &mut Command) -> bool {
 }
 
 /// Run a command and return its stdout.
-pub fn output(command: &mut Command) -> anyhow::Result<String> {
+pub(crate) fn output(command: &mut Command) -> anyhow::Result<String> {
     let out = command
         .stderr(Stdio::inherit())
         .output()
@@ -46,7 +46,7 @@ pub fn output(command: &mut Command) -> anyhow::Result<String> {
 }
 
 /// A command as a shell line, for logs.
-pub fn display(command: &Command) -> String {
+pub(crate) fn display(command: &Command) -> String {
     std::iter::once(command.get_program())
         .chain(command.get_args())
         .map(|part| {
@@ -62,12 +62,12 @@ pub fn display(command: &Command) -> String {
 }
 
 /// Whether this process runs as root.
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     output(Command::new("id").arg("-u")).is_ok_and(|uid| uid.trim() == "0")
 }
 
 /// The proxy directories (`airlock-egress-*`) in the temp dir now, to tell which a run left.
-pub fn egress_dirs() -> std::collections::BTreeSet<String> {
+pub(crate) fn egress_dirs() -> std::collections::BTreeSet<String> {
     std::fs::read_dir(std::env::temp_dir())
         .into_iter()
         .flatten()
@@ -79,13 +79,13 @@ pub fn egress_dirs() -> std::collections::BTreeSet<String> {
 
 /// A port on 127.0.0.1 that nothing listens on right now.
 /// curl printing nothing but the answer's HTTP status (`000` when no answer came).
-pub fn curl_status() -> Command {
+pub(crate) fn curl_status() -> Command {
     let mut curl = Command::new("curl");
     curl.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"]);
     curl
 }
 
-pub fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -11,7 +11,7 @@ use anyhow::Context;
 use crate::settings::Settings;
 
 /// Build the worker model from the settings.
-pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
+pub(crate) fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
     let spec = settings
         .model
         .as_deref()
@@ -34,7 +34,7 @@ pub fn model(settings: &Settings) -> anyhow::Result<Arc<dyn Model>> {
 }
 
 /// Connect the driver and make sure tasks can run.
-pub async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDriver>> {
+pub(crate) async fn ready_driver(settings: &Settings) -> anyhow::Result<Arc<DockerDriver>> {
     let driver = DockerDriver::connect(settings.driver.clone()).await?;
     driver.check().await?;
     // A stale image still runs tasks; whoever starts them hears that the browser reading

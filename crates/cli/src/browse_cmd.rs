@@ -11,7 +11,7 @@ use crate::settings::{SettingFlags, Settings};
 
 /// Arguments of `airlock browse`.
 #[derive(Debug, Args)]
-pub struct BrowseArgs {
+pub(crate) struct BrowseArgs {
     /// The page to open (http or https).
     #[arg(value_name = "URL")]
     url: String,
@@ -28,7 +28,7 @@ pub struct BrowseArgs {
 }
 
 /// Open the page, print its title, URL and snapshot, save a screenshot.
-pub async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;

@@ -15,10 +15,10 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 /// The owner of the command line's and stdio's contexts.
-pub const LOCAL_OWNER: &str = "local";
+pub(crate) const LOCAL_OWNER: &str = "local";
 
 /// The owner name for a `serve` token: a digest, so the token is never on disk.
-pub fn token_owner(token: &[u8]) -> String {
+pub(crate) fn token_owner(token: &[u8]) -> String {
     let digest = Sha256::digest(token);
     format!("token-{}", hex::encode(&digest[..12]))
 }
@@ -30,7 +30,7 @@ fn no_follow() -> i32 {
 }
 
 /// Where contexts live, or why there is nowhere.
-pub fn root() -> anyhow::Result<PathBuf> {
+pub(crate) fn root() -> anyhow::Result<PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = var("AIRLOCK_CONTEXTS_DIR") {
         return Ok(PathBuf::from(dir));
@@ -44,7 +44,7 @@ pub fn root() -> anyhow::Result<PathBuf> {
 
 /// Why a context could not be taken for a task.
 #[derive(Debug, thiserror::Error)]
-pub enum TakeError {
+pub(crate) enum TakeError {
     /// The name is not one a context can have.
     #[error("context name `{0}` is not valid: use 1 to 64 letters, digits, `_` or `-`")]
     BadName(String),
@@ -65,7 +65,7 @@ pub enum TakeError {
 
 /// A context held by one task: its lock is released when this is dropped.
 #[derive(Debug)]
-pub struct ContextLease {
+pub(crate) struct ContextLease {
     name: String,
     path: PathBuf,
     // An exclusive `flock` on the lock file: released by the kernel however the process ends.
@@ -74,7 +74,7 @@ pub struct ContextLease {
 
 impl ContextLease {
     /// Take context `name` of `owner` under `root` for one task, or refuse if a task holds it.
-    pub fn take(root: &Path, owner: &str, name: &str) -> Result<Self, TakeError> {
+    pub(crate) fn take(root: &Path, owner: &str, name: &str) -> Result<Self, TakeError> {
         let valid = !name.is_empty()
             && name.len() <= 64
             && name
@@ -114,7 +114,7 @@ impl ContextLease {
     }
 
     /// The context's state for a task confined to `scope` (`None` for a new context).
-    pub fn load(&self, scope: &Scope) -> anyhow::Result<Option<SessionState>> {
+    pub(crate) fn load(&self, scope: &Scope) -> anyhow::Result<Option<SessionState>> {
         let file = match OpenOptions::new()
             .read(true)
             .custom_flags(no_follow())
@@ -132,7 +132,7 @@ impl ContextLease {
     }
 
     /// Save the task's final state (0600, written whole then renamed into place).
-    pub fn save(&self, state: &SessionState) -> anyhow::Result<()> {
+    pub(crate) fn save(&self, state: &SessionState) -> anyhow::Result<()> {
         crate::state_file::write_state(&self.path, state)
             .map_err(|e| anyhow::anyhow!("cannot save context `{}`: {e:#}", self.name))
     }

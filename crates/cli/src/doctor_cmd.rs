@@ -9,13 +9,13 @@ use crate::settings::{SettingFlags, Settings, config_path};
 
 /// Arguments of `airlock doctor`.
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     #[command(flatten)]
     settings: SettingFlags,
 }
 
 /// Print every check; exit 0 only when tasks can run.
-pub async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let mut ok = true;
     let mut report = |passed: bool, what: &str, detail: String| {
         ok &= passed;

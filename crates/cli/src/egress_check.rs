@@ -13,7 +13,7 @@ use crate::egress_flags::EgressFlags;
 
 /// Arguments of `airlock egress check`.
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[command(flatten)]
     egress: EgressFlags,
 
@@ -90,7 +90,7 @@ impl Judgement {
 }
 
 /// Run the command; refused targets are output, not errors.
-pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<()> {
     let policy = args.egress.policy().map_err(crate::bad_input)?;
     let lookup = if args.resolve {
         Some(Lookup::new(&args.nameservers)?)

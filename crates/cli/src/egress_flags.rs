@@ -9,7 +9,7 @@ use clap::Args;
 /// `--profile`, `--allow`, `--port`: how wide the egress proxy opens; `--allowed-domain`,
 /// `--blocked-domain`: the sites it is confined to.
 #[derive(Debug, Clone, Args)]
-pub struct EgressFlags {
+pub(crate) struct EgressFlags {
     /// `public` (default): public unicast only. `local`: also loopback and private space.
     #[arg(long, value_name = "PROFILE", default_value = "public", value_parser = parse_profile)]
     pub profile: Profile,
@@ -36,7 +36,7 @@ pub struct EgressFlags {
 
 impl EgressFlags {
     /// The policy these flags describe.
-    pub fn policy(&self) -> anyhow::Result<EgressPolicy> {
+    pub(crate) fn policy(&self) -> anyhow::Result<EgressPolicy> {
         let ports = (!self.ports.is_empty()).then(|| self.ports.clone());
         let scope = Scope::parse(&self.allowed_domains, &self.blocked_domains)
             .map_err(|e| anyhow::anyhow!("--allowed-domain / --blocked-domain: {e}"))?;

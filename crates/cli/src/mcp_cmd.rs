@@ -38,7 +38,7 @@ use crate::task_request::{Asked, Ready, prepare};
 
 /// Arguments of `airlock mcp`.
 #[derive(Debug, Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     /// Offer `agent_browser` (one sealed browser per MCP session, driven by the calling agent)
     /// instead of `browser_task` (a worker model does the task).
     #[arg(long)]
@@ -459,7 +459,7 @@ fn as_progress(count: usize) -> f64 {
 }
 
 /// Serve until stdin closes or SIGTERM, then cancel running tasks and wait for their cleanup.
-pub async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&args.settings, Some(matches))
         .map_err(crate::bad_input)?
         .with_default_pool(1);

@@ -11,12 +11,12 @@ use anyhow::{Context, bail};
 
 /// Make `dir` (mode 0700) if missing. An existing one must be a real directory (not a symlink)
 /// that this user owns and nobody else can write to, so no one can swap or plant files in it.
-pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     prepare_dir_for("--out", dir)
 }
 
 /// [`prepare_dir`] for the directory given as `flag`, which its errors name.
-pub fn prepare_dir_for(flag: &str, dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare_dir_for(flag: &str, dir: &Path) -> anyhow::Result<()> {
     match fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_symlink() => {
             bail!(
@@ -50,7 +50,7 @@ pub fn prepare_dir_for(flag: &str, dir: &Path) -> anyhow::Result<()> {
 /// from any directory (a shared `/tmp`, a checkout owned by someone else): `runs/<time>-<pid>`
 /// under `$XDG_DATA_HOME/airlock` (else `~/.local/share/airlock`), else under the temp dir. Every
 /// directory it makes is 0700, and the last one is new: nothing is reused.
-pub fn default_run_dir() -> anyhow::Result<PathBuf> {
+pub(crate) fn default_run_dir() -> anyhow::Result<PathBuf> {
     // Started as root, the run's files go where root will take them back (`privsep.rs`).
     if let Some(dir) = std::env::var_os(crate::privsep::RUN_DIR_ENV) {
         let dir = PathBuf::from(dir);
@@ -97,7 +97,11 @@ pub fn default_run_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Write each image as `<stem>-<n>.<ext>` (mode 0600), skipping names that exist.
-pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn save_images(
+    dir: &Path,
+    stem: &str,
+    images: &[Image],
+) -> anyhow::Result<Vec<PathBuf>> {
     prepare_dir(dir)?;
     let mut saved = Vec::with_capacity(images.len());
     let mut number = 1;
@@ -121,7 +125,7 @@ pub fn save_images(dir: &Path, stem: &str, images: &[Image]) -> anyhow::Result<V
 /// Write each downloaded file under its own name, prefixed `download-` (mode 0600; the name is
 /// already plain: letters, digits, `.`, `_`, `-`), or `download-<n>-<name>` where that exists.
 /// Nothing is run or opened.
-pub fn save_downloads(dir: &Path, files: &[Download]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn save_downloads(dir: &Path, files: &[Download]) -> anyhow::Result<Vec<PathBuf>> {
     prepare_dir(dir)?;
     let mut saved = Vec::with_capacity(files.len());
     for file in files {
@@ -133,7 +137,7 @@ pub fn save_downloads(dir: &Path, files: &[Download]) -> anyhow::Result<Vec<Path
 }
 
 /// Write `<stem>.<ext>` (mode 0600), or `<stem>-<n>.<ext>` where that exists.
-pub fn save_named(
+pub(crate) fn save_named(
     flag: &str,
     dir: &Path,
     stem: &str,

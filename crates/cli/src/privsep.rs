@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 /// Set in the child, which never separates again.
 const CHILD_ENV: &str = "AIRLOCK_PRIVSEP_CHILD";
 /// Where a run keeps its files when the child cannot name a home of its own (set by the parent).
-pub const RUN_DIR_ENV: &str = "AIRLOCK_RUN_DIR";
+pub(crate) const RUN_DIR_ENV: &str = "AIRLOCK_RUN_DIR";
 /// The user (and group) a root start runs as when no one is named by `sudo`.
 const NOBODY: u32 = 65534;
 
@@ -35,7 +35,7 @@ struct Drop {
 
 /// When this process is root: run the command again as an unprivileged user and return its exit
 /// code. `None` when not root (go on as usual).
-pub fn run_unprivileged_if_root() -> anyhow::Result<Option<u8>> {
+pub(crate) fn run_unprivileged_if_root() -> anyhow::Result<Option<u8>> {
     if std::env::var_os(CHILD_ENV).is_some() || airlock_driver_docker::current_user().0 != 0 {
         return Ok(None);
     }

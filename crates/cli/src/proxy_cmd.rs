@@ -13,7 +13,7 @@ use crate::egress_flags::EgressFlags;
 
 /// Arguments of `airlock proxy`.
 #[derive(Debug, Args)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Where to create the Unix socket. It must not exist yet; it is removed on exit.
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
@@ -119,7 +119,7 @@ impl<'a> DecisionLine<'a> {
 }
 
 /// Run until Ctrl-C or SIGTERM, then stop cleanly (the socket is removed).
-pub async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     let policy = args.egress.policy().map_err(crate::bad_input)?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ProxyEvent>();
     let limits = airlock_proxy::ProxyLimits {

@@ -5,7 +5,7 @@
 use airlock_worker::{MAX_SECRET_BYTES, Secret, Secrets};
 
 /// Every `--secret`, loaded and checked.
-pub fn load(specs: &[String]) -> anyhow::Result<Secrets> {
+pub(crate) fn load(specs: &[String]) -> anyhow::Result<Secrets> {
     let secrets = specs
         .iter()
         .map(|spec| load_one(spec))

@@ -50,7 +50,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
-pub use args::{CdpArgs, ServeArgs};
+pub(crate) use args::{CdpArgs, ServeArgs};
 
 use crate::capacity::Gate;
 use args::{ServiceArgs, tokens};
@@ -165,7 +165,7 @@ impl Default for Keeping {
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
-pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     if args.direct && args.stateless {
         return Err(crate::bad_input(anyhow::anyhow!(
             "--direct and --stateless cannot go together: --direct keeps a sealed browser in one server's MCP session, so every request of that session must reach the same server, and --stateless keeps no sessions. Behind a load balancer, run --direct with session affinity on the Mcp-Session-Id header, or use browser_task with --stateless"
@@ -187,7 +187,7 @@ pub async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
 }
 
 /// `airlock cdp`: the guarded CDP endpoint alone, until SIGTERM or SIGINT.
-pub async fn run_cdp(args: &CdpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+pub(crate) async fn run_cdp(args: &CdpArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     serve(
         args.listen,
         &args.service,

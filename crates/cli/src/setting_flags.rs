@@ -9,7 +9,7 @@ use serde::Deserialize;
 /// Flags shared by `task`, `browse`, `mcp` and `doctor`. Each may also come from the environment
 /// (named after the flag) or from the config file.
 #[derive(Debug, Clone, Default, Args)]
-pub struct SettingFlags {
+pub(crate) struct SettingFlags {
     /// The worker's model: `anthropic/<model>`, `openai/<model>`, or `script:<file.json>`.
     #[arg(long, env = "AIRLOCK_MODEL", value_name = "PROVIDER/MODEL")]
     pub model: Option<String>,

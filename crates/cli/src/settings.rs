@@ -13,16 +13,16 @@ use anyhow::{Context, bail};
 use clap::ArgMatches;
 
 use crate::setting_flags::FileSettings;
-pub use crate::setting_flags::SettingFlags;
+pub(crate) use crate::setting_flags::SettingFlags;
 
 mod browser;
 mod model;
 
-pub use model::ModelLimits;
+pub(crate) use model::ModelLimits;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A command-line flag.
     Flag,
     /// An `AIRLOCK_*` variable.
@@ -46,7 +46,7 @@ impl std::fmt::Display for Source {
 
 /// One effective setting, for display.
 #[derive(Debug, Clone)]
-pub struct Shown {
+pub(crate) struct Shown {
     /// The setting's name.
     pub name: &'static str,
     /// Its value, as text.
@@ -57,7 +57,7 @@ pub struct Shown {
 
 /// The effective settings.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The model spec, if any.
     pub model: Option<String>,
     /// The thinking level, if any.
@@ -85,7 +85,7 @@ pub struct Settings {
 
 /// The config file's path: `AIRLOCK_CONFIG`, else `$XDG_CONFIG_HOME/airlock/airlock.toml`, else
 /// `~/.config/airlock/airlock.toml`.
-pub fn config_path() -> Option<PathBuf> {
+pub(crate) fn config_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("AIRLOCK_CONFIG") {
         return Some(PathBuf::from(path));
     }
@@ -158,7 +158,10 @@ impl Resolver<'_> {
 impl Settings {
     /// Resolve the effective settings. `matches` are the parsed command line, used to tell flags
     /// from environment variables.
-    pub fn resolve(flags: &SettingFlags, matches: Option<&ArgMatches>) -> anyhow::Result<Self> {
+    pub(crate) fn resolve(
+        flags: &SettingFlags,
+        matches: Option<&ArgMatches>,
+    ) -> anyhow::Result<Self> {
         let file_path = config_path();
         let file = read_file(file_path.as_deref())?;
         let mut r = Resolver {
@@ -252,7 +255,7 @@ impl Settings {
 impl Settings {
     /// A command whose tasks come one after another (`mcp`, `serve`) keeps `size` browsers
     /// warm unless the user chose otherwise.
-    pub fn with_default_pool(mut self, size: usize) -> Self {
+    pub(crate) fn with_default_pool(mut self, size: usize) -> Self {
         if let Some(shown) = self
             .shown
             .iter_mut()

@@ -9,7 +9,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 /// The handlers are installed when this is called, not when the future is first awaited: call it
 /// before announcing that the command is ready, so a signal sent right after the announcement
 /// still ends it gracefully instead of killing it with the default action.
-pub fn terminated() -> impl Future<Output = ()> {
+pub(crate) fn terminated() -> impl Future<Output = ()> {
     let interrupt = listen(SignalKind::interrupt(), "SIGINT (Ctrl-C)");
     let terminate = listen(SignalKind::terminate(), "SIGTERM");
     async move {

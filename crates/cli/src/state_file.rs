@@ -9,21 +9,21 @@ use airlock_worker::{MAX_STATE_BYTES, MAX_UPLOAD_BYTES, Scope, SessionState, Upl
 use anyhow::Context;
 
 /// Read a state file for a task confined to `scope`.
-pub fn read(path: &Path, scope: &Scope) -> anyhow::Result<SessionState> {
+pub(crate) fn read(path: &Path, scope: &Scope) -> anyhow::Result<SessionState> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("--state {}: cannot read it", path.display()))?;
     read_state(file, scope).map_err(|e| anyhow::anyhow!("--state {}: {e:#}", path.display()))
 }
 
 /// A state from `reader`, bounded and held to `scope` (for `--state` and named contexts).
-pub fn read_state(reader: impl Read, scope: &Scope) -> anyhow::Result<SessionState> {
+pub(crate) fn read_state(reader: impl Read, scope: &Scope) -> anyhow::Result<SessionState> {
     let bytes = read_bounded(reader, MAX_STATE_BYTES).context("cannot read it")?;
     Ok(SessionState::parse(&bytes, scope)?)
 }
 
 /// Write `state` to `path` (0600): a private temporary file beside it, renamed over it, so it is
 /// there whole or not at all (for `--save-state` and named contexts).
-pub fn write_state(path: &Path, state: &SessionState) -> anyhow::Result<()> {
+pub(crate) fn write_state(path: &Path, state: &SessionState) -> anyhow::Result<()> {
     let mut file = tempfile::NamedTempFile::new_in(parent(path)).context("cannot write there")?;
     file.write_all(&serde_json::to_vec(state)?)?;
     file.persist(path).context("cannot write it")?;
@@ -31,7 +31,7 @@ pub fn write_state(path: &Path, state: &SessionState) -> anyhow::Result<()> {
 }
 
 /// At most `limit + 1` bytes: one past the limit, so what reads them can say it is over.
-pub fn read_bounded(reader: impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(reader: impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     reader
         .take(u64::try_from(limit + 1).unwrap_or(u64::MAX))
@@ -41,7 +41,7 @@ pub fn read_bounded(reader: impl Read, limit: usize) -> std::io::Result<Vec<u8>>
 
 /// Refuse, before the task runs, a `--save-state` path whose directory is missing or that is a
 /// symlink or not a regular file.
-pub fn check_writable(path: &Path) -> anyhow::Result<()> {
+pub(crate) fn check_writable(path: &Path) -> anyhow::Result<()> {
     let dir = parent(path);
     if !dir.is_dir() {
         anyhow::bail!(
@@ -62,7 +62,7 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Write `--save-state` (0600, whole or not at all).
-pub fn write(path: &Path, state: &SessionState) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, state: &SessionState) -> anyhow::Result<()> {
     check_writable(path)?;
     write_state(path, state).map_err(|e| anyhow::anyhow!("--save-state {}: {e:#}", path.display()))
 }
@@ -75,7 +75,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// The `--file`s, each read bounded and named by its file name.
-pub fn uploads(paths: &[std::path::PathBuf]) -> anyhow::Result<Uploads> {
+pub(crate) fn uploads(paths: &[std::path::PathBuf]) -> anyhow::Result<Uploads> {
     let files = paths
         .iter()
         .map(|path| {

@@ -15,7 +15,7 @@ use crate::settings::{SettingFlags, Settings};
 
 /// Arguments of `airlock task`.
 #[derive(Debug, Args)]
-pub struct TaskArgs {
+pub(crate) struct TaskArgs {
     /// What the browser worker should do.
     #[arg(value_name = "TASK")]
     task: String,
@@ -77,7 +77,7 @@ fn starting_state(
 }
 
 /// Run the task; the exit code says how it ended (0 completed or step limit, 1 otherwise).
-pub async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result<u8> {
     let settings = Settings::resolve(&args.settings, Some(matches)).map_err(crate::bad_input)?;
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;

@@ -140,13 +140,13 @@ fn readable(media_type: &str) -> bool {
 /// The `read_document` tool's input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReadDocumentInput {
+pub(crate) struct ReadDocumentInput {
     /// The name a file was downloaded under.
     pub name: String,
 }
 
 /// The tool's name.
-pub const READ_DOCUMENT: &str = "read_document";
+pub(crate) const READ_DOCUMENT: &str = "read_document";
 
 const READ_DOCUMENT_DESCRIPTION: &str = "Read a file you downloaded as text: a PDF (its text, page by \
 page), or a plain text, CSV or HTML file (as it is). Long documents come as a first part you page \

@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 /// What a command printed and how it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecOutput {
+pub(crate) struct ExecOutput {
     /// Its exit code (`124` when the in-container time-out killed it).
     pub exit_code: i64,
     /// Standard output, up to the cap.
@@ -59,10 +59,10 @@ pub enum ExecError {
 }
 
 /// Exit code `timeout(1)` reports when it stopped the command.
-pub const TIMED_OUT_EXIT: i64 = 124;
+pub(crate) const TIMED_OUT_EXIT: i64 = 124;
 
 /// Run `command` in `container`, bounded by `timeout` inside (via `timeout(1)`) and outside.
-pub async fn run(
+pub(crate) async fn run(
     docker: &Docker,
     container: &str,
     command: &[String],

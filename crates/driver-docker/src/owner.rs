@@ -29,7 +29,7 @@ pub(crate) enum Liveness {
 }
 
 /// The owner label for this process.
-pub fn this_process() -> String {
+pub(crate) fn this_process() -> String {
     let pid = std::process::id();
     let mut label = format!(
         "boot={};pid={pid};start={};ns={}",
@@ -53,7 +53,7 @@ pub(crate) fn own_heartbeat() -> Option<String> {
 
 /// Whether the process named by an owner label is gone (`false` when that cannot be told here).
 #[cfg(test)]
-pub fn is_gone(owner: &str) -> bool {
+pub(crate) fn is_gone(owner: &str) -> bool {
     liveness(owner) == Liveness::Gone
 }
 

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
 
 /// Labels every task container carries.
-pub const LABEL_TASK: &str = "airlock.task";
+pub(crate) const LABEL_TASK: &str = "airlock.task";
 /// The process that owns the container (see [`crate::owner`]).
-pub const LABEL_OWNER: &str = "airlock.owner";
+pub(crate) const LABEL_OWNER: &str = "airlock.owner";
 /// The Airlock version that made it.
-pub const LABEL_VERSION: &str = "airlock.version";
+pub(crate) const LABEL_VERSION: &str = "airlock.version";
 
 /// Where the egress proxy's directory is mounted inside the container.
-pub const EGRESS_MOUNT: &str = "/egress";
+pub(crate) const EGRESS_MOUNT: &str = "/egress";
 
 /// Airlock's seccomp profile (`docker/seccomp.json`): ordinary calls allowed, the kernel's
 /// privileged surface refused, plus exactly what Chromium's namespace sandbox needs (user, PID and

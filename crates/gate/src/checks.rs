@@ -10,7 +10,7 @@ use crate::upstream::{Docker, UpstreamError};
 
 /// What the daemon says of a container or exec the client named.
 #[derive(Debug)]
-pub enum Ownership {
+pub(crate) enum Ownership {
     /// Made through this gate, with Airlock's task label (and, for an exec, not root nor
     /// privileged).
     Gates,
@@ -22,7 +22,7 @@ pub enum Ownership {
 
 /// The egress proxies' parent directory as the gate will compare bind sources with it: absolute,
 /// with no links, a directory.
-pub fn egress_parent(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn egress_parent(path: &Path) -> anyhow::Result<String> {
     let real = std::fs::canonicalize(path).map_err(|error| {
         anyhow::anyhow!(
             "--egress-parent {}: {error} (give an existing directory)",
@@ -44,7 +44,7 @@ pub fn egress_parent(path: &Path) -> anyhow::Result<String> {
 /// into it, and then checks only the private directory itself. A link it cannot see could only
 /// point the read-only bind at a directory the container's uid (which owns nothing) may read,
 /// which the server's own user could read already.
-pub fn bind_is_real(source: &str) -> Result<(), String> {
+pub(crate) fn bind_is_real(source: &str) -> Result<(), String> {
     let sockets = Path::new(source);
     for dir in [sockets.parent(), Some(sockets)].into_iter().flatten() {
         match std::fs::symlink_metadata(dir) {
@@ -66,7 +66,7 @@ struct Container {
 }
 
 /// Whether container `reference` (a name or an id) was made through this gate, and its full id.
-pub async fn container(
+pub(crate) async fn container(
     docker: &Docker,
     reference: &str,
     gate_id: &str,
@@ -109,7 +109,11 @@ async fn inspect_container(
 
 /// Whether exec `id` runs in one of this gate's containers, as that container's own user (which
 /// the gate made non-root) and not privileged.
-pub async fn exec(docker: &Docker, id: &str, gate_id: &str) -> Result<Ownership, UpstreamError> {
+pub(crate) async fn exec(
+    docker: &Docker,
+    id: &str,
+    gate_id: &str,
+) -> Result<Ownership, UpstreamError> {
     let (status, inspect) = docker.get_json(&format!("/exec/{id}/json")).await?;
     if status == StatusCode::NOT_FOUND {
         return Ok(Ownership::Missing);

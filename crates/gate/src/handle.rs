@@ -18,7 +18,7 @@ use crate::known::{self, Known};
 use crate::upstream::{self, Docker};
 
 /// What every connection shares.
-pub struct Gate {
+pub(crate) struct Gate {
     /// What is admitted.
     pub rules: GateRules,
     /// The real daemon.
@@ -31,17 +31,17 @@ pub struct Gate {
 const MAX_CREATED_ANSWER_BYTES: usize = 64 << 10;
 
 /// A body streamed back to the client.
-pub type Answer = Response<BoxBody<Bytes, hyper::Error>>;
+pub(crate) type Answer = Response<BoxBody<Bytes, hyper::Error>>;
 
 /// Who is asking, for the log.
 #[derive(Debug, Clone, Copy)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// The client's uid, from the socket.
     pub uid: Option<u32>,
 }
 
 /// Answer one request; never fails (every failure is an answer).
-pub async fn handle(gate: Arc<Gate>, peer: Peer, mut request: Request<Incoming>) -> Answer {
+pub(crate) async fn handle(gate: Arc<Gate>, peer: Peer, mut request: Request<Incoming>) -> Answer {
     let method = request.method().as_str().to_owned();
     let target = request
         .uri()

@@ -16,7 +16,7 @@ const MAX_REMEMBERED: usize = 4096;
 
 /// The gate's memory of its own containers and execs.
 #[derive(Debug, Default)]
-pub struct Known {
+pub(crate) struct Known {
     inner: Mutex<Memory>,
 }
 
@@ -30,13 +30,13 @@ struct Memory {
 
 impl Known {
     /// The full id of a container this gate made, named by `reference` (a name or an id).
-    pub fn container(&self, reference: &str) -> Option<String> {
+    pub(crate) fn container(&self, reference: &str) -> Option<String> {
         self.lock().containers.get(reference).cloned()
     }
 
     /// Container `id` was made through this gate (or checked to be); `reference` is how the
     /// client named it.
-    pub fn remember_container(&self, reference: &str, id: &str) {
+    pub(crate) fn remember_container(&self, reference: &str, id: &str) {
         let mut memory = self.lock();
         if memory.containers.len() + 2 > MAX_REMEMBERED {
             memory.containers.clear();
@@ -48,7 +48,7 @@ impl Known {
     }
 
     /// The container named by `reference` is gone: forget it under every name.
-    pub fn forget_container(&self, reference: &str) {
+    pub(crate) fn forget_container(&self, reference: &str) {
         let mut memory = self.lock();
         if let Some(id) = memory.containers.remove(reference) {
             memory.containers.retain(|_, known| *known != id);
@@ -56,12 +56,12 @@ impl Known {
     }
 
     /// Whether exec `id` was created through this gate (or checked to be).
-    pub fn exec(&self, id: &str) -> bool {
+    pub(crate) fn exec(&self, id: &str) -> bool {
         self.lock().execs.contains(id)
     }
 
     /// Exec `id` was created through this gate, in one of its containers, as judged.
-    pub fn remember_exec(&self, id: &str) {
+    pub(crate) fn remember_exec(&self, id: &str) {
         let mut memory = self.lock();
         if memory.execs.len() >= MAX_REMEMBERED {
             memory.execs.clear();
@@ -79,7 +79,7 @@ impl Known {
 
 /// `target` (as the judgement wrote it: a version prefix, then `/containers/{reference}` and the
 /// rest) with the container named by its id instead.
-pub fn retarget(target: &str, reference: &str, id: &str) -> String {
+pub(crate) fn retarget(target: &str, reference: &str, id: &str) -> String {
     let named = format!("/containers/{reference}");
     if let Some(start) = target.find(&named) {
         let end = start + named.len();

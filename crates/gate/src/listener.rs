@@ -19,7 +19,7 @@ use crate::handle::{Gate, Peer, handle};
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The listening socket, removed on drop.
-pub struct Listener {
+pub(crate) struct Listener {
     path: PathBuf,
     listener: UnixListener,
 }
@@ -27,7 +27,7 @@ pub struct Listener {
 impl Listener {
     /// Listen at `path` (a stale socket there is replaced; any other file is refused), mode 0660
     /// with `group`, else 0600.
-    pub fn bind(path: &Path, group: Option<&str>) -> anyhow::Result<Self> {
+    pub(crate) fn bind(path: &Path, group: Option<&str>) -> anyhow::Result<Self> {
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if !meta.file_type().is_socket() {
                 anyhow::bail!(
@@ -61,7 +61,7 @@ impl Listener {
     }
 
     /// Serve until SIGTERM or SIGINT.
-    pub async fn serve(self, gate: Arc<Gate>, max_connections: usize) -> anyhow::Result<()> {
+    pub(crate) async fn serve(self, gate: Arc<Gate>, max_connections: usize) -> anyhow::Result<()> {
         let slots = Arc::new(Semaphore::new(max_connections.max(1)));
         let mut terminate = signal(SignalKind::terminate())?;
         let mut interrupt = signal(SignalKind::interrupt())?;

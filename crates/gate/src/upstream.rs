@@ -15,7 +15,7 @@ const MAX_INSPECT_BYTES: usize = 4 << 20;
 
 /// Why the Docker daemon could not be asked.
 #[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     /// Connecting to the socket failed.
     #[error(
         "cannot connect to the Docker socket {path}: {source} (is dockerd running, and may the gate's user open it?)"
@@ -36,17 +36,17 @@ pub enum UpstreamError {
 
 /// The Docker daemon behind the gate.
 #[derive(Debug, Clone)]
-pub struct Docker {
+pub(crate) struct Docker {
     socket: PathBuf,
 }
 
 impl Docker {
-    pub fn new(socket: PathBuf) -> Self {
+    pub(crate) fn new(socket: PathBuf) -> Self {
         Self { socket }
     }
 
     /// Send one request on a fresh connection (upgrades allowed: a hijacked exec).
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         request: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, UpstreamError> {
@@ -66,7 +66,7 @@ impl Docker {
     }
 
     /// `GET path` for the gate's own checks: the status and the JSON answer.
-    pub async fn get_json(&self, path: &str) -> Result<(StatusCode, Value), UpstreamError> {
+    pub(crate) async fn get_json(&self, path: &str) -> Result<(StatusCode, Value), UpstreamError> {
         let response = self.send(request("GET", path, None)).await?;
         let status = response.status();
         let body = Limited::new(response.into_body(), MAX_INSPECT_BYTES)
@@ -79,7 +79,7 @@ impl Docker {
     }
 
     /// Whether dockerd answers.
-    pub async fn ping(&self) -> Result<(), UpstreamError> {
+    pub(crate) async fn ping(&self) -> Result<(), UpstreamError> {
         let response = self.send(request("GET", "/_ping", None)).await?;
         if response.status().is_success() {
             Ok(())
@@ -92,7 +92,7 @@ impl Docker {
 /// A request to dockerd as the gate writes it: its method, target and body, and nothing of the
 /// client's. The method is one the judgement names and the target one it wrote, so building it
 /// cannot fail; were it to, the request is refused rather than sent otherwise.
-pub fn request(method: &str, target: &str, body: Option<Vec<u8>>) -> Request<Full<Bytes>> {
+pub(crate) fn request(method: &str, target: &str, body: Option<Vec<u8>>) -> Request<Full<Bytes>> {
     let mut builder = Request::builder()
         .method(method)
         .uri(target)

@@ -18,7 +18,7 @@ use crate::url::{parse_http_url, parse_port, split_host_port};
 
 /// Addresses that no profile and no allow entry opens: cloud metadata services, and the
 /// "this host" addresses that reach the local machine on Linux.
-pub static NEVER_OPENED: &[(IpNet, &str)] = &[
+pub(crate) static NEVER_OPENED: &[(IpNet, &str)] = &[
     (
         v4(169, 254, 169, 254, 32),
         "the cloud metadata service (AWS, GCP, Azure, OpenStack)",
@@ -54,7 +54,7 @@ const fn v4(a: u8, b: u8, c: u8, d: u8, len: u8) -> IpNet {
 }
 
 /// The ports opened by default.
-pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+pub(crate) const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// How wide the policy opens before any allow entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -534,7 +534,7 @@ impl EgressPolicy {
 }
 
 /// What a never-opened address is, if `ip` is one.
-pub fn never_opened(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn never_opened(ip: IpAddr) -> Option<&'static str> {
     NEVER_OPENED
         .iter()
         .find_map(|(block, what)| block.contains(&ip).then_some(*what))

@@ -27,7 +27,7 @@ pub struct UrlTarget {
 
 /// The text a browser actually parses: outer C0 controls and spaces trimmed, tabs and newlines
 /// removed everywhere.
-pub fn browser_clean(input: &str) -> String {
+pub(crate) fn browser_clean(input: &str) -> String {
     input
         .trim_matches(|c: char| c <= ' ')
         .chars()
@@ -36,7 +36,7 @@ pub fn browser_clean(input: &str) -> String {
 }
 
 /// The scheme of a cleaned URL, lower-cased, if it starts with one (`letter (letter|digit|+|-|.)* :`).
-pub fn scheme_of(cleaned: &str) -> Option<String> {
+pub(crate) fn scheme_of(cleaned: &str) -> Option<String> {
     let (candidate, _) = cleaned.split_once(':')?;
     let mut chars = candidate.chars();
     let first = chars.next()?;

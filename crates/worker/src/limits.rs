@@ -40,7 +40,7 @@ pub struct TaskLimits {
 
 mod seconds {
     use serde::Serializer;
-    pub fn serialize<S: Serializer>(
+    pub(super) fn serialize<S: Serializer>(
         value: &std::time::Duration,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {

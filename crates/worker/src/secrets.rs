@@ -258,9 +258,9 @@ impl SecretsInner {
 
 /// Values learned during a task (cookies the browser was given) are scrubbed from this length
 /// on: session identifiers and tokens, not flags like `1` or `en-US`.
-pub const MIN_LEARNED_BYTES: usize = 8;
+pub(crate) const MIN_LEARNED_BYTES: usize = 8;
 /// The most values a task learns; past it, new ones are not added (logged).
-pub const MAX_LEARNED_VALUES: usize = 256;
+pub(crate) const MAX_LEARNED_VALUES: usize = 256;
 
 impl PartialEq for Secrets {
     fn eq(&self, other: &Self) -> bool {

@@ -64,7 +64,7 @@ const CHANGES: &str = include_str!("changes.md");
 
 /// Arguments of `cargo xtask bench`.
 #[derive(Debug, Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// A small run (a few rounds each), in a few minutes.
     #[arg(long)]
     quick: bool,
@@ -92,7 +92,7 @@ enum Section {
     IdleMemory,
 }
 
-pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if !is_root() {
         bail!(
             "cargo xtask bench installs packages and runs Airlock as a separate non-root user: run it as root"

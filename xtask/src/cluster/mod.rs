@@ -152,7 +152,7 @@ fn undo(step: Step) {
     }
 }
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     if !crate::util::is_root() {
         bail!("cargo xtask cluster makes a swarm and {STATE_DIR}: run it as root");
     }

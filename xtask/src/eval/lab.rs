@@ -15,7 +15,7 @@ use super::tasks::{EvalTask, Source};
 use crate::util::workspace_root;
 
 /// The lab's server, stopped when dropped.
-pub struct Lab {
+pub(super) struct Lab {
     child: Child,
     /// Its port on 127.0.0.1.
     pub port: u16,
@@ -24,7 +24,7 @@ pub struct Lab {
 
 /// What the pages reported for one episode.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Episode {
+pub(super) struct Episode {
     /// The instruction the page showed when it first started (MiniWoB++ pages).
     pub query: Option<String>,
     /// Every instruction its pages showed: another one means the agent loaded the page without
@@ -51,7 +51,7 @@ struct Event {
 
 impl Lab {
     /// Start the lab, its event log in `dir`.
-    pub fn start(dir: &Path) -> anyhow::Result<Self> {
+    pub(super) fn start(dir: &Path) -> anyhow::Result<Self> {
         let here = workspace_root().join("xtask/src/eval");
         let log = dir.join("lab-events.jsonl");
         let mut child = Command::new(setup::python())
@@ -77,7 +77,7 @@ impl Lab {
     }
 
     /// The page a task starts at, for one episode.
-    pub fn url(&self, task: &EvalTask, episode: &str, seed: &str) -> String {
+    pub(super) fn url(&self, task: &EvalTask, episode: &str, seed: &str) -> String {
         let page = match task.source {
             Source::MiniWob => format!("miniwob/{}.html?seed={seed}", task.name),
             Source::Lab { page, .. } => format!("lab/{page}"),
@@ -86,7 +86,7 @@ impl Lab {
     }
 
     /// What the pages reported, by episode.
-    pub fn episodes(&self) -> anyhow::Result<BTreeMap<String, Episode>> {
+    pub(super) fn episodes(&self) -> anyhow::Result<BTreeMap<String, Episode>> {
         let text = match fs::read_to_string(&self.log) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -97,7 +97,7 @@ impl Lab {
 
     /// The instruction a MiniWoB++ page shows for `seed`, read by loading it in the host's
     /// Chromium (the page makes its problem in the browser, from the seed).
-    pub fn instruction(&self, task: &EvalTask, seed: &str) -> anyhow::Result<String> {
+    pub(super) fn instruction(&self, task: &EvalTask, seed: &str) -> anyhow::Result<String> {
         let episode = format!("preview-{}-{seed}", task.name);
         let url = self.url(task, &episode, seed);
         let profile = tempfile::tempdir()?;
@@ -132,7 +132,7 @@ impl Lab {
 }
 
 /// The lab's log read as episodes; lines that do not parse are skipped (a page may post junk).
-pub fn read_events(text: &str) -> BTreeMap<String, Episode> {
+pub(super) fn read_events(text: &str) -> BTreeMap<String, Episode> {
     let mut episodes: BTreeMap<String, Episode> = BTreeMap::new();
     for event in text
         .lines()

@@ -29,7 +29,7 @@ use outcome::{Outcome, System, classify};
 
 /// What to run.
 #[derive(Debug, clap::Args)]
-pub struct EvalArgs {
+pub(crate) struct EvalArgs {
     /// A smoke run: the fixed subset of tasks marked quick, with the 0.5B model.
     #[arg(long)]
     quick: bool,
@@ -86,7 +86,7 @@ fn seed_of(task: &str) -> String {
     format!("s{}", crate::image::hex(&digest[..4]))
 }
 
-pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<()> {
     let systems: Vec<System> = args
         .systems
         .iter()

@@ -9,7 +9,7 @@ use super::tasks::{LEFT_OUT, Source, TASKS};
 
 /// What the report says about how the run was made.
 #[derive(Debug, Clone)]
-pub struct Header {
+pub(super) struct Header {
     /// `--quick`, a full run, or a chosen set.
     pub kind: String,
     /// The model, as given to both systems.
@@ -27,7 +27,7 @@ pub struct Header {
 }
 
 /// The Wilson score interval for `k` successes in `n` at 95 %, as fractions.
-pub fn wilson(k: usize, n: usize) -> (f64, f64) {
+pub(super) fn wilson(k: usize, n: usize) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
@@ -72,7 +72,7 @@ fn thousands(value: f64) -> String {
 }
 
 /// The report in Markdown.
-pub fn render(header: &Header, outcomes: &[Outcome]) -> String {
+pub(super) fn render(header: &Header, outcomes: &[Outcome]) -> String {
     let mut by_system: BTreeMap<System, Vec<&Outcome>> = BTreeMap::new();
     for outcome in outcomes {
         by_system.entry(outcome.system).or_default().push(outcome);

@@ -14,7 +14,7 @@ use crate::util::{curl_status, free_port};
 const START_LIMIT: Duration = Duration::from_mins(10);
 
 /// A running `llama-server`, stopped when dropped.
-pub struct ModelServer {
+pub(super) struct ModelServer {
     child: Child,
     /// Its OpenAI-compatible base URL.
     pub base_url: String,
@@ -24,7 +24,7 @@ impl ModelServer {
     /// Start `binary` serving `model`. Two slots, so the two systems' prompts each keep their
     /// cached prefix as the run alternates between them; greedy sampling with a fixed seed, so a
     /// run can be repeated.
-    pub fn start(binary: &Path, model: &Path, log: &Path) -> anyhow::Result<Self> {
+    pub(super) fn start(binary: &Path, model: &Path, log: &Path) -> anyhow::Result<Self> {
         let port = free_port()?;
         let log_file = std::fs::File::create(log)?;
         eprintln!(

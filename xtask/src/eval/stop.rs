@@ -14,7 +14,7 @@ static ASKED: AtomicBool = AtomicBool::new(false);
 const GRACE: Duration = Duration::from_secs(15);
 
 /// Catch Ctrl-C and SIGTERM for the rest of the run (once; a second call changes nothing).
-pub fn catch_signals() {
+pub(super) fn catch_signals() {
     let _ = ctrlc::set_handler(|| {
         eprintln!("xtask eval: stopping (the task in progress ends, then its processes)");
         ASKED.store(true, Ordering::SeqCst);
@@ -22,7 +22,7 @@ pub fn catch_signals() {
 }
 
 /// Whether the run was asked to stop.
-pub fn asked() -> bool {
+pub(super) fn asked() -> bool {
     ASKED.load(Ordering::SeqCst)
 }
 
@@ -35,7 +35,7 @@ fn signal_group(child: &Child, signal: &str) {
 
 /// Ask the group `child` leads to stop, give it [`GRACE`], then kill what is left, and reap
 /// `child`.
-pub fn end_group(child: &mut Child) {
+pub(super) fn end_group(child: &mut Child) {
     signal_group(child, "-TERM");
     let asked_at = Instant::now();
     while asked_at.elapsed() < GRACE {
@@ -50,7 +50,7 @@ pub fn end_group(child: &mut Child) {
 }
 
 /// Kill the group `child` leads at once, and reap `child` (the server and the lab keep nothing).
-pub fn kill_group(child: &mut Child) {
+pub(super) fn kill_group(child: &mut Child) {
     signal_group(child, "-KILL");
     let _ = child.wait();
 }

@@ -14,7 +14,7 @@ use crate::util::workspace_root;
 
 /// The model both systems use, and the limits both run under.
 #[derive(Debug, Clone)]
-pub struct Setup {
+pub(super) struct Setup {
     /// The `airlock` binary measured.
     pub airlock_bin: PathBuf,
     /// As `airlock --model` takes it: `openai/<name>` or `anthropic/<name>`.
@@ -35,7 +35,7 @@ pub struct Setup {
 
 /// What a system's run gave, before the lab's verdict.
 #[derive(Debug, Clone, Default)]
-pub struct Run {
+pub(super) struct Run {
     /// What the run showed.
     pub signs: Signs,
     /// Model calls.
@@ -60,7 +60,7 @@ pub struct Run {
 const GRACE: Duration = Duration::from_mins(2);
 
 /// Run `instruction` at `url` through `airlock task`, its record kept in `dir`.
-pub fn airlock(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
+pub(super) fn airlock(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
     let record = dir.join("record");
     let mut command = Command::new(&setup.airlock_bin);
     command
@@ -164,7 +164,7 @@ fn read_record(record: &Value, run: &mut Run) {
 }
 
 /// Run `instruction` at `url` through browser-use, its browser profile in `dir`.
-pub fn browser_use(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
+pub(super) fn browser_use(setup: &Setup, instruction: &str, url: &str, dir: &Path) -> Run {
     let (provider, model) = setup
         .model
         .split_once('/')

@@ -2,7 +2,7 @@
 
 /// One task of the eval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EvalTask {
+pub(super) struct EvalTask {
     /// The name in the report (a MiniWoB++ task's own name, or `lab-…`).
     pub name: &'static str,
     /// Where the task's page is, and where its instruction comes from.
@@ -13,7 +13,7 @@ pub struct EvalTask {
 
 /// Where a task's page and instruction come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(super) enum Source {
     /// A MiniWoB++ page: its instruction is what its `#query` shows for the task's seed.
     MiniWob,
     /// One of the lab's own pages, with the instruction the lab gives it.
@@ -39,7 +39,7 @@ const fn miniwob(name: &'static str, quick: bool) -> EvalTask {
 /// choosing by what the page's elements say, never by where a pixel is or what a canvas shows.
 /// One of each family (the `-nodelay` variants and near-duplicates are left out, so no family
 /// counts twice).
-pub const TASKS: &[EvalTask] = &[
+pub(super) const TASKS: &[EvalTask] = &[
     miniwob("click-button", true),
     miniwob("click-button-sequence", false),
     miniwob("click-checkboxes", true),
@@ -113,7 +113,7 @@ pub const TASKS: &[EvalTask] = &[
 ];
 
 /// MiniWoB++ tasks left out, by why: a text agent cannot do them, or they repeat a family above.
-pub const LEFT_OUT: &[(&str, &str)] = &[
+pub(super) const LEFT_OUT: &[(&str, &str)] = &[
     (
         "what a canvas or SVG shows, or pixel positions",
         "bisect-angle, circle-center, click-color, click-pie, click-shades, click-shape, \
@@ -152,7 +152,7 @@ pub const LEFT_OUT: &[(&str, &str)] = &[
 ];
 
 /// The tasks `--tasks` names (all when empty), or `--quick`'s subset.
-pub fn chosen(names: &[String], quick: bool) -> anyhow::Result<Vec<EvalTask>> {
+pub(super) fn chosen(names: &[String], quick: bool) -> anyhow::Result<Vec<EvalTask>> {
     if names.is_empty() {
         return Ok(TASKS
             .iter()

@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 
 use crate::util::workspace_root;
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     let root = workspace_root();
     let architecture =
         std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;

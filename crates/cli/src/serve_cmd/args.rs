@@ -11,7 +11,7 @@ use crate::settings::SettingFlags;
 
 /// Arguments of `airlock serve`.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Where to listen. A non-loopback address needs tokens.
     #[arg(long, env = "AIRLOCK_LISTEN", default_value = "127.0.0.1:8700")]
     pub(super) listen: SocketAddr,
@@ -48,7 +48,7 @@ pub struct ServeArgs {
 
 /// Arguments of `airlock cdp`: the CDP endpoint alone.
 #[derive(Debug, Args)]
-pub struct CdpArgs {
+pub(crate) struct CdpArgs {
     /// Where to listen (Chromium's usual DevTools port by default). A non-loopback address needs
     /// tokens.
     #[arg(long, env = "AIRLOCK_CDP_LISTEN", default_value = "127.0.0.1:9222")]
@@ -59,7 +59,7 @@ pub struct CdpArgs {
 
 /// What `serve` and `cdp` share: who may call, how many run, how they end.
 #[derive(Debug, Args)]
-pub struct ServiceArgs {
+pub(super) struct ServiceArgs {
     /// A file of bearer tokens, one per line (# comments and blank lines ignored); a token may be
     /// followed by its own ceiling, `allowed_domains=P,P…` and/or `blocked_domains=P,P…`, inside
     /// the server's. Tokens may also come from AIRLOCK_TOKENS, comma-separated; several allow

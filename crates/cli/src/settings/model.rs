@@ -16,7 +16,7 @@ const DEFAULT_MODEL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Limits on each of the model's answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelLimits {
+pub(crate) struct ModelLimits {
     /// The largest answer, in tokens (a thinking budget is added to it).
     pub max_answer_tokens: u32,
     /// The longest one request to the model may take.

@@ -4,7 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod scripted;
+pub(crate) mod scripted;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Start `airlock task` with a script, and return once its first step has begun.
-pub fn spawn_task_at_first_step(
+pub(crate) fn spawn_task_at_first_step(
     script_path: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Child {
@@ -45,7 +45,7 @@ pub fn spawn_task_at_first_step(
 }
 
 /// A running `airlock serve` or `airlock cdp`, stopped (SIGTERM, then waited for) when dropped.
-pub struct Served {
+pub(crate) struct Served {
     pub child: Child,
     pub port: u16,
     pub log: Arc<Mutex<String>>,
@@ -55,12 +55,12 @@ pub struct Served {
 impl Served {
     /// Start `airlock ARGS` with these tokens (AIRLOCK_TOKENS), no config file and info logs;
     /// return once it listens.
-    pub fn start(args: &[String], tokens: &str) -> Self {
+    pub(crate) fn start(args: &[String], tokens: &str) -> Self {
         Self::start_with_env(args, tokens, &[])
     }
 
     /// [`Served::start`] with more environment variables.
-    pub fn start_with_env(args: &[String], tokens: &str, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start_with_env(args: &[String], tokens: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
             .args(args)
             .envs(env.iter().copied())
@@ -107,7 +107,7 @@ impl Served {
     }
 
     /// Wait for a log line containing `needle` (panics after 60 s).
-    pub fn wait_for_log(&self, needle: &str) {
+    pub(crate) fn wait_for_log(&self, needle: &str) {
         loop {
             let line = self
                 .lines
@@ -120,7 +120,7 @@ impl Served {
     }
 
     /// Its `/metrics` text, asked with this token.
-    pub fn metrics(&self, token: &str) -> String {
+    pub(crate) fn metrics(&self, token: &str) -> String {
         request(
             self.port,
             "GET",
@@ -131,17 +131,17 @@ impl Served {
         .1
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
     /// The server's resident memory now.
-    pub fn rss_kib(&self) -> u64 {
+    pub(crate) fn rss_kib(&self) -> u64 {
         self.status_kib("VmRSS:")
     }
 
     /// The most resident memory the server has held since it started.
-    pub fn peak_rss_kib(&self) -> u64 {
+    pub(crate) fn peak_rss_kib(&self) -> u64 {
         self.status_kib("VmHWM:")
     }
 
@@ -164,7 +164,7 @@ impl Drop for Served {
     }
 }
 
-pub fn signal(pid: u32, which: &str) {
+pub(crate) fn signal(pid: u32, which: &str) {
     assert!(
         Command::new("kill")
             .args([which, &pid.to_string()])
@@ -175,7 +175,7 @@ pub fn signal(pid: u32, which: &str) {
 }
 
 /// One raw HTTP/1.1 exchange: the whole answer, head and body.
-pub fn exchange(port: u16, request: &[u8]) -> String {
+pub(crate) fn exchange(port: u16, request: &[u8]) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
@@ -188,7 +188,7 @@ pub fn exchange(port: u16, request: &[u8]) -> String {
 }
 
 /// One raw HTTP/1.1 exchange: the status and the body.
-pub fn raw(port: u16, request: &[u8]) -> (u16, String) {
+pub(crate) fn raw(port: u16, request: &[u8]) -> (u16, String) {
     let text = exchange(port, request);
     let status = text
         .split_whitespace()
@@ -202,7 +202,13 @@ pub fn raw(port: u16, request: &[u8]) -> (u16, String) {
     (status, body)
 }
 
-pub fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+pub(crate) fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, String) {
     let mut text = format!(
         "{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n",
         body.len()
@@ -223,7 +229,7 @@ pub fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str
 }
 
 /// A counter's or gauge's value (0 when absent, as Prometheus reads it).
-pub fn metric(text: &str, line_start: &str) -> u64 {
+pub(crate) fn metric(text: &str, line_start: &str) -> u64 {
     text.lines()
         .find(|l| l.starts_with(line_start))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
@@ -233,7 +239,7 @@ pub fn metric(text: &str, line_start: &str) -> u64 {
 /// Where the tests keep what a person should look at afterwards, in the folder `name`:
 /// `AIRLOCK_TEST_ARTIFACTS` (`cargo xtask integration` sets it to `target/test-artifacts`), else
 /// the temp dir.
-pub fn artifacts(name: &str) -> std::path::PathBuf {
+pub(crate) fn artifacts(name: &str) -> std::path::PathBuf {
     let dir = std::env::var_os("AIRLOCK_TEST_ARTIFACTS")
         .map_or_else(
             || std::env::temp_dir().join("airlock-test-artifacts"),
@@ -245,7 +251,7 @@ pub fn artifacts(name: &str) -> std::path::PathBuf {
 }
 
 /// The `name=value` of the cookie a raw HTTP answer sets.
-pub fn cookie_set_by(answer: &str) -> String {
+pub(crate) fn cookie_set_by(answer: &str) -> String {
     answer
         .lines()
         .find_map(|line| line.strip_prefix("set-cookie: "))
@@ -255,7 +261,7 @@ pub fn cookie_set_by(answer: &str) -> String {
 }
 
 /// The mean colour of a JPEG, as (red, green, blue).
-pub fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
+pub(crate) fn mean_colour(jpeg: &[u8]) -> (u64, u64, u64) {
     let picture = image::load_from_memory(jpeg).unwrap().to_rgb8();
     let count = u64::from(picture.width()) * u64::from(picture.height());
     let (mut red, mut green, mut blue) = (0, 0, 0);

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use airlock_testkit::site::Page;
 use serde_json::{Value, json};
 
-pub fn page(body: &str) -> Page {
+pub(crate) fn page(body: &str) -> Page {
     (
         "200 OK",
         String::new(),
@@ -15,7 +15,7 @@ pub fn page(body: &str) -> Page {
 }
 
 /// `airlock task … --json` with a script; returns the parsed result and the process output.
-pub fn task(dir: &Path, script: &Value, args: &[&str]) -> (Value, Output) {
+pub(crate) fn task(dir: &Path, script: &Value, args: &[&str]) -> (Value, Output) {
     let path = dir.join(format!("script-{}.json", std::process::id()));
     std::fs::write(&path, script.to_string()).unwrap();
     let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
@@ -39,16 +39,16 @@ pub fn task(dir: &Path, script: &Value, args: &[&str]) -> (Value, Output) {
     (result, output)
 }
 
-pub fn strs(args: &[String]) -> Vec<&str> {
+pub(crate) fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
-pub fn call(args: &Value) -> Value {
+pub(crate) fn call(args: &Value) -> Value {
     json!({"name": "agent_browser", "input": {"args": args}})
 }
 
 /// One field (`target` or `reason`) of every refusal in a task result.
-pub fn refusals(result: &Value, field: &str) -> Vec<String> {
+pub(crate) fn refusals(result: &Value, field: &str) -> Vec<String> {
     result["egress_refusals"]
         .as_array()
         .unwrap()
@@ -57,7 +57,7 @@ pub fn refusals(result: &Value, field: &str) -> Vec<String> {
         .collect()
 }
 
-pub fn no_task_containers_left() {
+pub(crate) fn no_task_containers_left() {
     let out = Command::new("docker")
         .args(["ps", "-aq", "--filter", "label=airlock.task"])
         .output()

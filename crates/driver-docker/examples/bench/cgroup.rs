@@ -4,7 +4,7 @@
 //! runtime's cost lands.
 
 /// User and system CPU ms of the one task container running now; `None` unless exactly one runs.
-pub fn task_container_cpu_ms() -> Option<[f64; 2]> {
+pub(crate) fn task_container_cpu_ms() -> Option<[f64; 2]> {
     let pids = airlock_testkit::docker::task_container_pids();
     let [pid] = pids.as_slice() else {
         return None;

@@ -34,7 +34,7 @@ async fn held_for_measurement(tasks: usize) {
 }
 
 /// The memory of every running task container, in MiB, from `docker stats`.
-pub fn container_memory_mib() -> Vec<f64> {
+pub(crate) fn container_memory_mib() -> Vec<f64> {
     let ids = std::process::Command::new("docker")
         .args(["ps", "-q", "--filter", "label=airlock.task"])
         .output()
@@ -68,7 +68,7 @@ pub fn container_memory_mib() -> Vec<f64> {
         .collect()
 }
 
-pub async fn concurrency_level(
+pub(crate) async fn concurrency_level(
     driver: Arc<DockerDriver>,
     url: &str,
     tasks: usize,

@@ -16,7 +16,7 @@ use airlock_worker::{BrowserDriver, BrowserSession, TaskLimits, ToolOutput};
 use serde_json::json;
 
 /// A site on this machine: `/` links to `/second`; `/traps` aims at forbidden places.
-pub fn serve_site() -> u16 {
+pub(crate) fn serve_site() -> u16 {
     let page = |body: &str| ("200 OK", String::new(), body.to_owned());
     site(move |_| {
         HashMap::from([
@@ -31,7 +31,7 @@ pub fn serve_site() -> u16 {
 
 /// The driver settings every test starts from: the image under test, the lab site opened by one
 /// exact entry, and no grace after a task's time limit.
-pub fn lab_config(site: u16) -> DriverConfig {
+pub(crate) fn lab_config(site: u16) -> DriverConfig {
     let policy = EgressPolicy::new(
         Profile::Public,
         None,
@@ -47,7 +47,7 @@ pub fn lab_config(site: u16) -> DriverConfig {
 }
 
 /// A driver with `config`, checked, and a session started on it with the default limits.
-pub async fn started(config: DriverConfig) -> (DockerDriver, BrowserSession) {
+pub(crate) async fn started(config: DriverConfig) -> (DockerDriver, BrowserSession) {
     let driver = DockerDriver::connect(config).await.unwrap();
     // A missing prerequisite (a runtime, user namespaces) fails here with its fix.
     driver.check().await.unwrap();
@@ -61,7 +61,7 @@ pub async fn started(config: DriverConfig) -> (DockerDriver, BrowserSession) {
     (driver, session)
 }
 
-pub async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
+pub(crate) async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskLimits) {
     let driver = DockerDriver::connect(lab_config(site)).await.unwrap();
     driver.check().await.unwrap();
     let limits = TaskLimits {
@@ -71,12 +71,12 @@ pub async fn driver(site: u16, limits_timeout: Duration) -> (DockerDriver, TaskL
     (driver, limits)
 }
 
-pub async fn call(session: &BrowserSession, input: serde_json::Value) -> ToolOutput {
+pub(crate) async fn call(session: &BrowserSession, input: serde_json::Value) -> ToolOutput {
     session.tools[0].execute(input).await.unwrap()
 }
 
 /// The container matches the locked-down spec; returns the host's socket directory.
-pub fn assert_sealed(name: &str) -> String {
+pub(crate) fn assert_sealed(name: &str) -> String {
     let info = inspect(name);
     let host = &info["HostConfig"];
     // Neither root nor the user who started it: a uid that owns nothing on the host.
@@ -167,7 +167,7 @@ pub fn assert_sealed(name: &str) -> String {
 }
 
 /// TCP to host loopback, private, metadata and public addresses, and DNS, all fail from inside.
-pub fn assert_no_direct_way_out(name: &str) {
+pub(crate) fn assert_no_direct_way_out(name: &str) {
     // Direct ways out fail: TCP to host loopback, private, metadata and public addresses, and DNS.
     for target in [
         "127.0.0.1:3129",
@@ -222,7 +222,7 @@ pub fn assert_no_direct_way_out(name: &str) {
 }
 
 /// Removes a container started by hand, even when the test panics.
-pub struct RemoveOnDrop(pub String);
+pub(crate) struct RemoveOnDrop(pub String);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
@@ -230,7 +230,7 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-pub fn exec_in(name: &str, args: &[&str]) -> String {
+pub(crate) fn exec_in(name: &str, args: &[&str]) -> String {
     // Bounded on the host: an exec into a container that died can wait forever otherwise.
     let out = Command::new("timeout")
         .args(["60", "docker", "exec"])
@@ -247,12 +247,12 @@ pub fn exec_in(name: &str, args: &[&str]) -> String {
 }
 
 /// Task containers owned by this test process.
-pub fn my_containers() -> Vec<String> {
+pub(crate) fn my_containers() -> Vec<String> {
     containers_of(std::process::id())
 }
 
 /// The task `waiting_runner` is given.
-pub fn wait_task() -> airlock_worker::TaskRequest {
+pub(crate) fn wait_task() -> airlock_worker::TaskRequest {
     airlock_worker::TaskRequest {
         task: "wait".into(),
         url: None,
@@ -265,7 +265,10 @@ pub fn wait_task() -> airlock_worker::TaskRequest {
     }
 }
 
-pub fn waiting_runner(driver: DockerDriver, limits: TaskLimits) -> airlock_worker::TaskRunner {
+pub(crate) fn waiting_runner(
+    driver: DockerDriver,
+    limits: TaskLimits,
+) -> airlock_worker::TaskRunner {
     let script = airlock_worker::Script {
         turns: vec![airlock_worker::ScriptedTurn {
             tool_calls: vec![airlock_worker::ScriptedCall {

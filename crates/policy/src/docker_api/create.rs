@@ -58,7 +58,7 @@ const ENV: &[(&str, &[&str])] = &[
 ];
 
 /// Judge a create call's query and parsed body.
-pub fn judge(
+pub(crate) fn judge(
     query: &[(String, String)],
     body: &Value,
     rules: &GateRules,

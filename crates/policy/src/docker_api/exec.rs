@@ -32,7 +32,7 @@ const ONE_OFF: &[&str] = &[
 ];
 
 /// Judge an exec's creation body; the body to forward.
-pub fn judge_create(body: &Value) -> Result<Value, GateRefusal> {
+pub(crate) fn judge_create(body: &Value) -> Result<Value, GateRefusal> {
     let object = body
         .as_object()
         .ok_or_else(|| refused("the body", "must be an object"))?;
@@ -73,7 +73,7 @@ pub fn judge_create(body: &Value) -> Result<Value, GateRefusal> {
 }
 
 /// Judge an exec start's body: attached, no terminal.
-pub fn judge_start(body: &Value) -> Result<Value, GateRefusal> {
+pub(crate) fn judge_start(body: &Value) -> Result<Value, GateRefusal> {
     let object = body
         .as_object()
         .ok_or_else(|| refused("the body", "must be an object"))?;

@@ -23,7 +23,7 @@ const FILTER_NAMES: &[&str] = &[
 /// `GET /containers/json`: `all`, `limit`, `size=false` (sizes cost the daemon a walk of every
 /// layer; bollard sends it along, and it is dropped) and `filters` (required, with the task
 /// label).
-pub fn list_query(
+pub(crate) fn list_query(
     query: &[(String, String)],
     rules: &GateRules,
 ) -> Result<Vec<(String, String)>, GateRefusal> {
@@ -43,7 +43,7 @@ pub fn list_query(
 
 /// `GET /events`: `since`, `until` and `filters` (required, with the task label); only
 /// container events.
-pub fn events_query(
+pub(crate) fn events_query(
     query: &[(String, String)],
     rules: &GateRules,
 ) -> Result<Vec<(String, String)>, GateRefusal> {
@@ -145,7 +145,7 @@ fn filters(
 }
 
 /// `POST /containers/{id}/update`: only `CpuShares`, from 2 to Docker's default 1024.
-pub fn cpu_shares(body: &Value) -> Result<u64, GateRefusal> {
+pub(crate) fn cpu_shares(body: &Value) -> Result<u64, GateRefusal> {
     let refused = || GateRefusal::Field {
         field: "update".into(),
         why: "the only update Airlock makes is {\"CpuShares\": 2 to 1024}".into(),

@@ -16,7 +16,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 pub use create::SealedCreate;
 pub use exec::LIVE_VIEW_EXEC;
-pub use route::{Call, ContainerCall, Target};
+pub(crate) use route::Target;
+pub use route::{Call, ContainerCall};
 pub use strict_json::MAX_BODY_BYTES;
 
 /// The label the gate puts on every container it makes (its value: the gate's id); every later

@@ -57,7 +57,7 @@ pub enum ContainerCall {
 
 /// A request target taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// `/v1.41`, or empty.
     pub version: String,
     /// The call.
@@ -70,7 +70,7 @@ pub struct Target {
 const MAX_TARGET_BYTES: usize = 8 * 1024;
 
 /// Read `method` and `target` (path and query, as on the request line).
-pub fn read(method: &str, target: &str) -> Result<Target, GateRefusal> {
+pub(crate) fn read(method: &str, target: &str) -> Result<Target, GateRefusal> {
     if target.len() > MAX_TARGET_BYTES {
         return Err(path_refusal(target, "it is longer than 8 KiB"));
     }
@@ -145,7 +145,7 @@ fn call(method: &str, segments: &[&str]) -> Option<Call> {
 
 /// A container or exec id as Docker names them: a letter or digit, then letters, digits, `_`,
 /// `.` and `-`, at most 128.
-pub fn id_of(segment: &str) -> Option<String> {
+pub(crate) fn id_of(segment: &str) -> Option<String> {
     let mut bytes = segment.bytes();
     let first_ok = bytes
         .next()

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// Read `bytes` as JSON with the rules above.
-pub fn parse(bytes: &[u8]) -> Result<Value, String> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Value, String> {
     if bytes.len() > MAX_BODY_BYTES {
         return Err(format!(
             "the body has {} bytes, over the gate's {MAX_BODY_BYTES}",
@@ -33,7 +33,7 @@ pub fn parse(bytes: &[u8]) -> Result<Value, String> {
 
 /// The value of struct field `name` in `object`, matched without regard to ASCII case (unique by
 /// construction).
-pub fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     object
         .iter()
         .find(|(key, _)| key.eq_ignore_ascii_case(name))
@@ -41,7 +41,7 @@ pub fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value
 }
 
 /// The keys of `object` that are none of `known` (compared without regard to ASCII case).
-pub fn unknown_keys<'a>(object: &'a Map<String, Value>, known: &[&str]) -> Vec<&'a str> {
+pub(crate) fn unknown_keys<'a>(object: &'a Map<String, Value>, known: &[&str]) -> Vec<&'a str> {
     object
         .keys()
         .filter(|key| !known.iter().any(|name| key.eq_ignore_ascii_case(name)))

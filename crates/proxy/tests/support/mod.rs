@@ -19,17 +19,17 @@ use airlock_proxy::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
-pub use airlock_testkit::http::{read_head, within};
+pub(crate) use airlock_testkit::http::{read_head, within};
 
 /// Answers per name, one list per lookup in order (the last repeats), and a count of lookups.
 #[derive(Default)]
-pub struct ScriptedResolver {
+pub(crate) struct ScriptedResolver {
     answers: Mutex<HashMap<String, Vec<Vec<IpAddr>>>>,
     pub lookups: Mutex<Vec<String>>,
 }
 
 impl ScriptedResolver {
-    pub fn answer(&self, name: &str, sequence: &[&[&str]]) {
+    pub(crate) fn answer(&self, name: &str, sequence: &[&[&str]]) {
         let sequence = sequence
             .iter()
             .map(|answer| answer.iter().map(|ip| ip.parse().unwrap()).collect())
@@ -40,7 +40,7 @@ impl ScriptedResolver {
             .insert(name.to_owned(), sequence);
     }
 
-    pub fn lookups_of(&self, name: &str) -> usize {
+    pub(crate) fn lookups_of(&self, name: &str) -> usize {
         self.lookups
             .lock()
             .unwrap()
@@ -72,14 +72,14 @@ impl Resolver for ScriptedResolver {
 
 /// Connects "public" addresses to real loopback servers; records every address it was asked for.
 #[derive(Default)]
-pub struct MappedConnector {
+pub(crate) struct MappedConnector {
     routes: Mutex<HashMap<SocketAddr, SocketAddr>>,
     blackholes: Mutex<Vec<SocketAddr>>,
     pub attempts: Mutex<Vec<SocketAddr>>,
 }
 
 impl MappedConnector {
-    pub fn route(&self, public: &str, local: SocketAddr) {
+    pub(crate) fn route(&self, public: &str, local: SocketAddr) {
         self.routes
             .lock()
             .unwrap()
@@ -87,14 +87,14 @@ impl MappedConnector {
     }
 
     /// Connecting to this address never completes, as with a host that drops SYNs.
-    pub fn blackhole(&self, public: &str) {
+    pub(crate) fn blackhole(&self, public: &str) {
         self.blackholes
             .lock()
             .unwrap()
             .push(public.parse().unwrap());
     }
 
-    pub fn attempted(&self) -> Vec<SocketAddr> {
+    pub(crate) fn attempted(&self) -> Vec<SocketAddr> {
         self.attempts.lock().unwrap().clone()
     }
 }
@@ -119,7 +119,7 @@ impl Connector for MappedConnector {
 }
 
 /// A proxy on the stand-in network, with its events collected.
-pub struct Harness {
+pub(crate) struct Harness {
     pub proxy: EgressProxy,
     pub resolver: Arc<ScriptedResolver>,
     pub connector: Arc<MappedConnector>,
@@ -127,11 +127,11 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub fn start(policy: EgressPolicy, limits: ProxyLimits) -> Self {
+    pub(crate) fn start(policy: EgressPolicy, limits: ProxyLimits) -> Self {
         Self::start_with(policy, limits, Arc::default(), Arc::default())
     }
 
-    pub fn start_with(
+    pub(crate) fn start_with(
         policy: EgressPolicy,
         limits: ProxyLimits,
         resolver: Arc<ScriptedResolver>,
@@ -153,7 +153,7 @@ impl Harness {
         }
     }
 
-    pub fn refusals(&self) -> Vec<ProxyEvent> {
+    pub(crate) fn refusals(&self) -> Vec<ProxyEvent> {
         self.events
             .lock()
             .unwrap()
@@ -163,17 +163,17 @@ impl Harness {
             .collect()
     }
 
-    pub async fn client(&self) -> UnixStream {
+    pub(crate) async fn client(&self) -> UnixStream {
         UnixStream::connect(self.proxy.socket_path()).await.unwrap()
     }
 
     /// Send raw bytes on a fresh connection and read until the proxy closes it.
-    pub async fn exchange(&self, request: &str) -> String {
+    pub(crate) async fn exchange(&self, request: &str) -> String {
         exchange_at(self.proxy.socket_path(), request).await
     }
 }
 
-pub async fn exchange_at(socket: &Path, request: &str) -> String {
+pub(crate) async fn exchange_at(socket: &Path, request: &str) -> String {
     let mut stream = UnixStream::connect(socket).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = Vec::new();
@@ -182,11 +182,11 @@ pub async fn exchange_at(socket: &Path, request: &str) -> String {
 }
 
 /// What the HTTP upstream saw, one request head per connection.
-pub type SeenHeads = Arc<Mutex<Vec<String>>>;
+pub(crate) type SeenHeads = Arc<Mutex<Vec<String>>>;
 
 /// An HTTP/1.1 server on loopback: `/big` answers 1 MiB, anything else a short greeting.
 /// It answers `101` and then echoes when asked to upgrade.
-pub async fn http_upstream() -> (SocketAddr, SeenHeads) {
+pub(crate) async fn http_upstream() -> (SocketAddr, SeenHeads) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let seen: SeenHeads = Arc::default();
@@ -226,7 +226,7 @@ pub async fn http_upstream() -> (SocketAddr, SeenHeads) {
 }
 
 /// A TCP server on loopback that echoes every byte.
-pub async fn echo_upstream() -> SocketAddr {
+pub(crate) async fn echo_upstream() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -244,7 +244,7 @@ pub async fn echo_upstream() -> SocketAddr {
 }
 
 /// The status code of a raw HTTP response (0 if it has none).
-pub fn status_of(response: &str) -> u16 {
+pub(crate) fn status_of(response: &str) -> u16 {
     response
         .split(' ')
         .nth(1)
