@@ -55,7 +55,7 @@ impl Refusal {
 }
 
 /// Admission control and metrics, shared by every transport of one server.
-pub(crate) struct Gate {
+pub(crate) struct Admission {
     slots: Arc<Semaphore>,
     capacity: usize,
     max_queued: usize,
@@ -71,20 +71,20 @@ pub(crate) struct Gate {
 /// A running task's slot; the running gauge follows it.
 pub(crate) struct Slot {
     permit: Option<OwnedSemaphorePermit>,
-    gate: Arc<Gate>,
+    admission: Arc<Admission>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         // The permit goes back before anyone is told, so a waiter sees the slot free.
         drop(self.permit.take());
-        self.gate.metrics.running.dec();
-        self.gate.freed.notify_waiters();
+        self.admission.metrics.running.dec();
+        self.admission.freed.notify_waiters();
     }
 }
 
 /// Counts a waiting task out of the queue however the wait ends.
-struct Waiting<'a>(&'a Gate);
+struct Waiting<'a>(&'a Admission);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
@@ -93,7 +93,7 @@ impl Drop for Waiting<'_> {
     }
 }
 
-impl Gate {
+impl Admission {
     pub(crate) fn new(capacity: usize, max_queued: usize, queue_timeout: Duration) -> Arc<Self> {
         let metrics = Metrics::new(capacity);
         metrics.ready.set(1);
@@ -123,7 +123,7 @@ impl Gate {
         }
         admitted.map(|permit| Slot {
             permit: Some(permit),
-            gate: Arc::clone(self),
+            admission: Arc::clone(self),
         })
     }
 
@@ -235,17 +235,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_full_server_queues_within_bounds_then_refuses_naming_the_capacity() {
-        let gate = Gate::new(1, 1, Duration::from_secs(30));
+        let admission = Admission::new(1, 1, Duration::from_secs(30));
         let never = CancellationToken::new();
-        let first = gate.admit(&never).await.unwrap();
-        assert_eq!(gate.running(), 1);
+        let first = admission.admit(&never).await.unwrap();
+        assert_eq!(admission.running(), 1);
         // The second waits; the third finds the queue full.
         let waiting = tokio::spawn({
-            let gate = Arc::clone(&gate);
-            async move { gate.admit(&CancellationToken::new()).await.map(|_| ()) }
+            let admission = Arc::clone(&admission);
+            async move { admission.admit(&CancellationToken::new()).await.map(|_| ()) }
         });
         tokio::task::yield_now().await;
-        let third = gate.admit(&never).await.map(|_| ()).unwrap_err();
+        let third = admission.admit(&never).await.map(|_| ()).unwrap_err();
         assert_eq!(
             third,
             Refusal::Full {
@@ -264,8 +264,11 @@ mod tests {
             }
         );
         drop(first);
-        assert!(gate.admit(&never).await.is_ok(), "a freed slot is taken");
-        let text = gate.metrics.encode();
+        assert!(
+            admission.admit(&never).await.is_ok(),
+            "a freed slot is taken"
+        );
+        let text = admission.metrics.encode();
         assert!(
             text.contains("airlock_tasks_refused_total{reason=\"full\"} 1"),
             "{text}"
@@ -278,11 +281,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_task_gets_the_freed_slot() {
-        let gate = Gate::new(1, 4, Duration::from_secs(30));
-        let first = gate.admit(&CancellationToken::new()).await.unwrap();
+        let admission = Admission::new(1, 4, Duration::from_secs(30));
+        let first = admission.admit(&CancellationToken::new()).await.unwrap();
         let waiting = tokio::spawn({
-            let gate = Arc::clone(&gate);
-            async move { gate.admit(&CancellationToken::new()).await.is_ok() }
+            let admission = Arc::clone(&admission);
+            async move { admission.admit(&CancellationToken::new()).await.is_ok() }
         });
         drop(first);
         assert!(waiting.await.unwrap());
@@ -290,12 +293,12 @@ mod tests {
 
     #[tokio::test]
     async fn idle_resolves_when_the_last_slot_is_given_back() {
-        let gate = Gate::new(2, 0, Duration::ZERO);
-        let first = gate.admit(&CancellationToken::new()).await.unwrap();
-        let second = gate.admit(&CancellationToken::new()).await.unwrap();
+        let admission = Admission::new(2, 0, Duration::ZERO);
+        let first = admission.admit(&CancellationToken::new()).await.unwrap();
+        let second = admission.admit(&CancellationToken::new()).await.unwrap();
         let waiting = tokio::spawn({
-            let gate = Arc::clone(&gate);
-            async move { gate.idle().await }
+            let admission = Arc::clone(&admission);
+            async move { admission.idle().await }
         });
         drop(first);
         tokio::task::yield_now().await;
@@ -306,35 +309,36 @@ mod tests {
 
     #[tokio::test]
     async fn with_no_queue_a_busy_server_refuses_at_once() {
-        let gate = Gate::new(1, 4, Duration::ZERO);
-        let _first = gate.admit(&CancellationToken::new()).await.unwrap();
-        let refused = gate
+        let admission = Admission::new(1, 4, Duration::ZERO);
+        let _first = admission.admit(&CancellationToken::new()).await.unwrap();
+        let refused = admission
             .admit(&CancellationToken::new())
             .await
             .map(|_| ())
             .unwrap_err();
         assert!(matches!(refused, Refusal::Full { .. }));
-        assert!(!gate.has_room());
+        assert!(!admission.has_room());
     }
 
     #[tokio::test]
     async fn draining_refuses_new_tasks_and_wakes_waiting_ones() {
-        let gate = Gate::new(1, 4, Duration::from_secs(3600));
-        let _first = gate.admit(&CancellationToken::new()).await.unwrap();
+        let admission = Admission::new(1, 4, Duration::from_secs(3600));
+        let _first = admission.admit(&CancellationToken::new()).await.unwrap();
         let waiting = tokio::spawn({
-            let gate = Arc::clone(&gate);
-            async move { gate.admit(&CancellationToken::new()).await.map(|_| ()) }
+            let admission = Arc::clone(&admission);
+            async move { admission.admit(&CancellationToken::new()).await.map(|_| ()) }
         });
         tokio::task::yield_now().await;
-        gate.drain();
+        admission.drain();
         assert_eq!(waiting.await.unwrap().unwrap_err(), Refusal::Draining);
         assert_eq!(
-            gate.admit(&CancellationToken::new())
+            admission
+                .admit(&CancellationToken::new())
                 .await
                 .map(|_| ())
                 .unwrap_err(),
             Refusal::Draining
         );
-        assert!(!gate.has_room());
+        assert!(!admission.has_room());
     }
 }

@@ -60,15 +60,15 @@ pub(crate) async fn run(
     });
     let window = kept.book.window(&kept.id);
     // The book follows the task's help desk while it runs (state `waiting_for_human`).
-    let relay = Relay::spawn(follow_help(
+    let following = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(follow_help(
         Arc::clone(&kept.book),
         kept.id.clone(),
         window.help.clone(),
-    ));
+    )));
     let ran = runner
         .run_recorded(request, cancel, Some(both), &window)
         .await;
-    drop(relay);
+    drop(following);
     match ran {
         Ok((mut result, record)) => {
             settle(&mut result);
@@ -79,21 +79,6 @@ pub(crate) async fn run(
             kept.book.done(&kept.id, Err(error.to_string()), None);
             Err(error)
         }
-    }
-}
-
-/// A task that follows a run, stopped when this is dropped (however the run's future ends).
-pub(crate) struct Relay(tokio::task::AbortHandle);
-
-impl Relay {
-    pub(crate) fn spawn(work: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
-        Self(tokio::spawn(work).abort_handle())
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

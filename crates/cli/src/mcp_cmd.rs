@@ -98,7 +98,7 @@ pub(crate) struct Server {
     /// Cancelled on shutdown (stdin closed, SIGTERM), or when this MCP session ends.
     pub(crate) shutdown: CancellationToken,
     /// Over HTTP (`airlock serve`): admission control and metrics, shared by every session.
-    pub(crate) gate: Option<Arc<crate::capacity::Gate>>,
+    pub(crate) admission: Option<Arc<crate::capacity::Admission>>,
     /// Over HTTP: where each task is kept (followed, recorded, linked), per token.
     pub(crate) book: Option<Arc<crate::task_book::TaskBook>>,
     /// Over HTTP: cancels `shutdown` when the session's last handle goes (the session ended).
@@ -120,7 +120,7 @@ pub(crate) struct Direct {
     /// Where the browser's end runs when this is dropped, so shutdown waits for it.
     pub(crate) tracker: TaskTracker,
     /// Over HTTP: the browser takes a task slot for the session's life.
-    pub(crate) gate: Option<Arc<crate::capacity::Gate>>,
+    pub(crate) admission: Option<Arc<crate::capacity::Admission>>,
     pub(crate) slot: std::sync::Mutex<Option<crate::capacity::Slot>>,
 }
 
@@ -146,11 +146,11 @@ impl Direct {
     fn release_when_gone(self: &Arc<Self>, session: &DirectSession) {
         let gone = session.gone();
         let direct = Arc::downgrade(self);
-        let gate = self.gate.clone();
+        let admission = self.admission.clone();
         self.tracker.spawn(async move {
             gone.cancelled().await;
-            if let Some(gate) = &gate {
-                gate.metrics.direct_sessions.dec();
+            if let Some(admission) = &admission {
+                admission.metrics.direct_sessions.dec();
             }
             if let Some(direct) = direct.upgrade() {
                 drop(
@@ -341,8 +341,8 @@ impl Server {
         // A request dropped before its answer (the client went away) cancels its task.
         let _cancel_if_dropped = cancel.clone().drop_guard();
         // Over HTTP the task first waits for a slot, within the server's bounded queue.
-        let permit = match &self.gate {
-            Some(gate) => match gate.admit(&cancel).await {
+        let permit = match &self.admission {
+            Some(admission) => match admission.admit(&cancel).await {
                 Ok(permit) => Some(permit),
                 Err(refusal) => return Ok(refused(&refusal)),
             },
@@ -350,20 +350,20 @@ impl Server {
         };
         // Run on the tracker, not in this request's future: if the request is dropped, the task
         // still finishes its cleanup, and shutdown waits for it.
-        let gate = self.gate.clone();
+        let admission = self.admission.clone();
         // Kept only once it has its slot: a task is never left queued in the book.
         let owner = &self.ceiling(&context).context_owner;
         let kept = (self.book.as_ref())
             .map(|book| crate::kept_run::Kept::open(book, owner, &request.task, &cancel));
         let record_id = kept.as_ref().map(|kept| kept.id.clone());
         // The client hears of the worker's calls for help while the task runs.
-        let _help_relay = kept
+        let _help_forwarding = kept
             .as_ref()
             .map(|kept| crate::mcp_help::spawn(&context, kept, &cancel));
         let task = self.tracker.spawn(async move {
             let settle = |result: &mut airlock_worker::TaskResult| {
-                if let Some(gate) = &gate {
-                    gate.finished(result);
+                if let Some(admission) = &admission {
+                    admission.finished(result);
                 }
                 // The calling agent never gets the state: it is saved to its context, if any.
                 crate::task_request::finish(lease, false, result);
@@ -401,8 +401,8 @@ impl Server {
             } else {
                 // Held here until the browser has started: a failed start, or a call cancelled
                 // while it starts, gives the slot back with this frame.
-                let slot = match &direct.gate {
-                    Some(gate) => match gate.admit(&self.shutdown).await {
+                let slot = match &direct.admission {
+                    Some(admission) => match admission.admit(&self.shutdown).await {
                         Ok(slot) => Some(slot),
                         Err(refusal) => {
                             return CallToolResult::error(vec![ContentBlock::text(
@@ -421,8 +421,8 @@ impl Server {
                 .await;
                 match started {
                     Ok(session) => {
-                        if let Some(gate) = &direct.gate {
-                            gate.metrics.direct_sessions.inc();
+                        if let Some(admission) = &direct.admission {
+                            admission.metrics.direct_sessions.inc();
                         }
                         *direct.slot.lock().unwrap_or_else(PoisonError::into_inner) = slot;
                         direct.release_when_gone(&session);
@@ -476,7 +476,7 @@ pub(crate) async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<
             driver: Arc::clone(&driver),
             session: Mutex::new(None),
             tracker: tracker.clone(),
-            gate: None,
+            admission: None,
             slot: std::sync::Mutex::new(None),
         })),
         Some(model) => Mode::Task(TaskRunner::new(
@@ -490,7 +490,7 @@ pub(crate) async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<
         settings: Arc::new(settings),
         tracker,
         shutdown: CancellationToken::new(),
-        gate: None,
+        admission: None,
         book: None,
         _session_end: None,
     };

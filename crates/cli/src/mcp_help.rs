@@ -12,28 +12,30 @@ use rmcp::model::{
 };
 use rmcp::service::{ElicitationMode, Peer, RequestContext};
 
-use crate::kept_run::{Kept, Relay};
+use tokio_util::task::AbortOnDropHandle;
 
-/// Relay the kept task's calls for help to the client that asked for it, until the `Relay` is
+use crate::kept_run::Kept;
+
+/// Forward the kept task's calls for help to the client that asked for it, until the handle is
 /// dropped (when the call's task is over).
 pub(crate) fn spawn(
     context: &RequestContext<RoleServer>,
     kept: &Kept,
     cancel: &CancellationToken,
-) -> Relay {
-    let relay = relay(
+) -> AbortOnDropHandle<()> {
+    let forwarding = forward_calls(
         context.peer.clone(),
         kept.book.window(&kept.id).help,
         kept.id.clone(),
         context.meta.get_progress_token(),
         cancel.clone(),
     );
-    Relay::spawn(relay)
+    AbortOnDropHandle::new(tokio::spawn(forwarding))
 }
 
 /// Tell `peer` of each call for help on `desk` (task `id`) until the task ends; `cancel` ends
 /// the task.
-async fn relay(
+async fn forward_calls(
     peer: Peer<RoleServer>,
     desk: HelpDesk,
     id: String,

@@ -8,7 +8,7 @@
 //!   full or draining), `/metrics` (Prometheus text).
 //!
 //! Every request passes the [`guard::Guard`] first (Host, Origin, then a bearer token for all
-//! but the probes). Tasks pass the [`gate::Gate`]: bounded concurrency, a bounded queue with a
+//! but the probes). Tasks pass [`crate::capacity::Admission`]: bounded concurrency, a bounded queue with a
 //! time limit, refusal while draining. SIGTERM or SIGINT drains: `/readyz` turns 503, running
 //! tasks get `--drain-timeout` to finish and are then cancelled, and the process exits only
 //! after every container is gone.
@@ -52,7 +52,7 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) use args::{CdpArgs, ServeArgs};
 
-use crate::capacity::Gate;
+use crate::capacity::Admission;
 use args::{ServiceArgs, tokens};
 use connections::{Listening, Stopping, bind_metrics};
 use routes::{cdp_router, metrics_router, router};
@@ -102,7 +102,7 @@ pub(crate) struct App {
     /// How long CDP leases last.
     cdp: cdp::LeaseLimits,
     guard: Arc<Guard>,
-    gate: Arc<Gate>,
+    admission: Arc<Admission>,
     runner: Option<TaskRunner>,
     driver: Arc<DockerDriver>,
     tracker: TaskTracker,
@@ -273,7 +273,7 @@ async fn serve(
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(crate::bad_input)?),
         _ => None,
     };
-    let gate = gate_for(args, settings.limits.max_concurrent_tasks);
+    let admission = admission_for(args, settings.limits.max_concurrent_tasks);
     // The model first: a bad one is bad input, found before any browser starts warming.
     let model = if mcp.direct || endpoints == Endpoints::CdpOnly {
         None
@@ -281,7 +281,7 @@ async fn serve(
         Some(crate::boot::model(&settings).map_err(crate::bad_input)?)
     };
     let driver = crate::boot::ready_driver(&settings).await?;
-    announce_image(&driver, endpoints, &gate.metrics).await;
+    announce_image(&driver, endpoints, &admission.metrics).await;
     let runner = match model {
         None => None,
         Some(model) => Some(TaskRunner::new(
@@ -301,7 +301,7 @@ async fn serve(
         tls: tls.is_some(),
         cdp: limits,
         guard: Arc::new(guard),
-        gate: Arc::clone(&gate),
+        admission: Arc::clone(&admission),
         runner,
         driver: Arc::clone(&driver),
         tracker: tracker.clone(),
@@ -327,13 +327,13 @@ async fn serve(
         (listener, tls, router),
         metrics_listener.map(|listener| (listener, metrics_router)),
         name,
-        &gate.metrics.accept_failures,
+        &admission.metrics.accept_failures,
     );
 
     terminated.await;
     let stopping = Stopping {
         name,
-        gate,
+        admission,
         drain_timeout: Duration::from_secs(args.drain_timeout),
         shutdown,
         tracker,
@@ -365,9 +365,9 @@ async fn announce_image(
     }
 }
 
-/// The capacity gate: `capacity` slots and a queue (twice that unless set).
-fn gate_for(args: &ServiceArgs, capacity: usize) -> Arc<Gate> {
-    Gate::new(
+/// Admission: `capacity` slots and a queue (twice that unless set).
+fn admission_for(args: &ServiceArgs, capacity: usize) -> Arc<Admission> {
+    Admission::new(
         capacity,
         args.max_queued_tasks.unwrap_or(capacity * 2),
         Duration::from_secs(args.queue_timeout),

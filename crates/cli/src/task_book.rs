@@ -1,7 +1,7 @@
 //! The tasks `serve` knows: each under an unguessable id, owned by the token that asked for it
 //! (a token sees only its own), with its state, its steps so far, and, once done, its answer and
 //! its flight record. Everything is bounded: a task's steps by its step limit, running and queued
-//! tasks by the gate, and finished ones to the last `keep` per token within `bytes` per token
+//! tasks by admission, and finished ones to the last `keep` per token within `bytes` per token
 //! (the oldest go first).
 
 use std::collections::{HashMap, VecDeque};

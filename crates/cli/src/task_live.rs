@@ -8,7 +8,7 @@ use airlock_driver_docker::DockerDriver;
 use airlock_worker::{CancellationToken, ProgressSink, TaskRequest, TaskResult, TaskRunner};
 
 use crate::contexts::LOCAL_OWNER;
-use crate::kept_run::{Kept, Relay};
+use crate::kept_run::Kept;
 use crate::settings::Settings;
 use crate::task_book::TaskBook;
 
@@ -37,7 +37,9 @@ pub(crate) async fn run(
         "watch the task at {} (open it once, in a browser on this machine; if the worker asks for a person, help it there)",
         watch.link
     );
-    let _told = Relay::spawn(tell_calls_for_help(book.window(&id).help));
+    let _told = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(tell_calls_for_help(
+        book.window(&id).help,
+    )));
     let (result, _) =
         crate::kept_run::run(runner, request, cancel, Some(progress), Some(kept), |_| {}).await?;
     let record = book

@@ -3,7 +3,7 @@
 //!
 //! Each WebSocket connection leases its own sealed browser (from the warm CDP pool when one is
 //! ready) with its own egress proxy, for at most `--cdp-timeout`, and while messages flow at least
-//! every `--cdp-idle-timeout`. A lease takes a slot of the same gate as tasks. Every client
+//! every `--cdp-idle-timeout`. A lease takes a slot from the same admission as tasks. Every client
 //! message passes the [`CdpGuard`] before Chromium sees it; when the connection ends for any
 //! reason the browser's container is removed and its proxy stopped. The token's viewers may
 //! watch the lease's page meanwhile (`lease_view.rs`; its id is the upgrade's `Airlock-Lease`
@@ -100,7 +100,7 @@ pub(crate) async fn connect(
             "/cdp is a WebSocket endpoint: connect with a CDP client (Playwright connectOverCDP, Puppeteer connect), or read /json/version for its URL",
         );
     };
-    let slot = match app.gate.admit(&app.shutdown).await {
+    let slot = match app.admission.admit(&app.shutdown).await {
         Ok(slot) => slot,
         Err(refusal) => return busy(&refusal.to_string()),
     };
@@ -116,7 +116,7 @@ pub(crate) async fn connect(
         Ok(browser) => browser,
         Err(error) => {
             tracing::warn!(%error, "a CDP browser could not start");
-            app.gate.metrics.cdp_ended("start_failed");
+            app.admission.metrics.cdp_ended("start_failed");
             return refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &format!("the sealed browser could not start: {error}"),
@@ -249,7 +249,7 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
         mut view,
         listed,
     } = lease;
-    let metrics = &app.gate.metrics;
+    let metrics = &app.admission.metrics;
     metrics.cdp_leases.inc();
     let limits = app.cdp;
     let mut guard = CdpGuard::new();

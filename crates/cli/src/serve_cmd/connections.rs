@@ -16,7 +16,7 @@ use tower::Layer;
 use prometheus_client::metrics::counter::Counter;
 
 use super::write_deadline::WriteDeadline;
-use crate::capacity::Gate;
+use crate::capacity::Admission;
 
 /// Connections open at once; the next waits in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 512;
@@ -89,7 +89,7 @@ impl Listening {
 /// What a stop ends, in order.
 pub(super) struct Stopping {
     pub(super) name: &'static str,
-    pub(super) gate: Arc<Gate>,
+    pub(super) admission: Arc<Admission>,
     pub(super) drain_timeout: Duration,
     pub(super) shutdown: CancellationToken,
     pub(super) tracker: TaskTracker,
@@ -102,13 +102,13 @@ impl Stopping {
     /// and wait for its cleanup.
     pub(super) async fn run(self) {
         let name = self.name;
-        self.gate.drain();
+        self.admission.drain();
         eprintln!("{name}: draining (new tasks and CDP clients are refused; /readyz answers 503)");
-        let drained = tokio::time::timeout(self.drain_timeout, self.gate.idle()).await;
+        let drained = tokio::time::timeout(self.drain_timeout, self.admission.idle()).await;
         if drained.is_err() {
             eprintln!(
                 "{name}: {} tasks or CDP leases still ran after --drain-timeout {} s; ending them",
-                self.gate.running(),
+                self.admission.running(),
                 self.drain_timeout.as_secs()
             );
         }

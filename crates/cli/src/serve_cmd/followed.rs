@@ -59,7 +59,7 @@ pub(super) struct TaskStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::task_book::answer_reference")]
     result: Option<Value>,
-    /// Why it never ran, once done without running (the gate turned it away, or the runner).
+    /// Why it never ran, once done without running (admission turned it away, or the runner did).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }

@@ -76,7 +76,7 @@ pub(crate) async fn start(
         // Loopback, no tokens: the Host and Origin checks; who may see the task is the
         // session's rule below.
         guard: Arc::new(Guard::new(local, Vec::new(), &[], &[])?),
-        gate: crate::capacity::Gate::new(1, 0, Duration::ZERO),
+        admission: crate::capacity::Admission::new(1, 0, Duration::ZERO),
         runner: None,
         driver,
         tracker: TaskTracker::new(),

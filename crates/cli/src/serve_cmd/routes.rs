@@ -234,9 +234,9 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
 }
 
 async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Body> {
-    let not_ready = if app.gate.draining.is_cancelled() {
+    let not_ready = if app.admission.draining.is_cancelled() {
         Some(NotReady::Draining)
-    } else if !app.gate.has_room() {
+    } else if !app.admission.has_room() {
         Some(NotReady::Full)
     } else {
         let driver = Arc::clone(&app.driver);
@@ -251,7 +251,7 @@ async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Bo
     let mut body = serde_json::json!({
         "ready": not_ready.is_none(),
         "reason": not_ready.as_ref().map(NotReady::word),
-        "running": app.gate.running(),
+        "running": app.admission.running(),
     });
     // The details (Docker's own text, why the warm pool cannot fill) only for a caller with a
     // token; the probe itself needs none.
@@ -269,32 +269,34 @@ async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Bo
 
 async fn metrics(State(app): State<App>) -> Response<Body> {
     let warm = app.driver.warm_sessions();
-    app.gate
+    app.admission
         .metrics
         .warm_sessions
         .set(i64::try_from(warm).unwrap_or(i64::MAX));
-    app.gate
+    app.admission
         .metrics
         .warm_pool_target
         .set(i64::try_from(app.driver.pool_target()).unwrap_or(i64::MAX));
-    app.gate.metrics.set_pool_claims(app.driver.pool_claims());
-    app.gate
+    app.admission
+        .metrics
+        .set_pool_claims(app.driver.pool_claims());
+    app.admission
         .metrics
         .set_pool_refill_held(app.driver.pool_refill_held());
     let warm_cdp = app.driver.warm_cdp_browsers();
-    app.gate
+    app.admission
         .metrics
         .warm_cdp_browsers
         .set(i64::try_from(warm_cdp).unwrap_or(i64::MAX));
-    app.gate
+    app.admission
         .metrics
         .warm_pool_failing
         .set(i64::from(app.driver.pool_error().is_some()));
-    app.gate
+    app.admission
         .metrics
         .unasked_requests
         .set(i64::try_from(app.driver.unasked_requests()).unwrap_or(i64::MAX));
-    let mut response = Response::new(Body::from(app.gate.metrics.encode()));
+    let mut response = Response::new(Body::from(app.admission.metrics.encode()));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
@@ -355,7 +357,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
     };
     let service = tasks_api::Service {
         runner,
-        gate: app.gate,
+        admission: app.admission,
         tracker: app.tracker,
         shutdown: app.shutdown,
         book: app.book,
@@ -368,7 +370,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
     tasks_api::run(&parts.headers, body, service, caller).await
 }
 
-/// The MCP endpoint: one [`Server`] per MCP session, sharing the runner, the gate and the
+/// The MCP endpoint: one [`Server`] per MCP session, sharing the runner, the admission and the
 /// tracker. A session's tasks (and its --direct browser) end with the session.
 fn mcp_service(
     app: &App,
@@ -385,7 +387,7 @@ fn mcp_service(
                 driver: Arc::clone(&app.driver),
                 session: Mutex::new(None),
                 tracker: app.tracker.clone(),
-                gate: Some(Arc::clone(&app.gate)),
+                admission: Some(Arc::clone(&app.admission)),
                 slot: std::sync::Mutex::new(None),
             })),
         };
@@ -394,7 +396,7 @@ fn mcp_service(
             settings: Arc::clone(&settings),
             tracker: app.tracker.clone(),
             shutdown: session.clone(),
-            gate: Some(Arc::clone(&app.gate)),
+            admission: Some(Arc::clone(&app.admission)),
             book: Some(Arc::clone(&app.book)),
             _session_end: Some(Arc::new(session.drop_guard())),
         })

@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use super::guard::{busy, json_response, refuse};
 use super::task_body::{self, TaskBody};
-use crate::capacity::{Gate, Refusal};
+use crate::capacity::{Admission, Refusal};
 use crate::kept_run::{self, Kept};
 use crate::request_refusal::RequestRefusal;
 use crate::scope_request::Caller;
@@ -51,7 +51,7 @@ pub(crate) fn schema() -> Response<Body> {
 /// Where a task's run reports and answers.
 pub(crate) struct Service {
     pub(crate) runner: TaskRunner,
-    pub(crate) gate: Arc<Gate>,
+    pub(crate) admission: Arc<Admission>,
     pub(crate) tracker: TaskTracker,
     pub(crate) shutdown: CancellationToken,
     pub(crate) book: Arc<TaskBook>,
@@ -80,7 +80,7 @@ pub(crate) async fn run(
         Err(refusal) => return refused(&refusal),
     };
     // The same words a waiting caller would get, at once.
-    if !wait && let Some(refusal) = service.gate.turn_away() {
+    if !wait && let Some(refusal) = service.admission.turn_away() {
         return busy(&refusal.to_string());
     }
     let cancel = service.shutdown.child_token();
@@ -132,7 +132,7 @@ fn refused(refusal: &RequestRefusal) -> Response<Body> {
     }
 }
 
-/// A task on its way through the gate and the runner.
+/// A task on its way through admission and the runner.
 struct Job {
     id: String,
     ready: Ready,
@@ -144,7 +144,7 @@ struct Job {
 enum Finished {
     /// It ran: the answer.
     Answered(Value),
-    /// The gate turned it away.
+    /// Admission turned it away.
     Refused(Refusal),
     /// The runner would not run it.
     NotRun(RequestRefusal),
@@ -159,7 +159,7 @@ impl Job {
             service,
         } = self;
         let book = service.book;
-        let slot = match service.gate.admit(&cancel).await {
+        let slot = match service.admission.admit(&cancel).await {
             Ok(slot) => slot,
             Err(refusal) => {
                 book.done(&id, Err(refusal.to_string()), None);
@@ -171,7 +171,7 @@ impl Job {
             lease,
             give_state,
         } = ready;
-        let gate = Arc::clone(&service.gate);
+        let admission = Arc::clone(&service.admission);
         let kept = Kept { book, id };
         let ran = kept_run::run(
             &service.runner,
@@ -180,7 +180,7 @@ impl Job {
             None,
             Some(kept),
             |result| {
-                gate.finished(result);
+                admission.finished(result);
                 crate::task_request::finish(lease, give_state, result);
             },
         )

@@ -94,11 +94,11 @@ pub(super) async fn home(
     let tasks = app.book.list(&ceiling.context_owner);
     let leases = app.leases.of(&ceiling.context_owner);
     let server = ServerView {
-        capacity: app.gate.capacity(),
-        running: app.gate.running(),
-        queued: app.gate.metrics.queued.get(),
-        cdp_leases: app.gate.metrics.cdp_leases.get(),
-        draining: app.gate.draining.is_cancelled(),
+        capacity: app.admission.capacity(),
+        running: app.admission.running(),
+        queued: app.admission.metrics.queued.get(),
+        cdp_leases: app.admission.metrics.cdp_leases.get(),
+        draining: app.admission.draining.is_cancelled(),
         warm_tasks: app.driver.warm_sessions(),
         warm_target: app.driver.pool_target(),
         warm_cdp: app.driver.warm_cdp_browsers(),
