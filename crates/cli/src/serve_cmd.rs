@@ -16,7 +16,6 @@
 mod args;
 mod cdp;
 mod connections;
-mod followed;
 mod guard;
 mod hand_back;
 mod lease_view;
@@ -30,6 +29,7 @@ mod routes;
 mod sessions;
 mod sign_in_limit;
 mod task_body;
+mod task_by_id;
 mod tasks_api;
 mod tls;
 mod token_scope;

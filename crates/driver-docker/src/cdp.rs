@@ -18,8 +18,8 @@ use tokio::io::AsyncWriteExt;
 
 use crate::DockerError;
 use crate::exec;
-use crate::made::Made;
-use crate::pending::{self, PendingRefusals};
+use crate::teardown::Made;
+use crate::unseen_egress::{self, PendingRefusals};
 
 /// The largest message taken from the browser: what the largest real screenshot needs (Chromium
 /// caps a capture at 16,384 px a side; a full-page PNG of a long, busy page is tens of megabytes
@@ -235,7 +235,7 @@ impl CdpBrowser {
     /// kept): the first 100 events whole, and the refusals past them by class (a page can make
     /// thousands).
     pub fn take_egress_events(&self) -> EgressEvents {
-        let taken = pending::take(&self.pending);
+        let taken = unseen_egress::take(&self.pending);
         EgressEvents {
             events: taken.events,
             more_refused: taken.refused_beyond.into_iter().collect(),

@@ -29,10 +29,8 @@ mod heartbeat;
 mod host;
 mod image_age;
 mod live;
-mod made;
 mod orphans;
 mod owner;
-mod pending;
 mod pool;
 mod refill_wait;
 mod runner;
@@ -41,9 +39,11 @@ mod session;
 mod session_state;
 mod spec;
 mod sync;
+mod teardown;
 #[cfg(test)]
 mod testing;
 mod tool;
+mod unseen_egress;
 mod upload_input;
 mod weight;
 
@@ -71,8 +71,8 @@ pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, rel
 pub use tool::{AgentBrowserInput, TOOL_NAME};
 
 use host::{refuse_root, user_namespaces};
-use made::remove_container;
 use session::{Kind, Maker};
+use teardown::remove_container;
 
 /// Runs each task in its own sealed container.
 pub struct DockerDriver {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use airlock_worker::DriverError;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 
-use crate::made::remove_container;
 use crate::spec::{LABEL_OWNER, LABEL_TASK};
+use crate::teardown::remove_container;
 use crate::{DockerDriver, DockerError, current_user, owner};
 
 impl DockerDriver {

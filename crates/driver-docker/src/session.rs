@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::cdp::{CdpBrowser, Pipe};
 use crate::config::DriverConfig;
 use crate::guide::{COMPACT_GUIDE, Guide};
-use crate::made::{Made, remove_container};
-use crate::pending::{self, PendingRefusals};
 use crate::refill_wait::{Freezable, Yield};
 use crate::spec::{ContainerOptions, container_spec};
+use crate::teardown::{Made, remove_container};
+use crate::unseen_egress::{self, PendingRefusals};
 use crate::{DockerError, owner, runner, tool, weight};
 
 static TASK_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -71,7 +71,7 @@ impl Prepared {
 
     /// From here, requests are a task's or client's: count those before as unasked.
     pub(crate) fn hand_over(&self, unasked: &std::sync::atomic::AtomicU64) {
-        pending::hand_over(&self.pending, unasked);
+        unseen_egress::hand_over(&self.pending, unasked);
     }
 
     /// How its commands run.
@@ -122,7 +122,7 @@ impl Prepared {
         }
         // A CDP client's first page is its own business; the refill need not wait for it.
         first_answer.cancel();
-        pending::hand_over(&pending, unasked);
+        unseen_egress::hand_over(&pending, unasked);
         CdpBrowser {
             // Invariant: `prepare` with `Kind::Cdp` always sets the pipe, and only CDP sessions
             // are leased here (the CDP pool makes only those).
@@ -316,7 +316,7 @@ impl Maker {
         let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
             .with_dir_tag(owner::dir_tag())
             .with_limits(self.config.proxy_limits)
-            .with_events(Arc::new(move |event| pending::record(&sink, event)));
+            .with_events(Arc::new(move |event| unseen_egress::record(&sink, event)));
         if !self.config.nameservers.is_empty() {
             proxy_config = proxy_config
                 .with_nameservers(&self.config.nameservers)
@@ -341,7 +341,7 @@ impl Maker {
             first_answer,
             ..
         } = prepared;
-        pending::hand_over(&pending, &self.unasked);
+        unseen_egress::hand_over(&pending, &self.unasked);
         // Before the task's first command: from here its browser reaches only its scope.
         if let Some(proxy) = &made.proxy {
             proxy.set_scope(context.scope.clone());

@@ -97,7 +97,7 @@ pub(crate) struct AgentBrowserTool {
     /// Tells the warm pool's refill when this task's start is over.
     pub(crate) start: Arc<TaskStart>,
     pub(crate) context: TaskContext,
-    pub(crate) pending: crate::pending::PendingRefusals,
+    pub(crate) pending: crate::unseen_egress::PendingRefusals,
     pub(crate) command_timeout: Duration,
     pub(crate) max_output_bytes: usize,
     pub(crate) screenshots_taken: AtomicU64,
@@ -407,9 +407,11 @@ impl AgentBrowserTool {
     /// previous command: the browser's own error (`net::ERR_TUNNEL_CONNECTION_FAILED`) does not
     /// say what happened; the proxy does.
     fn append_refusals(&self, output: &mut ToolOutput) {
-        let taken = crate::pending::take(&self.pending);
-        output.text.push_str(&crate::pending::worker_text(&taken));
-        crate::pending::record_into(taken, &self.context);
+        let taken = crate::unseen_egress::take(&self.pending);
+        output
+            .text
+            .push_str(&crate::unseen_egress::worker_text(&taken));
+        crate::unseen_egress::record_into(taken, &self.context);
     }
 }
 
@@ -458,7 +460,7 @@ mod tests {
             commands: Commands::new(docker, "never-used".to_owned(), None),
             start: TaskStart::new(CancellationToken::new()),
             context: TaskContext::new(CancellationToken::new(), TaskLimits::default()),
-            pending: crate::pending::PendingRefusals::default(),
+            pending: crate::unseen_egress::PendingRefusals::default(),
             command_timeout: Duration::from_secs(5),
             max_output_bytes: 1024,
             screenshots_taken: AtomicU64::new(0),

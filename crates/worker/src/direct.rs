@@ -19,7 +19,7 @@ use crate::ports::{
     BrowserDriver, BrowserSession, DriverError, TaskContext, ToolDefinition, ToolStatus,
 };
 use crate::secrets::Secrets;
-use crate::shown::shown;
+use crate::shown_output::shown;
 use crate::task::ContextUse;
 
 /// One sealed browser for one caller. The browser is disposed when [`DirectSession::end`] is

@@ -53,7 +53,7 @@ mod run;
 mod scripted;
 mod scrub;
 mod secrets;
-mod shown;
+mod shown_output;
 mod state;
 mod task;
 mod token_budget;

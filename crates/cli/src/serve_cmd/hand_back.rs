@@ -8,8 +8,8 @@ use axum::extract::{Path, State};
 use http::{Response, StatusCode};
 
 use super::App;
-use super::followed::{TaskStatus, not_found};
 use super::guard::{json_response, refuse};
+use super::task_by_id::{TaskStatus, not_found};
 use crate::scope_request::Ceiling;
 
 /// `POST /v1/tasks/{id}/hand-back`: `200` with the task as it stands, `409` when it is not

@@ -6,9 +6,9 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use super::followed::{DoneEvent, StateEvent, TaskStatus};
 use super::leases::LeaseList;
 use super::task_body::TaskBody;
+use super::task_by_id::{DoneEvent, StateEvent, TaskStatus};
 use super::tasks_api::{InlineScreenshot, TaskAccepted};
 use crate::task_book::StepSeen;
 

@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
-use super::{App, cdp, followed, hand_back, leases, live, openapi, task_body, tasks_api, ui};
+use super::{App, cdp, hand_back, leases, live, openapi, task_body, task_by_id, tasks_api, ui};
 use crate::mcp_cmd::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
 use crate::settings::Settings;
@@ -67,13 +67,13 @@ pub(super) fn task_routes() -> Router<App> {
     Router::new()
         .route(
             "/v1/tasks/{id}",
-            get(followed::get).delete(followed::cancel),
+            get(task_by_id::get).delete(task_by_id::cancel),
         )
-        .route("/v1/tasks/{id}/events", get(followed::events))
+        .route("/v1/tasks/{id}/events", get(task_by_id::events))
         .route("/v1/tasks/{id}/live", get(live::watch))
         .route("/v1/tasks/{id}/hand-back", post(hand_back::hand_back))
-        .route("/v1/tasks/{id}/record", get(followed::record_json))
-        .route("/v1/tasks/{id}/record.html", get(followed::record_page))
+        .route("/v1/tasks/{id}/record", get(task_by_id::record_json))
+        .route("/v1/tasks/{id}/record.html", get(task_by_id::record_page))
         .route("/ui/tasks/{id}", get(ui::task_page))
 }
 

@@ -10,7 +10,7 @@ use crate::help::{AskHumanInput, HelpCall, HelpOutcome, MAX_HELP_REASON_CHARS, R
 use crate::messages::{Content, ToolCall, ToolResult, text_of};
 use crate::ports::{Tool, ToolFailure, ToolOutput, ToolStatus};
 use crate::record::verdict_of_status;
-use crate::shown::shown;
+use crate::shown_output::shown;
 
 impl Run<'_> {
     /// Run one `ask_human` call.

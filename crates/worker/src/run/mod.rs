@@ -24,7 +24,7 @@ use crate::ports::{
 };
 use crate::record::{FlightRecord, Recorder, verdict_of, verdict_of_status};
 use crate::scrub::scrub;
-use crate::shown::shown;
+use crate::shown_output::shown;
 use crate::state::SessionState;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,

@@ -10,9 +10,9 @@ use bollard::Docker;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use tokio_util::sync::CancellationToken;
 
-use crate::pending::PendingRefusals;
 use crate::runner::Commands;
 use crate::sync::lock;
+use crate::unseen_egress::PendingRefusals;
 
 /// What a session made: removed on dispose, or by drop if the start never finished.
 pub(crate) struct Made {
@@ -62,7 +62,7 @@ impl Made {
         .await;
         // The proxy has stopped: every connection has closed and reported.
         if let (Some(pending), Some(context)) = (&self.pending, &self.context) {
-            crate::pending::record_into(crate::pending::take(pending), context);
+            crate::unseen_egress::record_into(crate::unseen_egress::take(pending), context);
         }
     }
 }
