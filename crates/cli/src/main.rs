@@ -1,38 +1,26 @@
 //! `airlock`: the command-line face of Airlock.
 
-mod answer_gone;
 mod boot;
 mod browse_cmd;
-mod capacity;
-mod contexts;
+mod docker_browsers;
 mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
 mod heap;
-mod kept_run;
-mod mcp_answer;
 mod mcp_cmd;
-mod mcp_help;
-mod metrics;
 mod output;
 mod privsep;
 mod proxy_cmd;
-mod record_page;
 #[cfg(test)]
 mod reference;
-mod replica;
-mod request_refusal;
-mod scope_request;
 mod secret_flags;
 mod serve_cmd;
 mod setting_flags;
 mod settings;
 mod signals;
 mod state_file;
-mod task_book;
 mod task_cmd;
 mod task_live;
-mod task_request;
 
 use std::process::ExitCode;
 

@@ -3,7 +3,6 @@
 //! It is made from clap's own definitions and the metrics registry, so it cannot drift; the test
 //! below fails when the file is stale and says how to write it again.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use clap::CommandFactory;
@@ -125,44 +124,19 @@ fn file_keys() -> Vec<String> {
 
 /// Every metric `serve` and `cdp` export, from the registry itself.
 fn metrics(page: &mut String) {
-    let metrics = crate::metrics::Metrics::new(1);
-    metrics.with_a_series_in_every_family();
-    let text = metrics.encode();
-    let mut found: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            found.entry(name.to_owned()).or_default().1 = help.to_owned();
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
-            found.entry(name.to_owned()).or_default().0 = kind.to_owned();
-        }
-    }
-    // A family added without a series above would be missing: every registration is listed.
-    let registered = registered_names();
-    let listed: Vec<&String> = found.keys().collect();
-    for name in &registered {
-        assert!(
-            listed.iter().any(|listed| listed
-                .strip_prefix("airlock_")
-                .is_some_and(|l| l.starts_with(name.as_str()))),
-            "metric `{name}` is registered but not in the reference: give it a series in `with_a_series_in_every_family`"
+    let unlisted = airlock_service::metric_families::registered_without_a_series();
+    assert!(
+        unlisted.is_empty(),
+        "metrics {unlisted:?} are registered but not in the reference: give each a series in `with_a_series_in_every_family`"
+    );
+    page.push_str("\n## Metrics (`/metrics` on `serve` and `cdp`)\n\n| metric | type | what |\n|---|---|---|\n");
+    for family in airlock_service::metric_families::families() {
+        let _ = writeln!(
+            page,
+            "| `{}` | {} | {} |",
+            family.name, family.kind, family.help
         );
     }
-    page.push_str("\n## Metrics (`/metrics` on `serve` and `cdp`)\n\n| metric | type | what |\n|---|---|---|\n");
-    for (name, (kind, help)) in found {
-        let _ = writeln!(page, "| `{name}` | {kind} | {help} |");
-    }
-}
-
-/// The names `metrics.rs` registers, read from its source.
-fn registered_names() -> Vec<String> {
-    let source = include_str!("metrics.rs");
-    source
-        .split("registry.register")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').nth(1).map(str::to_owned))
-        .collect()
 }
 
 fn one_line(text: &str) -> String {

@@ -41,7 +41,7 @@ fn load_one(spec: &str) -> anyhow::Result<Secret> {
 /// A secret file's text without its final line break, bounded.
 fn read_bounded(path: &str) -> anyhow::Result<String> {
     let bytes = std::fs::File::open(path)
-        .and_then(|file| crate::state_file::read_bounded(file, MAX_SECRET_BYTES + 1))
+        .and_then(|file| airlock_service::state_file::read_bounded(file, MAX_SECRET_BYTES + 1))
         .map_err(|e| anyhow::anyhow!("cannot read the file `{path}`: {e}"))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow::anyhow!("the file `{path}` is not UTF-8 text"))?;

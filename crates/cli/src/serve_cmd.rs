@@ -1,167 +1,51 @@
-//! `airlock serve`: Airlock as a network service, one process per host.
-//!
-//! - `/mcp`: MCP over streamable HTTP (rmcp), the same tools as `airlock mcp`.
-//! - `POST /v1/tasks`, `GET /v1/schema`: the task as plain JSON; `/v1/tasks/{id}` (and its
-//!   `events` and `record`) to follow a task, cancel it and read its record;
-//!   `/v1/openapi.json`: the whole `/v1` API.
-//! - `/healthz` (alive), `/readyz` (Docker answers, image present, room for a task; 503 when
-//!   full or draining), `/metrics` (Prometheus text).
-//!
-//! Every request passes the [`guard::Guard`] first (Host, Origin, then a bearer token for all
-//! but the probes). Tasks pass [`crate::capacity::Admission`]: bounded concurrency, a bounded queue with a
-//! time limit, refusal while draining. SIGTERM or SIGINT drains: `/readyz` turns 503, running
-//! tasks get `--drain-timeout` to finish and are then cancelled, and the process exits only
-//! after every container is gone.
+//! `airlock serve` and `airlock cdp`: flags to a [`airlock_service::server`], served until
+//! SIGTERM or SIGINT, then drained (its module doc tells what each endpoint does).
 
 mod args;
-mod cdp;
-mod connections;
-mod guard;
-mod hand_back;
-mod lease_view;
-mod leases;
-mod live;
-pub(crate) mod local_watch;
-mod openapi;
-mod origin;
-mod readiness;
-mod routes;
-mod sessions;
-mod sign_in_limit;
-mod task_body;
-mod task_by_id;
-mod tasks_api;
 mod tls;
 mod token_scope;
-mod ui;
-mod ui_pages;
-mod ui_sessions;
-mod write_deadline;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_driver_docker::DockerDriver;
-use airlock_worker::{BrowserDriver, CancellationToken, TaskRunner};
+use airlock_service::capacity::Admission;
+use airlock_service::metrics::Metrics;
+use airlock_service::scope_request::Ceiling;
+use airlock_service::server::LeaseLimits;
+use airlock_service::server::{
+    Endpoints, Guard, Keeping, Listening, McpMode, ServerParts, Stopping, build,
+};
+use airlock_worker::{BrowserDriver, TaskRunner};
 use anyhow::Context;
 use clap::ArgMatches;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::net::TcpListener;
-use tokio_util::task::TaskTracker;
 
 pub(crate) use args::{CdpArgs, ServeArgs};
 
-use crate::capacity::Admission;
-use args::{ServiceArgs, tokens};
-use connections::{Listening, Stopping, bind_metrics};
-use routes::{cdp_router, metrics_router, router};
-
-use crate::scope_request::Ceiling;
+use crate::docker_browsers::DockerBrowsers;
 use crate::settings::Settings;
-use guard::Guard;
+use args::{ServiceArgs, tokens};
 
-/// How `/mcp` serves.
-#[derive(Debug, Clone, Copy, Default)]
-struct McpMode {
-    /// `agent_browser` with a browser per MCP session, instead of `browser_task`.
-    direct: bool,
-    /// No server-side MCP sessions.
-    stateless: bool,
-}
-
-/// Which endpoints a server offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Endpoints {
-    /// `airlock serve`: MCP, the task API, and CDP.
-    All,
-    /// `airlock cdp`: CDP alone.
-    CdpOnly,
-}
-
-impl Endpoints {
-    /// The name the server logs under.
-    fn name(self) -> &'static str {
-        match self {
-            Self::All => "airlock serve",
-            Self::CdpOnly => "airlock cdp",
-        }
+/// What `serve` keeps of finished tasks, per token, checked.
+fn keeping(args: &ServeArgs) -> anyhow::Result<Keeping> {
+    if !(1..=1000).contains(&args.keep_tasks) {
+        anyhow::bail!(
+            "--keep-tasks {} is out of range: keep 1 to 1000 finished tasks per token (AIRLOCK_KEEP_TASKS)",
+            args.keep_tasks
+        );
     }
-}
-
-/// An MCP session with no traffic for this long ends (its browser too, with --direct).
-const SESSION_IDLE: Duration = Duration::from_secs(300);
-
-/// What every handler shares.
-#[derive(Clone)]
-pub(crate) struct App {
-    /// MCP without server-side sessions (`--stateless`).
-    stateless: bool,
-    /// Served over TLS (so /json/version names wss://).
-    tls: bool,
-    /// How long CDP leases last.
-    cdp: cdp::LeaseLimits,
-    guard: Arc<Guard>,
-    admission: Arc<Admission>,
-    runner: Option<TaskRunner>,
-    driver: Arc<DockerDriver>,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
-    sessions: Arc<LocalSessionManager>,
-    max_sessions: usize,
-    /// MCP sessions being opened now, counted with the open ones against `max_sessions`.
-    opening: Arc<sessions::Opening>,
-    /// `/` is the CDP endpoint (`airlock cdp`), so it takes a token in its query too.
-    root_is_cdp: bool,
-    /// The last answer of `/readyz`'s Docker check, shared by every probe.
-    readiness: Arc<readiness::Readiness>,
-    /// The secrets callers may name (`--secret`).
-    secrets: airlock_worker::Secrets,
-    /// The most a request may download (`--max-download-bytes`).
-    max_download_bytes: Option<u64>,
-    /// The tasks of `/v1/tasks`, each token's own.
-    book: Arc<crate::task_book::TaskBook>,
-    /// The open CDP leases, each its token's own.
-    leases: Arc<leases::LeaseBook>,
-    /// The dashboard's signed-in browsers.
-    ui: Arc<ui_sessions::UiSessions>,
-}
-
-/// What `serve` keeps of finished tasks, per token.
-#[derive(Debug, Clone, Copy)]
-struct Keeping {
-    tasks: usize,
-    bytes: usize,
-}
-
-impl Keeping {
-    fn from_args(args: &ServeArgs) -> anyhow::Result<Self> {
-        if !(1..=1000).contains(&args.keep_tasks) {
-            anyhow::bail!(
-                "--keep-tasks {} is out of range: keep 1 to 1000 finished tasks per token (AIRLOCK_KEEP_TASKS)",
-                args.keep_tasks
-            );
-        }
-        if !(1 << 20..=4 << 30).contains(&args.keep_task_bytes) {
-            anyhow::bail!(
-                "--keep-task-bytes {} is out of range: give 1048576 (1 MiB) to 4294967296 (4 GiB) (AIRLOCK_KEEP_TASK_BYTES)",
-                args.keep_task_bytes
-            );
-        }
-        Ok(Self {
-            tasks: args.keep_tasks,
-            bytes: args.keep_task_bytes,
-        })
+    if !(1 << 20..=4 << 30).contains(&args.keep_task_bytes) {
+        anyhow::bail!(
+            "--keep-task-bytes {} is out of range: give 1048576 (1 MiB) to 4294967296 (4 GiB) (AIRLOCK_KEEP_TASK_BYTES)",
+            args.keep_task_bytes
+        );
     }
-}
-
-impl Default for Keeping {
-    fn default() -> Self {
-        Self {
-            tasks: 1,
-            bytes: 1 << 20,
-        }
-    }
+    Ok(Keeping {
+        tasks: args.keep_tasks,
+        bytes: args.keep_task_bytes,
+    })
 }
 
 /// Serve until SIGTERM or SIGINT, then drain and exit 0 with nothing left behind.
@@ -175,7 +59,7 @@ pub(crate) async fn run(args: &ServeArgs, matches: &ArgMatches) -> anyhow::Resul
         direct: args.direct,
         stateless: args.stateless,
     };
-    let keeping = Keeping::from_args(args).map_err(crate::bad_input)?;
+    let keeping = keeping(args).map_err(crate::bad_input)?;
     serve(
         args.listen,
         &args.service,
@@ -199,7 +83,7 @@ pub(crate) async fn run_cdp(args: &CdpArgs, matches: &ArgMatches) -> anyhow::Res
 }
 
 /// The lease limits, checked.
-fn lease_limits(args: &ServiceArgs) -> anyhow::Result<cdp::LeaseLimits> {
+fn lease_limits(args: &ServiceArgs) -> anyhow::Result<LeaseLimits> {
     if !(10..=86_400).contains(&args.cdp_timeout) {
         anyhow::bail!(
             "--cdp-timeout {} is out of range: use 10 to 86400 seconds (AIRLOCK_CDP_TIMEOUT)",
@@ -213,7 +97,7 @@ fn lease_limits(args: &ServiceArgs) -> anyhow::Result<cdp::LeaseLimits> {
             args.cdp_timeout
         );
     }
-    Ok(cdp::LeaseLimits {
+    Ok(LeaseLimits {
         lease: Duration::from_secs(args.cdp_timeout),
         idle: Duration::from_secs(args.cdp_idle_timeout),
     })
@@ -224,7 +108,7 @@ fn service_settings(
     args: &ServiceArgs,
     matches: &ArgMatches,
     endpoints: Endpoints,
-) -> anyhow::Result<(Settings, cdp::LeaseLimits)> {
+) -> anyhow::Result<(Settings, LeaseLimits)> {
     // `serve` keeps one task browser warm, `cdp` one CDP browser.
     let mut settings = Settings::resolve(&args.settings, Some(matches))?
         .with_default_pool(usize::from(endpoints == Endpoints::All));
@@ -291,43 +175,25 @@ async fn serve(
         )?),
     };
     let terminated = crate::signals::terminated();
-    let tracker = TaskTracker::new();
-    let shutdown = CancellationToken::new();
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_IDLE);
-    let sessions = Arc::new(sessions);
-    let app = App {
-        stateless: mcp.stateless,
+    let built = build(ServerParts {
+        endpoints,
+        mcp,
         tls: tls.is_some(),
         cdp: limits,
-        guard: Arc::new(guard),
+        guard,
         admission: Arc::clone(&admission),
         runner,
-        driver: Arc::clone(&driver),
-        tracker: tracker.clone(),
-        shutdown: shutdown.clone(),
-        sessions,
+        browsers: Arc::new(DockerBrowsers(Arc::clone(&driver))),
         max_sessions: args.max_sessions,
-        opening: Arc::default(),
-        root_is_cdp: endpoints == Endpoints::CdpOnly,
-        readiness: Arc::default(),
-        secrets: settings.secrets.clone(),
-        max_download_bytes: settings.max_download_bytes,
-        book: crate::task_book::TaskBook::new(keeping.tasks, keeping.bytes),
-        leases: Arc::default(),
-        ui: Arc::new(ui_sessions::UiSessions::new(tls.is_some())),
-    };
-    let metrics_router = metrics_router(app.clone());
-    let router = match endpoints {
-        Endpoints::All => router(app, Arc::new(settings)),
-        Endpoints::CdpOnly => cdp_router(app),
-    };
+        tasks: settings.for_tasks(),
+        keeping,
+    });
     let name = announce(endpoints, tls.is_some(), local);
     let listening = Listening::start(
-        (listener, tls, router),
-        metrics_listener.map(|listener| (listener, metrics_router)),
+        (listener, tls, built.router),
+        metrics_listener.map(|listener| (listener, built.metrics_router)),
         name,
-        &admission.metrics.accept_failures,
+        &admission.metrics,
     );
 
     terminated.await;
@@ -335,8 +201,8 @@ async fn serve(
         name,
         admission,
         drain_timeout: Duration::from_secs(args.drain_timeout),
-        shutdown,
-        tracker,
+        shutdown: built.shutdown,
+        tracker: built.tracker,
         listening,
     };
     stopping.run().await;
@@ -346,11 +212,7 @@ async fn serve(
 }
 
 /// Say which Chromium the browser image carries and how old it is, and put both in the metrics.
-async fn announce_image(
-    driver: &DockerDriver,
-    endpoints: Endpoints,
-    metrics: &crate::metrics::Metrics,
-) {
+async fn announce_image(driver: &DockerDriver, endpoints: Endpoints, metrics: &Metrics) {
     match driver.image_age().await {
         Ok(age) => {
             // The warning when stale came from `ready_driver`; this is the start's own line.
@@ -359,7 +221,7 @@ async fn announce_image(
                 endpoints.name(),
                 age.describe(std::time::SystemTime::now())
             );
-            metrics.set_image(&age);
+            metrics.set_image(age.chromium.as_deref(), age.built_unix_seconds());
         }
         Err(error) => tracing::warn!("the browser image's age is unknown: {error}"),
     }
@@ -387,4 +249,15 @@ fn announce(endpoints: Endpoints, tls: bool, local: SocketAddr) -> &'static str 
         ),
     }
     name
+}
+
+/// The `--metrics-listen` listener, if asked for; bad input when it cannot be bound.
+async fn bind_metrics(at: Option<std::net::SocketAddr>) -> anyhow::Result<Option<TcpListener>> {
+    let Some(at) = at else { return Ok(None) };
+    let listener = TcpListener::bind(at).await.map_err(|error| {
+        crate::bad_input(anyhow::anyhow!(
+            "--metrics-listen {at}: cannot listen there: {error}"
+        ))
+    })?;
+    Ok(Some(listener))
 }

@@ -266,6 +266,16 @@ impl Settings {
         }
         self
     }
+
+    /// What a server's tasks are held to.
+    pub(crate) fn for_tasks(&self) -> airlock_service::TaskSettings {
+        airlock_service::TaskSettings {
+            limits: self.limits,
+            scope: self.scope.clone(),
+            secrets: self.secrets.clone(),
+            max_download_bytes: self.max_download_bytes,
+        }
+    }
 }
 
 impl Resolver<'_> {

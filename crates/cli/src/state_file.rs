@@ -1,11 +1,11 @@
-//! The files `airlock task` takes and writes: session states (`--state`, `--save-state`: read
-//! bounded and held to the scope; written owner-only, whole or not at all, never through a
-//! symlink) and files to upload (`--file`: read bounded, named by their file name).
+//! The files `airlock task` takes and writes: session states (`--state`, `--save-state`, through
+//! [`airlock_service::state_file`], never through a symlink) and files to upload (`--file`: read
+//! bounded, named by their file name).
 
-use std::io::{Read, Write};
 use std::path::Path;
 
-use airlock_worker::{MAX_STATE_BYTES, MAX_UPLOAD_BYTES, Scope, SessionState, Uploads};
+use airlock_service::state_file::{parent, read_bounded, read_state, write_state};
+use airlock_worker::{MAX_UPLOAD_BYTES, Scope, SessionState, Uploads};
 use anyhow::Context;
 
 /// Read a state file for a task confined to `scope`.
@@ -13,30 +13,6 @@ pub(crate) fn read(path: &Path, scope: &Scope) -> anyhow::Result<SessionState> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("--state {}: cannot read it", path.display()))?;
     read_state(file, scope).map_err(|e| anyhow::anyhow!("--state {}: {e:#}", path.display()))
-}
-
-/// A state from `reader`, bounded and held to `scope` (for `--state` and named contexts).
-pub(crate) fn read_state(reader: impl Read, scope: &Scope) -> anyhow::Result<SessionState> {
-    let bytes = read_bounded(reader, MAX_STATE_BYTES).context("cannot read it")?;
-    Ok(SessionState::parse(&bytes, scope)?)
-}
-
-/// Write `state` to `path` (0600): a private temporary file beside it, renamed over it, so it is
-/// there whole or not at all (for `--save-state` and named contexts).
-pub(crate) fn write_state(path: &Path, state: &SessionState) -> anyhow::Result<()> {
-    let mut file = tempfile::NamedTempFile::new_in(parent(path)).context("cannot write there")?;
-    file.write_all(&serde_json::to_vec(state)?)?;
-    file.persist(path).context("cannot write it")?;
-    Ok(())
-}
-
-/// At most `limit + 1` bytes: one past the limit, so what reads them can say it is over.
-pub(crate) fn read_bounded(reader: impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    reader
-        .take(u64::try_from(limit + 1).unwrap_or(u64::MAX))
-        .read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 /// Refuse, before the task runs, a `--save-state` path whose directory is missing or that is a
@@ -65,13 +41,6 @@ pub(crate) fn check_writable(path: &Path) -> anyhow::Result<()> {
 pub(crate) fn write(path: &Path, state: &SessionState) -> anyhow::Result<()> {
     check_writable(path)?;
     write_state(path, state).map_err(|e| anyhow::anyhow!("--save-state {}: {e:#}", path.display()))
-}
-
-fn parent(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    }
 }
 
 /// The `--file`s, each read bounded and named by its file name.

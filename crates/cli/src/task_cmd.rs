@@ -10,8 +10,8 @@ use anyhow::Context;
 use clap::{ArgMatches, Args};
 use serde_json::json;
 
-use crate::contexts::ContextLease;
 use crate::settings::{SettingFlags, Settings};
+use airlock_service::contexts::ContextLease;
 
 /// Arguments of `airlock task`.
 #[derive(Debug, Args)]
@@ -69,9 +69,9 @@ fn starting_state(
     let Some(name) = &args.context else {
         return Ok((None, None));
     };
-    let root = crate::contexts::root().context("--context")?;
-    let lease =
-        ContextLease::take(&root, crate::contexts::LOCAL_OWNER, name).context("--context")?;
+    let root = airlock_service::contexts::root().context("--context")?;
+    let lease = ContextLease::take(&root, airlock_service::contexts::LOCAL_OWNER, name)
+        .context("--context")?;
     let state = lease.load(scope).context("--context")?;
     Ok((state, Some(lease)))
 }
@@ -121,14 +121,15 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
         max_download_bytes: settings.max_download_bytes,
     };
     let (mut result, record) = if args.live {
-        let both = (&driver, &settings);
+        let browsers = Arc::new(crate::docker_browsers::DockerBrowsers(Arc::clone(&driver)));
+        let both = (browsers as Arc<dyn airlock_service::Browsers>, &settings);
         crate::task_live::run(&runner, request, cancel, both, progress).await?
     } else if args.record.is_some() {
         let window = airlock_worker::TaskWindow::default();
         let (result, record) = runner.run_recorded(request, cancel, None, &window).await?;
         let files = crate::task_live::RecordFiles {
             json: serde_json::to_vec_pretty(&record)?,
-            html: crate::record_page::render(&record).into_bytes(),
+            html: airlock_service::record_page::render(&record).into_bytes(),
         };
         (result, Some(files))
     } else {

@@ -4,13 +4,15 @@
 
 use std::sync::Arc;
 
-use airlock_driver_docker::DockerDriver;
 use airlock_worker::{CancellationToken, ProgressSink, TaskRequest, TaskResult, TaskRunner};
 
-use crate::contexts::LOCAL_OWNER;
-use crate::kept_run::Kept;
+use airlock_service::Browsers;
+use airlock_service::contexts::LOCAL_OWNER;
+use airlock_service::kept_run::Kept;
+use airlock_service::server::watch_locally;
+use airlock_service::task_book::TaskBook;
+
 use crate::settings::Settings;
-use crate::task_book::TaskBook;
 
 /// A finished task's record as files: its JSON and its page.
 pub(crate) struct RecordFiles {
@@ -23,16 +25,14 @@ pub(crate) async fn run(
     runner: &TaskRunner,
     request: TaskRequest,
     cancel: CancellationToken,
-    (driver, settings): (&Arc<DockerDriver>, &Settings),
+    (browsers, settings): (Arc<dyn Browsers>, &Settings),
     progress: ProgressSink,
 ) -> anyhow::Result<(TaskResult, Option<RecordFiles>)> {
     // One task, kept whatever its size until the command ends.
     let book = TaskBook::new(1, usize::MAX);
     let kept = Kept::open(&book, LOCAL_OWNER, &request.task, &cancel);
     let id = kept.id.clone();
-    let watch =
-        crate::serve_cmd::local_watch::start(Arc::clone(&book), &id, Arc::clone(driver), settings)
-            .await?;
+    let watch = watch_locally(Arc::clone(&book), &id, browsers, &settings.for_tasks()).await?;
     eprintln!(
         "watch the task at {} (open it once, in a browser on this machine; if the worker asks for a person, help it there)",
         watch.link
@@ -41,7 +41,8 @@ pub(crate) async fn run(
         book.window(&id).help,
     )));
     let (result, _) =
-        crate::kept_run::run(runner, request, cancel, Some(progress), Some(kept), |_| {}).await?;
+        airlock_service::kept_run::run(runner, request, cancel, Some(progress), Some(kept), |_| {})
+            .await?;
     let record = book
         .get(LOCAL_OWNER, &id)
         .and_then(|task| task.record)

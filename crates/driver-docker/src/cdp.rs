@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use airlock_proxy::ProxyEvent;
+use airlock_proxy::EgressEvents;
 use bollard::Docker;
 use bollard::container::LogOutput;
 use futures_util::StreamExt;
@@ -177,17 +177,6 @@ impl Pipe {
     fn stderr_tail(&self) -> String {
         self.stderr.iter().cloned().collect::<Vec<_>>().join("\n")
     }
-}
-
-/// What a CDP browser's egress proxy refused or failed since the last look.
-#[derive(Debug, Default)]
-pub struct EgressEvents {
-    /// The first events, whole.
-    pub events: Vec<ProxyEvent>,
-    /// Refusals past them, by class.
-    pub more_refused: Vec<(&'static str, u64)>,
-    /// Failures past them.
-    pub more_failed: u64,
 }
 
 /// A sealed browser leased to one CDP client. Send it messages, read its messages, and dispose of

@@ -56,7 +56,7 @@ use airlock_worker::{BoxFuture, BrowserDriver, BrowserSession, DriverError, Task
 use bollard::Docker;
 use tokio_util::sync::CancellationToken;
 
-pub use cdp::{CdpBrowser, CdpError, EgressEvents, MAX_BROWSER_MESSAGE_BYTES};
+pub use cdp::{CdpBrowser, CdpError, MAX_BROWSER_MESSAGE_BYTES};
 pub use config::{DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;
@@ -65,7 +65,6 @@ pub use host::{CONTAINER_USER, current_user};
 pub use image_age::{
     ImageAge, LABEL_BUILT, LABEL_CHROMIUM, STALE_AFTER, host_apt_chromium, is_older_version,
 };
-pub use live::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
 pub use pool::PoolClaims;
 pub use spec::{ContainerOptions, Resources, SECCOMP_PROFILE, container_spec, relay_mode};
 pub use tool::{AgentBrowserInput, TOOL_NAME};

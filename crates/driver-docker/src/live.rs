@@ -21,10 +21,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
+use airlock_policy::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
+
 use crate::exec;
 
-/// Frames per second a watch asks for: enough to follow a page, little to carry.
-pub const LIVE_MAX_FPS: u32 = 5;
 /// The largest stream message taken: a frame of the 1280×720 viewport is about 54 KB as JPEG
 /// (base64 in JSON adds a third). Larger messages end the watch.
 const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -32,9 +32,6 @@ const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 /// The most the stream's start (the relay's exec, the handshake) may take.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Watches of one task at once (each is an exec and a stream client in its container).
-pub const MAX_LIVE_WATCHES: usize = 4;
 
 /// One session's live view.
 pub(crate) struct DockerLive {

@@ -23,6 +23,11 @@ use serde_json::{Value, json};
 pub const SERVER_ID_BASE: i64 = 2_000_000_000;
 /// The largest screencast frame kept, as base64 (a 1280×720 JPEG is about 100 KB).
 pub const MAX_FRAME_BASE64: usize = 6 * 1024 * 1024;
+/// Frames per second a watch of a page asks for (a task's or a lease's): enough to follow a
+/// page, little to carry.
+pub const LIVE_MAX_FPS: u32 = 5;
+/// Watches of one page at once (each costs its browser a screencast client).
+pub const MAX_LIVE_WATCHES: usize = 4;
 /// The frame size asked for: the lease's default viewport, at most.
 const FRAME_WIDTH: u32 = 1280;
 const FRAME_HEIGHT: u32 = 720;

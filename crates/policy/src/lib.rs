@@ -57,7 +57,9 @@ pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
 };
 pub use cdp_message::MAX_JSON_ELEMENTS;
-pub use cdp_watch::{CdpWatch, MAX_FRAME_BASE64, SERVER_ID_BASE, WatchAction};
+pub use cdp_watch::{
+    CdpWatch, LIVE_MAX_FPS, MAX_FRAME_BASE64, MAX_LIVE_WATCHES, SERVER_ID_BASE, WatchAction,
+};
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,

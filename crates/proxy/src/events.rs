@@ -171,3 +171,14 @@ impl Counters {
         }
     }
 }
+
+/// What a proxy refused or failed since someone last looked (allowed requests are not kept).
+#[derive(Debug, Default)]
+pub struct EgressEvents {
+    /// The first events, whole.
+    pub events: Vec<ProxyEvent>,
+    /// Refusals past them, by class.
+    pub more_refused: Vec<(&'static str, u64)>,
+    /// Failures past them.
+    pub more_failed: u64,
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use airlock_policy::Scope;
 use airlock_worker::Secrets;
 
-use crate::scope_request::Ceiling;
+use airlock_service::scope_request::Ceiling;
 
 /// One accepted token, and its own scope if its line gave one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub(crate) fn ceilings(
                 scope,
                 owner,
                 secret_names: entry.secrets.clone(),
-                context_owner: crate::contexts::token_owner(entry.token.as_bytes()),
+                context_owner: airlock_service::contexts::token_owner(entry.token.as_bytes()),
             }))
         })
         .collect()

@@ -15,10 +15,10 @@ use sha2::{Digest, Sha256};
 use crate::scope_request::Ceiling;
 
 /// How long a sign-in lasts.
-pub(crate) const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
+pub(super) const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
 
 /// The most sessions held at once; a sign-in past it ends the oldest.
-pub(crate) const MAX_SESSIONS: usize = 1024;
+pub(super) const MAX_SESSIONS: usize = 1024;
 
 struct Session {
     ceiling: Arc<Ceiling>,
@@ -26,12 +26,12 @@ struct Session {
 }
 
 /// The signed-in sessions of one server.
-pub(crate) struct UiSessions {
+pub(super) struct UiSessions {
     sessions: Mutex<HashMap<[u8; 32], Session>>,
     /// Served over TLS: the cookie is `Secure` and `__Host-` named.
     tls: bool,
     /// Failed sign-ins, which hold back the next ones.
-    pub(crate) sign_ins: super::sign_in_limit::SignInLimit,
+    pub sign_ins: super::sign_in_limit::SignInLimit,
 }
 
 impl std::fmt::Debug for UiSessions {
@@ -44,7 +44,7 @@ impl std::fmt::Debug for UiSessions {
 }
 
 impl UiSessions {
-    pub(crate) fn new(tls: bool) -> Self {
+    pub(super) fn new(tls: bool) -> Self {
         Self {
             sessions: Mutex::default(),
             tls,
@@ -59,7 +59,7 @@ impl UiSessions {
 
     /// The cookie's name: `__Host-` over TLS, which browsers accept only `Secure`, for `/`, from
     /// this very host.
-    pub(crate) fn cookie_name(&self) -> &'static str {
+    pub(super) fn cookie_name(&self) -> &'static str {
         if self.tls {
             "__Host-airlock_ui"
         } else {
@@ -69,7 +69,7 @@ impl UiSessions {
 
     /// A new session for `ceiling`, as of `now`: the `Set-Cookie` value that gives it to the
     /// browser.
-    pub(crate) fn open(&self, ceiling: Arc<Ceiling>, now: Instant) -> Option<String> {
+    pub(super) fn open(&self, ceiling: Arc<Ceiling>, now: Instant) -> Option<String> {
         let id = new_session_id()?;
         let mut sessions = self.lock();
         sessions.retain(|_, session| session.expires > now);
@@ -92,7 +92,7 @@ impl UiSessions {
     }
 
     /// The ceiling of the session the request's cookie names, if it is one and has not expired.
-    pub(crate) fn find(&self, headers: &HeaderMap, now: Instant) -> Option<Arc<Ceiling>> {
+    pub(super) fn find(&self, headers: &HeaderMap, now: Instant) -> Option<Arc<Ceiling>> {
         let id = self.cookie_in(headers)?;
         let mut sessions = self.lock();
         let key = key_of(id);
@@ -107,7 +107,7 @@ impl UiSessions {
     }
 
     /// End the session the request's cookie names; the `Set-Cookie` value that clears it.
-    pub(crate) fn close(&self, headers: &HeaderMap) -> String {
+    pub(super) fn close(&self, headers: &HeaderMap) -> String {
         if let Some(id) = self.cookie_in(headers) {
             self.lock().remove(&key_of(id));
         }

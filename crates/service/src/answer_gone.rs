@@ -17,7 +17,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// Cancelled once the HTTP answer to this request is gone. Found by a handler in the request's
 /// `http::request::Parts`, which rmcp hands over in its context.
 #[derive(Debug, Clone)]
-pub(crate) struct AnswerGone(pub(crate) CancellationToken);
+pub(crate) struct AnswerGone(pub CancellationToken);
 
 /// The middleware: gives each POST its token, cancelled when its answer's body is dropped.
 pub(crate) async fn tie_to_answer(mut request: Request, next: Next) -> Response<Body> {

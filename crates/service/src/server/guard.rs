@@ -11,14 +11,13 @@ use http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::{HeaderMap, Response, StatusCode, Uri};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
+pub use super::guard_error::GuardError;
+use super::guard_error::MIN_TOKEN_CHARS;
 use crate::scope_request::Ceiling;
-
-/// The shortest token accepted: a guessable token is no token.
-pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 
 /// Who may call, from where.
 #[derive(Clone)]
-pub(crate) struct Guard {
+pub struct Guard {
     /// Bearer tokens; empty means no authentication (loopback only).
     tokens: Vec<Vec<u8>>,
     /// Each token's ceiling, in the same order.
@@ -48,41 +47,34 @@ impl std::fmt::Debug for Guard {
 impl Guard {
     /// A guard for a server listening on `listen`. `hosts` empty: the listen address (and
     /// `localhost` on loopback); `*` alone: any host.
-    pub(crate) fn new(
+    ///
+    /// # Errors
+    /// A weak token, no token off loopback, no host to check, or an origin that is not one.
+    pub fn new(
         listen: SocketAddr,
         tokens: Vec<String>,
         hosts: &[String],
         origins: &[String],
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, GuardError> {
         for (index, token) in tokens.iter().enumerate() {
             if token.chars().count() < MIN_TOKEN_CHARS || token.chars().any(char::is_whitespace) {
-                anyhow::bail!(
-                    "token {} is shorter than {MIN_TOKEN_CHARS} characters or holds spaces: use long random tokens (for example `openssl rand -hex 32`)",
-                    index + 1
-                );
+                return Err(GuardError::WeakToken(index + 1));
             }
             // HTTP clients send header values as they please outside printable ASCII, so such a
             // token would start the server and then never match.
             if !token.bytes().all(|b| b.is_ascii_graphic()) {
-                anyhow::bail!(
-                    "token {} holds characters outside printable ASCII, which no HTTP client sends reliably in a header: use letters, digits and punctuation only (for example `openssl rand -hex 32`)",
-                    index + 1
-                );
+                return Err(GuardError::TokenNotAscii(index + 1));
             }
         }
         let loopback = listen.ip().is_loopback();
         if tokens.is_empty() && !loopback {
-            anyhow::bail!(
-                "--listen {listen} is not a loopback address, and no token is set: anyone who reaches it could run browsers. Set AIRLOCK_TOKENS (comma-separated) or --tokens-file, or listen on 127.0.0.1"
-            );
+            return Err(GuardError::NoToken(listen));
         }
         let hosts = if hosts.iter().any(|h| h == "*") {
             None
         } else if hosts.is_empty() {
             if listen.ip().is_unspecified() {
-                anyhow::bail!(
-                    "--listen {listen} accepts any address, so the Host header cannot be checked against it: name the hosts clients use with --allowed-host (repeatable), or --allowed-host '*' behind a proxy that checks Host"
-                );
+                return Err(GuardError::NoHost(listen));
             }
             let mut names = vec![
                 authority(listen.ip(), None),
@@ -113,12 +105,10 @@ impl Guard {
                 if origin.starts_with("http://") || origin.starts_with("https://") {
                     Ok(origin)
                 } else {
-                    anyhow::bail!(
-                        "--allowed-origin `{origin}` is not an origin: write scheme://host[:port], like https://app.example.com"
-                    )
+                    Err(GuardError::NotAnOrigin(origin))
                 }
             })
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         let open = Arc::new(Ceiling::server(airlock_policy::Scope::default()));
         Ok(Self {
             ceilings: vec![Arc::clone(&open); tokens.len()],
@@ -134,12 +124,7 @@ impl Guard {
     /// (absolute form; RFC 9112 §3.2.2 says it wins over `Host`), else the one `Host` header. Two
     /// `Host` headers are a bad request (RFC 9110 §7.2).
     /// An `Origin` of this very server (its dashboard's pages, `tls` naming the scheme) passes.
-    pub(crate) fn check_site(
-        &self,
-        uri: &Uri,
-        headers: &HeaderMap,
-        tls: bool,
-    ) -> Option<Response<Body>> {
+    pub fn check_site(&self, uri: &Uri, headers: &HeaderMap, tls: bool) -> Option<Response<Body>> {
         if headers.get_all(HOST).iter().count() > 1 {
             return Some(refuse(
                 StatusCode::BAD_REQUEST,
@@ -175,7 +160,7 @@ impl Guard {
 
     /// Give each token its ceiling (in the tokens' order) and callers without a token `open`.
     #[must_use]
-    pub(crate) fn with_ceilings(mut self, tokens: Vec<Arc<Ceiling>>, open: Arc<Ceiling>) -> Self {
+    pub fn with_ceilings(mut self, tokens: Vec<Arc<Ceiling>>, open: Arc<Ceiling>) -> Self {
         debug_assert_eq!(tokens.len(), self.tokens.len());
         self.ceilings = tokens;
         self.open = open;
@@ -183,12 +168,12 @@ impl Guard {
     }
 
     /// The refusal for a request without a valid token, if it lacks one.
-    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Option<Response<Body>> {
+    pub fn check_token(&self, headers: &HeaderMap) -> Option<Response<Body>> {
         self.authorize(headers).is_none().then(unauthorized)
     }
 
     /// The ceiling of the caller's token, or `None` for a request without a valid one.
-    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Option<Arc<Ceiling>> {
+    pub fn authorize(&self, headers: &HeaderMap) -> Option<Arc<Ceiling>> {
         if self.tokens.is_empty() {
             return Some(Arc::clone(&self.open));
         }
@@ -203,7 +188,7 @@ impl Guard {
     }
 
     /// The ceiling of `given` if it is one of the tokens (the dashboard's sign-in form sends it).
-    pub(crate) fn ceiling_of(&self, given: &str) -> Option<Arc<Ceiling>> {
+    pub fn ceiling_of(&self, given: &str) -> Option<Arc<Ceiling>> {
         if self.tokens.is_empty() {
             return Some(Arc::clone(&self.open));
         }
@@ -228,7 +213,7 @@ impl Guard {
 }
 
 /// The answer to a request without a valid token.
-pub(crate) fn unauthorized() -> Response<Body> {
+pub(super) fn unauthorized() -> Response<Body> {
     let mut response = refuse(
         StatusCode::UNAUTHORIZED,
         "a bearer token is required: send `Authorization: Bearer <token>` with one of the server's tokens",
@@ -273,12 +258,12 @@ fn authority(ip: IpAddr, port: Option<u16>) -> String {
 }
 
 /// A JSON error answer: `{"error": "..."}`.
-pub(crate) fn refuse(status: StatusCode, message: &str) -> Response<Body> {
+pub(super) fn refuse(status: StatusCode, message: &str) -> Response<Body> {
     json_response(status, &serde_json::json!({ "error": message }))
 }
 
 /// `503` with `Retry-After`: the server has no room now (capacity, sessions), so try again soon.
-pub(crate) fn busy(message: &str) -> Response<Body> {
+pub(super) fn busy(message: &str) -> Response<Body> {
     let mut response = refuse(StatusCode::SERVICE_UNAVAILABLE, message);
     response.headers_mut().insert(
         http::header::RETRY_AFTER,
@@ -288,7 +273,7 @@ pub(crate) fn busy(message: &str) -> Response<Body> {
 }
 
 /// A JSON answer with this status.
-pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+pub(super) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
     let mut response = Response::new(Body::from(serde_json::to_string(value).unwrap_or_default()));
     *response.status_mut() = status;
     response.headers_mut().insert(

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_driver_docker::CdpBrowser;
 use airlock_policy::{CdpGuard, Verdict};
 use axum::body::Body;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -24,6 +23,7 @@ use super::App;
 use super::guard::{busy, json_response, refuse};
 use super::lease_view::{LeaseView, lease_view};
 use super::leases::Listed;
+use crate::CdpLease;
 use crate::capacity::Slot;
 use crate::scope_request::Ceiling;
 
@@ -34,15 +34,15 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long leases last.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LeaseLimits {
+pub struct LeaseLimits {
     /// The most a lease lasts.
-    pub(crate) lease: Duration,
+    pub lease: Duration,
     /// A lease with no message either way for this long ends.
-    pub(crate) idle: Duration,
+    pub idle: Duration,
 }
 
 /// `GET /json/version` (also under `/cdp/`): where to connect, in Chromium's shape.
-pub(crate) async fn version(State(app): State<App>, request: Request) -> Response<Body> {
+pub(super) async fn version(State(app): State<App>, request: Request) -> Response<Body> {
     let headers = request.headers();
     let host = headers
         .get(http::header::HOST)
@@ -68,7 +68,7 @@ pub(crate) async fn version(State(app): State<App>, request: Request) -> Respons
 
 /// The `token` query parameter, if there is one (its characters are token characters or it is
 /// not a token).
-pub(crate) fn query_token(query: Option<&str>) -> Option<&str> {
+pub(super) fn query_token(query: Option<&str>) -> Option<&str> {
     query?
         .split('&')
         .find_map(|pair| pair.strip_prefix("token="))
@@ -80,7 +80,7 @@ pub(crate) fn query_token(query: Option<&str>) -> Option<&str> {
 }
 
 /// `GET /cdp` with a WebSocket upgrade: lease a browser, then serve the connection.
-pub(crate) async fn connect(
+pub(super) async fn connect(
     State(app): State<App>,
     Extension(ceiling): Extension<Arc<Ceiling>>,
     headers: http::HeaderMap,
@@ -109,7 +109,7 @@ pub(crate) async fn connect(
     // The browser starts before the upgrade, so a failure is an HTTP answer with its reason.
     // A CDP client drives the browser itself: its token's ceiling is its scope.
     let browser = match app
-        .driver
+        .browsers
         .start_cdp(limits.lease, ceiling.scope.clone())
         .await
     {
@@ -165,7 +165,7 @@ const LEASE_HEADER: &str = "airlock-lease";
 /// What a lease holds while it runs.
 struct Lease {
     slot: Slot,
-    browser: CdpBrowser,
+    browser: Box<dyn CdpLease>,
     view: LeaseView,
     /// In the book until the lease ends.
     listed: Listed,
@@ -297,8 +297,8 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
             from_browser = browser.next_message() => {
                 match from_browser {
                     Some(Ok(message)) => {
-                        log_refusals(&browser, metrics);
-                        let mut both = Both { socket: &mut socket, guard: &mut guard, browser: &mut browser };
+                        log_refusals(browser.as_ref(), metrics);
+                        let mut both = Both { socket: &mut socket, guard: &mut guard, browser: browser.as_mut() };
                         match both.pass(&mut view, message).await {
                             Ok(true) => idle_until = tokio::time::Instant::now() + limits.idle,
                             // The live view's own messages are not the client's traffic: a
@@ -315,7 +315,7 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
                 }
             }
             command = view.next() => {
-                if !to_browser(&mut browser, &[command]).await {
+                if !to_browser(browser.as_mut(), &[command]).await {
                     break End::BrowserExited;
                 }
             }
@@ -333,7 +333,7 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
         };
         let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
     }
-    log_refusals(&browser, metrics);
+    log_refusals(browser.as_ref(), metrics);
     let container = browser.container().to_owned();
     browser.dispose().await;
     // Out of the book before its viewers are told it ended.
@@ -362,7 +362,7 @@ fn log_end(container: &str, end: End, guard: &CdpGuard) {
 
 /// Log and count what the browser's egress proxy refused since the last look (as the browser's
 /// messages arrive, and once more at the end).
-fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
+fn log_refusals(browser: &dyn CdpLease, metrics: &crate::metrics::Metrics) {
     let taken = browser.take_egress_events();
     for event in &taken.events {
         if let airlock_proxy::Outcome::Refused { reason, class, .. } = &event.outcome {
@@ -385,7 +385,7 @@ fn log_refusals(browser: &CdpBrowser, metrics: &crate::metrics::Metrics) {
 
 /// Send the live view's commands to the browser (each bounded like the client's); false when
 /// the browser is gone or stuck.
-async fn to_browser(browser: &mut CdpBrowser, commands: &[String]) -> bool {
+async fn to_browser(browser: &mut dyn CdpLease, commands: &[String]) -> bool {
     for command in commands {
         match tokio::time::timeout(SEND_TIMEOUT, browser.send(command)).await {
             Ok(Ok(())) => {}
@@ -399,7 +399,7 @@ async fn to_browser(browser: &mut CdpBrowser, commands: &[String]) -> bool {
 struct Both<'a> {
     socket: &'a mut WebSocket,
     guard: &'a mut CdpGuard,
-    browser: &'a mut CdpBrowser,
+    browser: &'a mut dyn CdpLease,
 }
 
 impl Both<'_> {
@@ -440,12 +440,12 @@ async fn send(socket: &mut WebSocket, text: String) -> bool {
 }
 
 /// Whether this request is for the CDP endpoints (which also take the token from the query).
-pub(crate) fn is_cdp_path(path: &str) -> bool {
+pub(super) fn is_cdp_path(path: &str) -> bool {
     path == "/cdp" || path.starts_with("/cdp/") || path.starts_with("/json/version")
 }
 
 /// Headers with the query's token moved into `Authorization`, for the one token check.
-pub(crate) fn with_query_token(headers: &HeaderMap, query: Option<&str>) -> Option<HeaderMap> {
+pub(super) fn with_query_token(headers: &HeaderMap, query: Option<&str>) -> Option<HeaderMap> {
     let token = query_token(query)?;
     if headers.contains_key(http::header::AUTHORIZATION) {
         return None;

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 /// How a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum TaskState {
+pub enum TaskState {
     /// Waiting for a slot.
     Queued,
     /// Its browser runs.
@@ -31,37 +31,40 @@ pub(crate) enum TaskState {
 
 /// A finished task's record, as stored and served.
 #[derive(Debug)]
-pub(crate) struct StoredRecord {
-    pub(crate) json: Vec<u8>,
-    pub(crate) html: Vec<u8>,
+pub struct StoredRecord {
+    /// The record as JSON.
+    pub json: Vec<u8>,
+    /// The record as a page.
+    pub html: Vec<u8>,
 }
 
 /// One step as `GET /v1/tasks/{id}` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub(crate) struct StepSeen {
+pub struct StepSeen {
     /// Its number, from 1.
-    pub(crate) step: usize,
+    pub step: usize,
     /// The step limit.
-    pub(crate) max_steps: usize,
+    pub max_steps: usize,
     /// What it does (`agent_browser open https://…`).
-    pub(crate) summary: String,
+    pub summary: String,
 }
 
 /// A task as its owner sees it.
 #[derive(Debug, Clone)]
-pub(crate) struct Snapshot {
+pub struct Snapshot {
     /// The task's words, cut to [`MAX_TITLE_CHARS`] (for the dashboard).
-    pub(crate) title: String,
+    pub title: String,
     pub(crate) state: TaskState,
     pub(crate) created_unix_ms: u64,
     pub(crate) steps: Vec<StepSeen>,
     /// Its open call for help, while it waits for a person.
-    pub(crate) help: Option<HelpCall>,
+    pub help: Option<HelpCall>,
     /// The answer, once done (the same body `wait: true` answers with).
-    pub(crate) answer: Option<Arc<Value>>,
+    pub answer: Option<Arc<Value>>,
     /// Why it never ran, once done without running.
-    pub(crate) error: Option<String>,
-    pub(crate) record: Option<Arc<StoredRecord>>,
+    pub error: Option<String>,
+    /// Its flight record, once done.
+    pub record: Option<Arc<StoredRecord>>,
 }
 
 struct Entry {
@@ -84,7 +87,7 @@ struct Book {
 }
 
 /// The tasks of one server.
-pub(crate) struct TaskBook {
+pub struct TaskBook {
     book: Mutex<Book>,
     keep: usize,
     bytes: usize,
@@ -102,7 +105,7 @@ impl std::fmt::Debug for TaskBook {
 impl TaskBook {
     /// A book keeping `keep` (at least one) finished tasks per token within `bytes` per token
     /// (the newest is kept whatever its size).
-    pub(crate) fn new(keep: usize, bytes: usize) -> Arc<Self> {
+    pub fn new(keep: usize, bytes: usize) -> Arc<Self> {
         Arc::new(Self {
             book: Mutex::default(),
             keep: keep.max(1),
@@ -116,7 +119,7 @@ impl TaskBook {
     }
 
     /// Enter a new task of `owner`, queued, asked in the words `task`; its id.
-    pub(crate) fn open(&self, owner: &str, task: &str, cancel: CancellationToken) -> String {
+    pub fn open(&self, owner: &str, task: &str, cancel: CancellationToken) -> String {
         let id = new_id("task");
         let (changed, _) = watch::channel(0);
         let entry = Entry {
@@ -152,12 +155,12 @@ impl TaskBook {
     }
 
     /// The task has a slot and runs.
-    pub(crate) fn running(&self, id: &str) {
+    pub fn running(&self, id: &str) {
         self.update(id, |snapshot| snapshot.state = TaskState::Running);
     }
 
     /// The task's call for help opened (`Some`) or closed (`None`).
-    pub(crate) fn help(&self, id: &str, call: Option<HelpCall>) {
+    pub fn help(&self, id: &str, call: Option<HelpCall>) {
         self.update(id, |snapshot| {
             if snapshot.state == TaskState::Done {
                 return;
@@ -172,7 +175,7 @@ impl TaskBook {
     }
 
     /// One more step (bounded by the task's step limit, which the runner holds to).
-    pub(crate) fn step(&self, id: &str, progress: &Progress) {
+    pub fn step(&self, id: &str, progress: &Progress) {
         self.update(id, |snapshot| {
             if snapshot.steps.len() < progress.max_steps {
                 snapshot.steps.push(StepSeen {
@@ -186,12 +189,7 @@ impl TaskBook {
 
     /// The task is over: keep its answer (or why it never ran) and record, and let the oldest of
     /// its owner's finished tasks go past the bounds.
-    pub(crate) fn done(
-        &self,
-        id: &str,
-        answer: Result<Value, String>,
-        record: Option<StoredRecord>,
-    ) {
+    pub fn done(&self, id: &str, answer: Result<Value, String>, record: Option<StoredRecord>) {
         let bytes = answer.as_ref().map_or(0, |value| value.to_string().len())
             + record
                 .as_ref()
@@ -220,7 +218,7 @@ impl TaskBook {
 
     /// The task ran: keep its answer (as the API answers it, with its id and links) and its
     /// record (JSON and page); the answer.
-    pub(crate) fn finished(&self, id: &str, result: &TaskResult, record: &FlightRecord) -> Value {
+    pub fn finished(&self, id: &str, result: &TaskResult, record: &FlightRecord) -> Value {
         let mut value = answer(result);
         value["id"] = json!(id);
         value["links"] = json!(TaskLinks::of(id));
@@ -255,14 +253,14 @@ impl TaskBook {
 
     /// The task `id` as `owner` sees it: `None` when there is none, or it is another's (the two
     /// are not told apart).
-    pub(crate) fn get(&self, owner: &str, id: &str) -> Option<Snapshot> {
+    pub fn get(&self, owner: &str, id: &str) -> Option<Snapshot> {
         let book = self.lock();
         let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
         Some(entry.snapshot.clone())
     }
 
     /// Every task `owner` has (running, queued and the finished ones kept), newest first.
-    pub(crate) fn list(&self, owner: &str) -> Vec<(String, Snapshot)> {
+    pub fn list(&self, owner: &str) -> Vec<(String, Snapshot)> {
         let book = self.lock();
         let mut tasks: Vec<(String, Snapshot)> = book
             .tasks
@@ -275,7 +273,7 @@ impl TaskBook {
     }
 
     /// Where the task's live view is offered and its help desk (for its run).
-    pub(crate) fn window(&self, id: &str) -> TaskWindow {
+    pub fn window(&self, id: &str) -> TaskWindow {
         let book = self.lock();
         book.tasks
             .get(id)
@@ -284,21 +282,21 @@ impl TaskBook {
     }
 
     /// The task's state, where its live view is offered and its help desk, for `owner`.
-    pub(crate) fn live(&self, owner: &str, id: &str) -> Option<(TaskState, TaskWindow)> {
+    pub fn live(&self, owner: &str, id: &str) -> Option<(TaskState, TaskWindow)> {
         let book = self.lock();
         let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
         Some((entry.snapshot.state, entry.window.clone()))
     }
 
     /// Follow the task: a receiver that wakes on every change.
-    pub(crate) fn follow(&self, owner: &str, id: &str) -> Option<watch::Receiver<u64>> {
+    pub fn follow(&self, owner: &str, id: &str) -> Option<watch::Receiver<u64>> {
         let book = self.lock();
         let entry = book.tasks.get(id).filter(|entry| entry.owner == owner)?;
         Some(entry.changed.subscribe())
     }
 
     /// Cancel the task (a finished one stays as it ended); whether `owner` has it.
-    pub(crate) fn cancel(&self, owner: &str, id: &str) -> bool {
+    pub fn cancel(&self, owner: &str, id: &str) -> bool {
         let book = self.lock();
         match book.tasks.get(id).filter(|entry| entry.owner == owner) {
             Some(entry) => {
@@ -312,7 +310,7 @@ impl TaskBook {
 
 /// Where a task is followed.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct TaskLinks {
+pub struct TaskLinks {
     /// Its state and steps: `GET` (and `DELETE` to cancel it).
     #[serde(rename = "self")]
     this: String,
@@ -327,9 +325,9 @@ pub(crate) struct TaskLinks {
     /// the live view, the call for help, hand-back and cancel.
     page: String,
     /// Its flight record as JSON, once done.
-    pub(crate) record: String,
+    pub record: String,
     /// Its flight record as a page, once done.
-    pub(crate) record_html: String,
+    pub record_html: String,
 }
 
 impl TaskLinks {
@@ -347,7 +345,7 @@ impl TaskLinks {
 }
 
 /// The result as `airlock task --json` prints it, with the screenshots inline.
-pub(crate) fn answer(result: &TaskResult) -> Value {
+pub fn answer(result: &TaskResult) -> Value {
     let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
     value["screenshots"] = result
         .screenshots
@@ -359,14 +357,14 @@ pub(crate) fn answer(result: &TaskResult) -> Value {
 
 /// The OpenAPI document's `TaskAnswer` (a task's answer as JSON: [`answer`] with its id and
 /// links), for fields that carry one.
-pub(crate) fn answer_reference(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub fn answer_reference(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = schemars::Schema::default();
     schema.insert("$ref".to_owned(), json!("#/components/schemas/TaskAnswer"));
     schema
 }
 
 /// The most of a task's words the book keeps to show it.
-pub(crate) const MAX_TITLE_CHARS: usize = 200;
+pub const MAX_TITLE_CHARS: usize = 200;
 
 fn title_of(task: &str) -> String {
     let task = task.trim();
@@ -378,7 +376,7 @@ fn title_of(task: &str) -> String {
 
 /// `prefix_`, this replica's tag (`crate::replica`, so a balancer can route by the id) and 96
 /// random bits from the OS: an id nobody can guess or count up to.
-pub(crate) fn new_id(prefix: &str) -> String {
+pub fn new_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     bytes[..4].copy_from_slice(&crate::replica::tag());
     // A failing OS random source would make every id the same; a time-and-counter fallback

@@ -28,7 +28,7 @@ struct Lease {
 
 /// The open leases, by id.
 #[derive(Default)]
-pub(crate) struct LeaseBook {
+pub(super) struct LeaseBook {
     open: Mutex<HashMap<String, Lease>>,
 }
 

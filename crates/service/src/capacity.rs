@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 
 /// Why a task was not admitted. Each says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// Every slot is busy and the queue is full (or queueing is off).
     #[error(
         "this server is at capacity: all {capacity} task slots are busy (max_concurrent_tasks) and {queued} tasks wait already (max_queued_tasks); try again shortly or another server"
@@ -44,7 +44,7 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// A short stable word, for metrics.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &'static str {
         match self {
             Self::Full { .. } => "full",
             Self::Waited { .. } => "queue_timeout",
@@ -55,21 +55,22 @@ impl Refusal {
 }
 
 /// Admission control and metrics, shared by every transport of one server.
-pub(crate) struct Admission {
+pub struct Admission {
     slots: Arc<Semaphore>,
     capacity: usize,
     max_queued: usize,
     queued: AtomicUsize,
     queue_timeout: Duration,
     /// Cancelled when draining starts.
-    pub(crate) draining: CancellationToken,
+    pub draining: CancellationToken,
     /// Told whenever a slot is given back, so draining can wait for the last one.
     freed: Notify,
-    pub(crate) metrics: Metrics,
+    /// What the server counts, for `/metrics`.
+    pub metrics: Metrics,
 }
 
 /// A running task's slot; the running gauge follows it.
-pub(crate) struct Slot {
+pub struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     admission: Arc<Admission>,
 }
@@ -94,7 +95,9 @@ impl Drop for Waiting<'_> {
 }
 
 impl Admission {
-    pub(crate) fn new(capacity: usize, max_queued: usize, queue_timeout: Duration) -> Arc<Self> {
+    /// `capacity` slots, and a queue of `max_queued` that waits at most `queue_timeout`.
+    #[must_use]
+    pub fn new(capacity: usize, max_queued: usize, queue_timeout: Duration) -> Arc<Self> {
         let metrics = Metrics::new(capacity);
         metrics.ready.set(1);
         Arc::new(Self {
@@ -110,10 +113,7 @@ impl Admission {
     }
 
     /// Wait for a slot within the queue's bounds; `cancel` ends the wait.
-    pub(crate) async fn admit(
-        self: &Arc<Self>,
-        cancel: &CancellationToken,
-    ) -> Result<Slot, Refusal> {
+    pub async fn admit(self: &Arc<Self>, cancel: &CancellationToken) -> Result<Slot, Refusal> {
         let admitted = self.try_admit(cancel).await;
         match &admitted {
             Ok(_) => {
@@ -168,18 +168,18 @@ impl Admission {
     }
 
     /// Count a task that ran.
-    pub(crate) fn finished(&self, result: &TaskResult) {
+    pub fn finished(&self, result: &TaskResult) {
         self.metrics.finished(result);
     }
 
     /// Whether a new task could start now (not draining, a slot or a queue place free).
-    pub(crate) fn has_room(&self) -> bool {
+    pub fn has_room(&self) -> bool {
         self.refusal_now().is_none()
     }
 
     /// For a caller who will not wait: the refusal a task would get now (counted), or `None`
     /// when it has a slot or a queue place.
-    pub(crate) fn turn_away(&self) -> Option<Refusal> {
+    pub fn turn_away(&self) -> Option<Refusal> {
         let refusal = self.refusal_now()?;
         self.metrics.refused(refusal.reason());
         Some(refusal)
@@ -199,13 +199,13 @@ impl Admission {
     }
 
     /// Stop taking tasks: new ones and waiting ones are refused.
-    pub(crate) fn drain(&self) {
+    pub fn drain(&self) {
         self.metrics.ready.set(0);
         self.draining.cancel();
     }
 
     /// Resolves when no task holds a slot.
-    pub(crate) async fn idle(&self) {
+    pub async fn idle(&self) {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -219,12 +219,12 @@ impl Admission {
     }
 
     /// The most tasks (and CDP leases) that run at once.
-    pub(crate) fn capacity(&self) -> usize {
+    pub fn capacity(&self) -> usize {
         self.capacity
     }
 
     /// Tasks running now.
-    pub(crate) fn running(&self) -> usize {
+    pub fn running(&self) -> usize {
         self.capacity - self.slots.available_permits()
     }
 }

@@ -34,7 +34,7 @@ pub(super) struct InlineScreenshot {
 }
 
 /// `GET /v1/schema`.
-pub(crate) fn schema() -> Response<Body> {
+pub(super) fn schema() -> Response<Body> {
     // The worker's own result type, with screenshots as this API returns them.
     let mut response = serde_json::to_value(schemars::schema_for!(TaskResult)).unwrap_or_default();
     response["properties"]["screenshots"]["items"] =
@@ -49,18 +49,18 @@ pub(crate) fn schema() -> Response<Body> {
 }
 
 /// Where a task's run reports and answers.
-pub(crate) struct Service {
-    pub(crate) runner: TaskRunner,
-    pub(crate) admission: Arc<Admission>,
-    pub(crate) tracker: TaskTracker,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) book: Arc<TaskBook>,
+pub(super) struct Service {
+    pub runner: TaskRunner,
+    pub admission: Arc<Admission>,
+    pub tracker: TaskTracker,
+    pub shutdown: CancellationToken,
+    pub book: Arc<TaskBook>,
 }
 
 /// `POST /v1/tasks`: check the body, then either wait for a slot, run and answer (`wait`, the
 /// default: the task is cancelled if the caller goes away), or answer `202` at once with the
 /// task's id and links while it queues and runs on its own.
-pub(crate) async fn run(
+pub(super) async fn run(
     headers: &HeaderMap,
     body: Bytes,
     service: Service,
@@ -195,7 +195,7 @@ impl Job {
 
 /// `POST /v1/tasks` with `"wait": false`: the task queued.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct TaskAccepted {
+pub(super) struct TaskAccepted {
     /// The task's id.
     id: String,
     /// `queued`.

@@ -7,20 +7,20 @@ use airlock_worker::{Secret, SecretError, Secrets};
 
 /// The sites a caller's tasks may reach at most, and whose limit that is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ceiling {
+pub struct Ceiling {
     /// The widest scope allowed.
-    pub(crate) scope: Scope,
+    pub scope: Scope,
     /// Who set it, as errors name it: `the server` or `this token`.
-    pub(crate) owner: &'static str,
+    pub owner: &'static str,
     /// The configured secrets it may ask for by name (`None`: every one the server has).
-    pub(crate) secret_names: Option<Vec<String>>,
+    pub secret_names: Option<Vec<String>>,
     /// Whose named contexts it uses (`local`, or a digest of its token).
-    pub(crate) context_owner: String,
+    pub context_owner: String,
 }
 
 impl Ceiling {
     /// The operator's ceiling for every caller (`--allowed-domain`, `--blocked-domain`).
-    pub(crate) fn server(scope: Scope) -> Self {
+    pub fn server(scope: Scope) -> Self {
         Self {
             scope,
             owner: "the server",
@@ -32,18 +32,18 @@ impl Ceiling {
 
 /// What a caller may ask for: its ceiling, and the secrets the server holds.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Caller<'a> {
+pub struct Caller<'a> {
     /// The caller's token's ceiling (or the server's).
-    pub(crate) ceiling: &'a Ceiling,
+    pub ceiling: &'a Ceiling,
     /// The secrets configured with `--secret`.
-    pub(crate) configured: &'a Secrets,
+    pub configured: &'a Secrets,
     /// The most a request may download (`--max-download-bytes`; `None`: no downloads).
-    pub(crate) max_download_bytes: Option<u64>,
+    pub max_download_bytes: Option<u64>,
 }
 
 /// The task's scope: what was asked, inside `ceiling`. The error names the field, the entry and
 /// the fix; a request is never silently widened or narrowed.
-pub(crate) fn task_scope(
+pub fn task_scope(
     allowed: &[String],
     blocked: &[String],
     ceiling: &Ceiling,
@@ -56,7 +56,7 @@ pub(crate) fn task_scope(
 
 /// The task's secrets: the configured ones it names (each allowed by `ceiling`) and any given
 /// inline, checked against the task's `scope`. Errors name the secret, never a value.
-pub(crate) fn task_secrets(
+pub fn task_secrets(
     names: &[String],
     inline: Vec<Secret>,
     ceiling: &Ceiling,

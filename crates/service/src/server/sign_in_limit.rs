@@ -22,7 +22,7 @@ const MAX_CLIENTS: usize = 4096;
 
 /// Failed sign-ins within the window.
 #[derive(Debug, Default)]
-pub(crate) struct SignInLimit {
+pub(super) struct SignInLimit {
     failures: Mutex<Failures>,
 }
 
@@ -34,7 +34,7 @@ struct Failures {
 
 impl SignInLimit {
     /// `Err(retry_after)` while `client`, or the server as a whole, is past its limit.
-    pub(crate) fn check(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+    pub(super) fn check(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
         let mut failures = self.lock();
         failures.forget_before(now);
         let full = |times: &VecDeque<Instant>, limit: usize| {
@@ -55,7 +55,7 @@ impl SignInLimit {
     }
 
     /// A sign-in from `client` failed.
-    pub(crate) fn failed(&self, client: IpAddr, now: Instant) {
+    pub(super) fn failed(&self, client: IpAddr, now: Instant) {
         let mut failures = self.lock();
         failures.forget_before(now);
         failures.overall.push_back(now);

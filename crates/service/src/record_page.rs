@@ -45,12 +45,12 @@ fn policy() -> String {
 
 /// The policy `serve` sends with the page: the same, in an opaque origin (`sandbox`), so the page
 /// can reach nothing of the server's.
-pub(crate) fn served_policy() -> String {
+pub fn served_policy() -> String {
     format!("sandbox allow-scripts; {}", policy())
 }
 
 /// `record` as a page.
-pub(crate) fn render(record: &FlightRecord) -> String {
+pub fn render(record: &FlightRecord) -> String {
     let policy = policy();
     let refused = record
         .steps

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
 /// `inner`, whose writes fail once one has waited `limit` for the peer to make room.
-pub(crate) struct WriteDeadline<T> {
+pub(super) struct WriteDeadline<T> {
     inner: T,
     limit: Duration,
     /// Running while a write (or flush) waits for room.
@@ -21,7 +21,7 @@ pub(crate) struct WriteDeadline<T> {
 }
 
 impl<T> WriteDeadline<T> {
-    pub(crate) fn new(inner: T, limit: Duration) -> Self {
+    pub(super) fn new(inner: T, limit: Duration) -> Self {
         Self {
             inner,
             limit,

@@ -12,11 +12,11 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 /// How long one check of Docker and the image answers for.
-pub(crate) const READY_CACHE: Duration = Duration::from_secs(2);
+pub(super) const READY_CACHE: Duration = Duration::from_secs(2);
 
 /// Why the server is not ready, as a fixed word, with the details for those allowed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NotReady {
+pub(super) enum NotReady {
     /// Shutting down.
     Draining,
     /// Every slot busy and the queue full.
@@ -27,7 +27,7 @@ pub(crate) enum NotReady {
 
 impl NotReady {
     /// The word anyone may read.
-    pub(crate) fn word(&self) -> &'static str {
+    pub(super) fn word(&self) -> &'static str {
         match self {
             Self::Draining => "draining",
             Self::Full => "full",
@@ -36,7 +36,7 @@ impl NotReady {
     }
 
     /// The details, for an authenticated caller.
-    pub(crate) fn detail(&self) -> String {
+    pub(super) fn detail(&self) -> String {
         match self {
             Self::Draining => "the server is shutting down".to_owned(),
             Self::Full => "every task slot is busy and the queue is full".to_owned(),
@@ -47,14 +47,14 @@ impl NotReady {
 
 /// The last answer of the expensive check, shared by every probe.
 #[derive(Debug, Default)]
-pub(crate) struct Readiness {
+pub(super) struct Readiness {
     last: Mutex<Option<(Instant, Result<(), String>)>>,
 }
 
 impl Readiness {
     /// `check`'s answer, asked at most once per [`READY_CACHE`]; probes that arrive while it
     /// runs wait for that one answer.
-    pub(crate) async fn browser_can_start<F, Fut>(&self, check: F) -> Result<(), String>
+    pub(super) async fn browser_can_start<F, Fut>(&self, check: F) -> Result<(), String>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<(), String>>,

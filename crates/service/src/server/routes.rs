@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_worker::BrowserDriver;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -18,9 +17,9 @@ use tokio::sync::Mutex;
 use super::guard::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
 use super::{App, cdp, hand_back, leases, live, openapi, task_body, task_by_id, tasks_api, ui};
-use crate::mcp_cmd::{Direct, Mode, Server};
+use crate::TaskSettings;
+use crate::mcp::{Direct, Mode, Server};
 use crate::scope_request::{Caller, Ceiling};
-use crate::settings::Settings;
 
 /// A client must send a request's body within this.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,7 +27,7 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The sign-in form's body: a token and its field name.
 const SIGN_IN_BODY_BYTES: usize = 4 * 1024;
 
-pub(super) fn router(app: App, settings: Arc<Settings>) -> Router {
+pub(super) fn router(app: App, settings: Arc<TaskSettings>) -> Router {
     let mcp = mcp_service(&app, settings);
     let mcp = Router::new()
         .fallback_service(mcp)
@@ -239,11 +238,11 @@ async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Bo
     } else if !app.admission.has_room() {
         Some(NotReady::Full)
     } else {
-        let driver = Arc::clone(&app.driver);
+        let browsers = Arc::clone(&app.browsers);
         app.readiness
-            .browser_can_start(
-                || async move { driver.check().await.map_err(|error| error.to_string()) },
-            )
+            .browser_can_start(|| async move {
+                browsers.check().await.map_err(|error| error.to_string())
+            })
             .await
             .err()
             .map(NotReady::BrowserUnavailable)
@@ -257,7 +256,7 @@ async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Bo
     // token; the probe itself needs none.
     if app.guard.check_token(&headers).is_none() {
         body["detail"] = serde_json::json!(not_ready.as_ref().map(NotReady::detail));
-        body["pool_error"] = serde_json::json!(app.driver.pool_error());
+        body["pool_error"] = serde_json::json!(app.browsers.pools().error);
     }
     let status = if not_ready.is_none() {
         StatusCode::OK
@@ -268,34 +267,7 @@ async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Bo
 }
 
 async fn metrics(State(app): State<App>) -> Response<Body> {
-    let warm = app.driver.warm_sessions();
-    app.admission
-        .metrics
-        .warm_sessions
-        .set(i64::try_from(warm).unwrap_or(i64::MAX));
-    app.admission
-        .metrics
-        .warm_pool_target
-        .set(i64::try_from(app.driver.pool_target()).unwrap_or(i64::MAX));
-    app.admission
-        .metrics
-        .set_pool_claims(app.driver.pool_claims());
-    app.admission
-        .metrics
-        .set_pool_refill_held(app.driver.pool_refill_held());
-    let warm_cdp = app.driver.warm_cdp_browsers();
-    app.admission
-        .metrics
-        .warm_cdp_browsers
-        .set(i64::try_from(warm_cdp).unwrap_or(i64::MAX));
-    app.admission
-        .metrics
-        .warm_pool_failing
-        .set(i64::from(app.driver.pool_error().is_some()));
-    app.admission
-        .metrics
-        .unasked_requests
-        .set(i64::try_from(app.driver.unasked_requests()).unwrap_or(i64::MAX));
+    app.admission.metrics.set_pools(&app.browsers.pools());
     let mut response = Response::new(Body::from(app.admission.metrics.encode()));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -374,7 +346,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
 /// tracker. A session's tasks (and its --direct browser) end with the session.
 fn mcp_service(
     app: &App,
-    settings: Arc<Settings>,
+    settings: Arc<TaskSettings>,
 ) -> StreamableHttpService<Server, LocalSessionManager> {
     let shutdown = app.shutdown.child_token();
     let sessions = Arc::clone(&app.sessions);
@@ -384,7 +356,7 @@ fn mcp_service(
         let mode = match &app.runner {
             Some(runner) => Mode::Task(runner.clone()),
             None => Mode::Direct(Arc::new(Direct {
-                driver: Arc::clone(&app.driver),
+                browsers: Arc::clone(&app.browsers),
                 session: Mutex::new(None),
                 tracker: app.tracker.clone(),
                 admission: Some(Arc::clone(&app.admission)),

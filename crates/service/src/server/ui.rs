@@ -93,16 +93,17 @@ pub(super) async fn home(
     };
     let tasks = app.book.list(&ceiling.context_owner);
     let leases = app.leases.of(&ceiling.context_owner);
+    let pools = app.browsers.pools();
     let server = ServerView {
         capacity: app.admission.capacity(),
         running: app.admission.running(),
         queued: app.admission.metrics.queued.get(),
         cdp_leases: app.admission.metrics.cdp_leases.get(),
         draining: app.admission.draining.is_cancelled(),
-        warm_tasks: app.driver.warm_sessions(),
-        warm_target: app.driver.pool_target(),
-        warm_cdp: app.driver.warm_cdp_browsers(),
-        pool_error: app.driver.pool_error(),
+        warm_tasks: pools.warm_tasks,
+        warm_target: pools.target,
+        warm_cdp: pools.warm_cdp,
+        pool_error: pools.error,
         signed_in: signed_in.is_some(),
     };
     page(

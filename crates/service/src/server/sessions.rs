@@ -17,7 +17,7 @@ const OPENING_WAIT: Duration = Duration::from_secs(5);
 
 /// Sessions being opened now.
 #[derive(Debug, Default)]
-pub(crate) struct Opening {
+pub(super) struct Opening {
     /// Admissions one at a time: each reads the counts and takes its place in one step.
     admitting: Mutex<()>,
     count: Arc<AtomicUsize>,
@@ -26,7 +26,7 @@ pub(crate) struct Opening {
 }
 
 /// One session being opened; dropped once its request is answered.
-pub(crate) struct Admitted {
+pub(super) struct Admitted {
     count: Arc<AtomicUsize>,
     finished: Arc<Notify>,
 }
@@ -40,7 +40,7 @@ impl Drop for Admitted {
 
 impl Opening {
     /// A place for one more session, if open and opening ones stay within `max`.
-    pub(crate) async fn admit(
+    pub(super) async fn admit(
         &self,
         sessions: &LocalSessionManager,
         max: usize,

@@ -11,14 +11,13 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use airlock_worker::{Scope, SessionState};
-use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 /// The owner of the command line's and stdio's contexts.
-pub(crate) const LOCAL_OWNER: &str = "local";
+pub const LOCAL_OWNER: &str = "local";
 
 /// The owner name for a `serve` token: a digest, so the token is never on disk.
-pub(crate) fn token_owner(token: &[u8]) -> String {
+pub fn token_owner(token: &[u8]) -> String {
     let digest = Sha256::digest(token);
     format!("token-{}", hex::encode(&digest[..12]))
 }
@@ -29,8 +28,40 @@ fn no_follow() -> i32 {
     i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0)
 }
 
+/// Why a context's state could not be found, read or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// No directory to keep contexts in.
+    #[error("contexts need a home: set AIRLOCK_CONTEXTS_DIR (or XDG_DATA_HOME or HOME)")]
+    NoHome,
+    /// Its file could not be opened.
+    #[error("cannot read context `{name}`: {source}")]
+    Open {
+        /// The context.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Its file could not be read, or holds no state this task may start from.
+    #[error("context `{name}`: {source}")]
+    Read {
+        /// The context.
+        name: String,
+        /// Why.
+        source: crate::state_file::StateFileError,
+    },
+    /// Its state could not be saved.
+    #[error("cannot save context `{name}`: {source}")]
+    Save {
+        /// The context.
+        name: String,
+        /// Why.
+        source: crate::state_file::StateFileError,
+    },
+}
+
 /// Where contexts live, or why there is nowhere.
-pub(crate) fn root() -> anyhow::Result<PathBuf> {
+pub fn root() -> Result<PathBuf, ContextError> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = var("AIRLOCK_CONTEXTS_DIR") {
         return Ok(PathBuf::from(dir));
@@ -39,12 +70,12 @@ pub(crate) fn root() -> anyhow::Result<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| var("HOME").map(|home| PathBuf::from(home).join(".local/share")))
         .map(|data| data.join("airlock").join("contexts"))
-        .context("contexts need a home: set AIRLOCK_CONTEXTS_DIR (or XDG_DATA_HOME or HOME)")
+        .ok_or(ContextError::NoHome)
 }
 
 /// Why a context could not be taken for a task.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TakeError {
+pub enum TakeError {
     /// The name is not one a context can have.
     #[error("context name `{0}` is not valid: use 1 to 64 letters, digits, `_` or `-`")]
     BadName(String),
@@ -65,7 +96,7 @@ pub(crate) enum TakeError {
 
 /// A context held by one task: its lock is released when this is dropped.
 #[derive(Debug)]
-pub(crate) struct ContextLease {
+pub struct ContextLease {
     name: String,
     path: PathBuf,
     // An exclusive `flock` on the lock file: released by the kernel however the process ends.
@@ -74,7 +105,7 @@ pub(crate) struct ContextLease {
 
 impl ContextLease {
     /// Take context `name` of `owner` under `root` for one task, or refuse if a task holds it.
-    pub(crate) fn take(root: &Path, owner: &str, name: &str) -> Result<Self, TakeError> {
+    pub fn take(root: &Path, owner: &str, name: &str) -> Result<Self, TakeError> {
         let valid = !name.is_empty()
             && name.len() <= 64
             && name
@@ -114,7 +145,7 @@ impl ContextLease {
     }
 
     /// The context's state for a task confined to `scope` (`None` for a new context).
-    pub(crate) fn load(&self, scope: &Scope) -> anyhow::Result<Option<SessionState>> {
+    pub fn load(&self, scope: &Scope) -> Result<Option<SessionState>, ContextError> {
         let file = match OpenOptions::new()
             .read(true)
             .custom_flags(no_follow())
@@ -123,18 +154,26 @@ impl ContextLease {
             Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => {
-                return Err(error).with_context(|| format!("cannot read context `{}`", self.name));
+                return Err(ContextError::Open {
+                    name: self.name.clone(),
+                    source: error,
+                });
             }
         };
         crate::state_file::read_state(file, scope)
             .map(Some)
-            .map_err(|e| anyhow::anyhow!("context `{}`: {e:#}", self.name))
+            .map_err(|source| ContextError::Read {
+                name: self.name.clone(),
+                source,
+            })
     }
 
     /// Save the task's final state (0600, written whole then renamed into place).
-    pub(crate) fn save(&self, state: &SessionState) -> anyhow::Result<()> {
-        crate::state_file::write_state(&self.path, state)
-            .map_err(|e| anyhow::anyhow!("cannot save context `{}`: {e:#}", self.name))
+    pub fn save(&self, state: &SessionState) -> Result<(), ContextError> {
+        crate::state_file::write_state(&self.path, state).map_err(|source| ContextError::Save {
+            name: self.name.clone(),
+            source,
+        })
     }
 }
 

@@ -32,7 +32,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The listeners being served (the main one and, with `--metrics-listen`, the metrics one) and
 /// the connections they accepted.
-pub(super) struct Listening {
+pub struct Listening {
     stop: CancellationToken,
     connections: TaskTracker,
     loops: Vec<tokio::task::JoinHandle<()>>,
@@ -40,12 +40,13 @@ pub(super) struct Listening {
 
 impl Listening {
     /// Serve `main` (over TLS when given), and `metrics` on a listener of its own.
-    pub(super) fn start(
+    pub fn start(
         main: (TcpListener, Option<tokio_rustls::TlsAcceptor>, Router),
         metrics: Option<(TcpListener, Router)>,
         name: &str,
-        failures: &Counter,
+        counted: &crate::metrics::Metrics,
     ) -> Self {
+        let failures = &counted.accept_failures;
         let stop = CancellationToken::new();
         let connections = TaskTracker::new();
         let (listener, tls, router) = main;
@@ -87,20 +88,26 @@ impl Listening {
 }
 
 /// What a stop ends, in order.
-pub(super) struct Stopping {
-    pub(super) name: &'static str,
-    pub(super) admission: Arc<Admission>,
-    pub(super) drain_timeout: Duration,
-    pub(super) shutdown: CancellationToken,
-    pub(super) tracker: TaskTracker,
-    pub(super) listening: Listening,
+pub struct Stopping {
+    /// The name the server logs under.
+    pub name: &'static str,
+    /// Turned to draining first: new work is refused, `/readyz` answers 503.
+    pub admission: Arc<Admission>,
+    /// How long running work may take to finish before it is cancelled.
+    pub drain_timeout: Duration,
+    /// Cancels what still runs when the time is up.
+    pub shutdown: CancellationToken,
+    /// What the drain waits for.
+    pub tracker: TaskTracker,
+    /// The listeners, closed once the work is gone.
+    pub listening: Listening,
 }
 
 impl Stopping {
     /// Drain: refuse new work and give running tasks and leases the drain time; stop accepting
     /// and let each open connection finish the answer it is writing; then end what still runs
     /// and wait for its cleanup.
-    pub(super) async fn run(self) {
+    pub async fn run(self) {
         let name = self.name;
         self.admission.drain();
         eprintln!("{name}: draining (new tasks and CDP clients are refused; /readyz answers 503)");
@@ -272,19 +279,6 @@ where
             let _ = connection.await;
         }
     }
-}
-
-/// The `--metrics-listen` listener, if asked for; bad input when it cannot be bound.
-pub(super) async fn bind_metrics(
-    at: Option<std::net::SocketAddr>,
-) -> anyhow::Result<Option<TcpListener>> {
-    let Some(at) = at else { return Ok(None) };
-    let listener = TcpListener::bind(at).await.map_err(|error| {
-        crate::bad_input(anyhow::anyhow!(
-            "--metrics-listen {at}: cannot listen there: {error}"
-        ))
-    })?;
-    Ok(Some(listener))
 }
 
 /// Serve `/metrics` alone on its own listener, stopped with the main one.

@@ -13,19 +13,15 @@ use serde_json::Value;
 use crate::task_book::TaskBook;
 
 /// A task's place in the book: the book, and the task's id there.
-pub(crate) struct Kept {
+pub struct Kept {
     pub(crate) book: Arc<TaskBook>,
-    pub(crate) id: String,
+    /// The task's id in the book.
+    pub id: String,
 }
 
 impl Kept {
     /// Enter a task of `owner`, asked in the words `task`, in `book`.
-    pub(crate) fn open(
-        book: &Arc<TaskBook>,
-        owner: &str,
-        task: &str,
-        cancel: &CancellationToken,
-    ) -> Self {
+    pub fn open(book: &Arc<TaskBook>, owner: &str, task: &str, cancel: &CancellationToken) -> Self {
         Self {
             book: Arc::clone(book),
             id: book.open(owner, task, cancel.clone()),
@@ -36,7 +32,7 @@ impl Kept {
 /// Run `request`, reporting each step to `progress` and, when `kept`, to the book. `settle`
 /// sees the result before anything keeps it (to count it, save its state, drop what the caller
 /// must not get). Returns the result and, when kept, the answer as the API gives it.
-pub(crate) async fn run(
+pub async fn run(
     runner: &TaskRunner,
     request: TaskRequest,
     cancel: CancellationToken,

@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use airlock_driver_docker::DockerDriver;
-use anyhow::Context;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
@@ -28,13 +26,29 @@ use super::guard::{Guard, refuse};
 use super::ui_sessions::{UiSessions, random_hex};
 use super::{App, cdp, ui};
 use crate::scope_request::Ceiling;
-use crate::settings::Settings;
 use crate::task_book::TaskBook;
+use crate::{Browsers, TaskSettings};
+
+/// Why the task's page could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalWatchError {
+    /// No loopback port could be had.
+    #[error("--live: cannot listen on a loopback port: {0}; free one, or run without --live")]
+    Listen(std::io::Error),
+    /// No key could be drawn.
+    #[error(
+        "--live: the system's random source failed, so no private link could be made; run without --live"
+    )]
+    Random,
+    /// The page's own checks could not be built.
+    #[error("--live: {0}")]
+    Guard(#[from] super::guard::GuardError),
+}
 
 /// The task's page, served while the task runs; dropping it stops the server.
-pub(crate) struct LocalWatch {
+pub struct LocalWatch {
     /// The link to open (once): `http://127.0.0.1:PORT/?key=…`.
-    pub(crate) link: String,
+    pub link: String,
     _stop: DropGuard,
 }
 
@@ -53,18 +67,20 @@ struct Local {
 }
 
 /// Serve the task `id` of `book` on a loopback port of its own.
-pub(crate) async fn start(
+///
+/// # Errors
+/// When no loopback port or no random key can be had.
+pub async fn start(
     book: Arc<TaskBook>,
     id: &str,
-    driver: Arc<DockerDriver>,
-    settings: &Settings,
-) -> anyhow::Result<LocalWatch> {
+    browsers: Arc<dyn Browsers>,
+    settings: &TaskSettings,
+) -> Result<LocalWatch, LocalWatchError> {
     let listener = TcpListener::bind(("127.0.0.1", 0))
         .await
-        .context("--live: cannot listen on a loopback port")?;
-    let local: SocketAddr = listener.local_addr()?;
-    let key = random_hex::<16>()
-        .context("--live: the system's random source failed, so no private link could be made")?;
+        .map_err(LocalWatchError::Listen)?;
+    let local: SocketAddr = listener.local_addr().map_err(LocalWatchError::Listen)?;
+    let key = random_hex::<16>().ok_or(LocalWatchError::Random)?;
     let shutdown = CancellationToken::new();
     let app = App {
         stateless: true,
@@ -78,7 +94,7 @@ pub(crate) async fn start(
         guard: Arc::new(Guard::new(local, Vec::new(), &[], &[])?),
         admission: crate::capacity::Admission::new(1, 0, Duration::ZERO),
         runner: None,
-        driver,
+        browsers,
         tracker: TaskTracker::new(),
         shutdown: shutdown.clone(),
         sessions: Arc::new(LocalSessionManager::default()),

@@ -13,15 +13,15 @@ use crate::task_request::{Asked, Ready, prepare};
 
 /// The most a task body may be: a task, a URL and its settings, a session state and its files
 /// in base64.
-pub(crate) const MAX_TASK_BODY_BYTES: usize =
+pub(super) const MAX_TASK_BODY_BYTES: usize =
     64 * 1024 + MAX_STATE_BYTES + MAX_UPLOAD_TOTAL_BYTES / 3 * 4 + 1024;
 
 /// The body of `POST /v1/tasks`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct TaskBody {
+pub(super) struct TaskBody {
     /// What to do in the browser, in plain words.
-    pub(crate) task: String,
+    pub task: String,
     /// Where to start (http or https).
     #[serde(default)]
     url: Option<String>,
@@ -65,7 +65,7 @@ pub(crate) struct TaskBody {
     /// with its `id` and `links` (`false`), to follow it with `GET /v1/tasks/{id}` and its
     /// `events`, cancel it with `DELETE`, and fetch its record when it is done.
     #[serde(default = "yes")]
-    pub(crate) wait: bool,
+    pub wait: bool,
 }
 
 fn yes() -> bool {
@@ -113,7 +113,7 @@ impl std::fmt::Debug for SecretAsk {
 
 /// The body, or the answer that refuses it.
 /// Errors are the status and the words to answer with.
-pub(crate) fn read(headers: &HeaderMap, body: &[u8]) -> Result<TaskBody, (StatusCode, String)> {
+pub(super) fn read(headers: &HeaderMap, body: &[u8]) -> Result<TaskBody, (StatusCode, String)> {
     let json_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -151,7 +151,7 @@ pub(crate) fn read(headers: &HeaderMap, body: &[u8]) -> Result<TaskBody, (Status
 
 impl TaskBody {
     /// The request to run, or why not.
-    pub(crate) fn into_ready(self, caller: Caller<'_>) -> Result<Ready, RequestRefusal> {
+    pub(super) fn into_ready(self, caller: Caller<'_>) -> Result<Ready, RequestRefusal> {
         let mut secret_names = Vec::new();
         let mut inline_secrets = Vec::new();
         for ask in self.secrets {

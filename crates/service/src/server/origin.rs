@@ -7,7 +7,7 @@ use http::{HeaderMap, Uri};
 
 /// `scheme://host[:port]`, lowercased, of this server as the request names it: the request
 /// line's authority when it has one, else its one `Host` header.
-pub(crate) fn own_origin(uri: &Uri, headers: &HeaderMap, tls: bool) -> Option<String> {
+pub(super) fn own_origin(uri: &Uri, headers: &HeaderMap, tls: bool) -> Option<String> {
     let host = if let Some(authority) = uri.authority() {
         authority.as_str().to_owned()
     } else {
@@ -23,7 +23,7 @@ pub(crate) fn own_origin(uri: &Uri, headers: &HeaderMap, tls: bool) -> Option<St
 }
 
 /// Whether the request's `Origin` is this server's own.
-pub(crate) fn from_own_page(uri: &Uri, headers: &HeaderMap, tls: bool) -> bool {
+pub(super) fn from_own_page(uri: &Uri, headers: &HeaderMap, tls: bool) -> bool {
     let Some(origin) = headers.get(ORIGIN).and_then(|value| value.to_str().ok()) else {
         return false;
     };

@@ -10,8 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_driver_docker::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
-use airlock_policy::{CdpWatch, WatchAction};
+use airlock_policy::{CdpWatch, LIVE_MAX_FPS, MAX_LIVE_WATCHES, WatchAction};
 use airlock_worker::{LiveError, LiveFeed, LiveFrame, LiveSource, WatchFuture};
 use base64::Engine;
 use tokio::sync::{mpsc, oneshot, watch};

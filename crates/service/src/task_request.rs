@@ -12,25 +12,25 @@ use crate::scope_request::{Caller, task_scope, task_secrets};
 /// What a caller asked for besides the task and the URL.
 #[derive(Debug, Default)]
 pub(crate) struct Asked<'a> {
-    pub(crate) allowed_domains: &'a [String],
-    pub(crate) blocked_domains: &'a [String],
-    pub(crate) secret_names: Vec<String>,
-    pub(crate) inline_secrets: Vec<Secret>,
-    pub(crate) state: Option<SessionState>,
-    pub(crate) context: Option<&'a str>,
-    pub(crate) return_state: bool,
-    pub(crate) uploads: airlock_worker::Uploads,
-    pub(crate) max_download_bytes: Option<u64>,
+    pub allowed_domains: &'a [String],
+    pub blocked_domains: &'a [String],
+    pub secret_names: Vec<String>,
+    pub inline_secrets: Vec<Secret>,
+    pub state: Option<SessionState>,
+    pub context: Option<&'a str>,
+    pub return_state: bool,
+    pub uploads: airlock_worker::Uploads,
+    pub max_download_bytes: Option<u64>,
 }
 
 /// A request ready to run, with what must outlive it.
 #[derive(Debug)]
 pub(crate) struct Ready {
-    pub(crate) request: TaskRequest,
+    pub request: TaskRequest,
     /// The named context, held until the task's state is saved back.
-    pub(crate) lease: Option<ContextLease>,
+    pub lease: Option<ContextLease>,
     /// Whether the caller gets the final state.
-    pub(crate) give_state: bool,
+    pub give_state: bool,
 }
 
 /// Make the request, or say (naming the field and the fix) why not.

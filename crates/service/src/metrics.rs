@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicU64;
 
 /// One label, `name="value"`, with a value from a fixed set.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     outcome: &'static str,
 }
 
@@ -43,32 +43,45 @@ pub(crate) struct Direction {
 
 /// How a task's browser started: `warm` (from the pool) or `cold` (the pool was empty).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct Start {
+pub struct Start {
     start: &'static str,
 }
 
 /// The Chromium version the browser image carries.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct Chromium {
+pub struct Chromium {
     chromium: String,
 }
 
 impl Metrics {
     /// The browser image's Chromium and build time (read once, at start).
-    pub(crate) fn set_image(&self, age: &airlock_driver_docker::ImageAge) {
-        let chromium = age.chromium.clone().unwrap_or_else(|| "unknown".into());
+    pub fn set_image(&self, chromium: Option<&str>, built_unix_seconds: Option<u64>) {
+        let chromium = chromium.unwrap_or("unknown").to_owned();
         self.own
             .image_chromium
             .get_or_create(&Chromium { chromium })
             .set(1);
-        let built = age.built_unix_seconds().unwrap_or(0);
+        let built = built_unix_seconds.unwrap_or(0);
         self.own
             .image_built
             .set(i64::try_from(built).unwrap_or(i64::MAX));
     }
 
+    /// The warm pools now, as the port says.
+    pub fn set_pools(&self, pools: &crate::PoolState) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.warm_sessions.set(count(pools.warm_tasks));
+        self.warm_pool_target.set(count(pools.target));
+        self.set_pool_claims(pools.claims);
+        self.set_pool_refill_held(pools.refill_held);
+        self.warm_cdp_browsers.set(count(pools.warm_cdp));
+        self.warm_pool_failing.set(i64::from(pools.error.is_some()));
+        self.unasked_requests
+            .set(i64::try_from(pools.unasked_requests).unwrap_or(i64::MAX));
+    }
+
     /// The pool's claims so far (the driver counts them; a counter only moves forward).
-    pub(crate) fn set_pool_claims(&self, claims: airlock_driver_docker::PoolClaims) {
+    fn set_pool_claims(&self, claims: crate::PoolClaims) {
         let starts = [
             ("warm", claims.warm),
             ("taken_over", claims.taken_over),
@@ -81,7 +94,7 @@ impl Metrics {
     }
 
     /// How long the pool's refills have waited for tasks' first answers (the driver's total).
-    pub(crate) fn set_pool_refill_held(&self, held: std::time::Duration) {
+    fn set_pool_refill_held(&self, held: std::time::Duration) {
         let counter = &self.warm_pool_refill_held;
         let more = held.as_secs_f64() - counter.get();
         if more > 0.0 {
@@ -91,7 +104,7 @@ impl Metrics {
 }
 
 /// Every metric the server exports.
-pub(crate) struct Metrics {
+pub struct Metrics {
     registry: Registry,
     pub(crate) running: Gauge,
     pub(crate) queued: Gauge,
@@ -100,19 +113,19 @@ pub(crate) struct Metrics {
     pub(crate) direct_sessions: Gauge,
     pub(crate) warm_sessions: Gauge,
     /// What the warm pool means to hold now (it grows with demand up to `--pool-max`).
-    pub(crate) warm_pool_target: Gauge,
+    pub warm_pool_target: Gauge,
     /// Tasks that asked the warm pool, by whether they found a browser.
-    pub(crate) warm_pool_claims: Family<Start, Counter>,
+    pub warm_pool_claims: Family<Start, Counter>,
     /// Seconds the pool's refills waited, or stayed frozen, for tasks' first answers.
     warm_pool_refill_held: Counter<f64, AtomicU64>,
     pub(crate) warm_cdp_browsers: Gauge,
     /// 1 while a warm pool's last attempt to make a browser failed (the reason is in `/readyz`
     /// for a caller with a token, and in the log).
-    pub(crate) warm_pool_failing: Gauge,
+    pub warm_pool_failing: Gauge,
     /// Requests browsers made before a task or client took them: Chromium's own traffic.
-    pub(crate) unasked_requests: Gauge,
+    pub unasked_requests: Gauge,
     /// Connections the listener could not accept (out of descriptors, aborted by the peer).
-    pub(crate) accept_failures: Counter,
+    pub accept_failures: Counter,
     pub(crate) cdp_leases: Gauge,
     cdp_ended: Family<Reason, Counter>,
     cdp_verdicts: Family<Verdict, Counter>,
@@ -137,7 +150,9 @@ struct OwnGauges {
 }
 
 impl Metrics {
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// The metrics of a server with `capacity` slots.
+    #[must_use]
+    pub fn new(capacity: usize) -> Self {
         let mut registry = Registry::with_prefix("airlock");
         let metrics = Self {
             running: Gauge::default(),
@@ -241,7 +256,7 @@ impl Metrics {
     }
 
     /// Count a task that ran.
-    pub(crate) fn finished(&self, result: &TaskResult) {
+    pub fn finished(&self, result: &TaskResult) {
         let outcome = match result.ended {
             Ended::Completed => "completed",
             Ended::StepLimit => "step_limit",
@@ -376,17 +391,17 @@ impl Metrics {
     }
 
     /// Count a CDP lease that ended (`start_failed` when its browser never started).
-    pub(crate) fn cdp_ended(&self, reason: &'static str) {
+    pub fn cdp_ended(&self, reason: &'static str) {
         self.cdp_ended.get_or_create(&Reason { reason }).inc();
     }
 
     /// Count one guard verdict on a CDP message.
-    pub(crate) fn cdp_verdict(&self, verdict: &'static str) {
+    pub fn cdp_verdict(&self, verdict: &'static str) {
         self.cdp_verdicts.get_or_create(&Verdict { verdict }).inc();
     }
 
     /// Count a destination the egress proxy refused a CDP browser.
-    pub(crate) fn cdp_egress_refusal(&self, class: &'static str, count: u64) {
+    pub fn cdp_egress_refusal(&self, class: &'static str, count: u64) {
         self.egress_refusals
             .get_or_create(&Class {
                 class: class.to_owned(),
@@ -395,12 +410,12 @@ impl Metrics {
     }
 
     /// Count a task refused before it ran.
-    pub(crate) fn refused(&self, reason: &'static str) {
+    pub fn refused(&self, reason: &'static str) {
         self.refused.get_or_create(&Reason { reason }).inc();
     }
 
     /// The Prometheus text exposition.
-    pub(crate) fn encode(&self) -> String {
+    pub fn encode(&self) -> String {
         if let Some(heap) = crate::heap::stats() {
             self.own
                 .heap_allocated
@@ -419,7 +434,6 @@ impl Metrics {
 }
 
 /// For the generated reference: a family shows in the text only once it has a series.
-#[cfg(test)]
 impl Metrics {
     pub(crate) fn with_a_series_in_every_family(&self) {
         self.finished
@@ -435,16 +449,12 @@ impl Metrics {
         self.cdp_ended("closed");
         self.cdp_verdict("allowed");
         self.cdp_egress_refusal("private", 0);
-        self.set_pool_claims(airlock_driver_docker::PoolClaims {
+        self.set_pool_claims(crate::PoolClaims {
             warm: 0,
             taken_over: 0,
             cold: 0,
         });
-        self.set_image(&airlock_driver_docker::ImageAge {
-            image: String::new(),
-            chromium: None,
-            built: None,
-        });
+        self.set_image(None, None);
     }
 }
 
@@ -467,7 +477,7 @@ mod tests {
         let metrics = Metrics::new(2);
         metrics.warm_pool_target.set(3);
         for _ in 0..2 {
-            metrics.set_pool_claims(airlock_driver_docker::PoolClaims {
+            metrics.set_pool_claims(crate::PoolClaims {
                 warm: 5,
                 taken_over: 3,
                 cold: 2,
