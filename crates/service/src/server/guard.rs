@@ -110,8 +110,18 @@ impl Guard {
             })
             .collect::<Result<_, _>>()?;
         let open = Arc::new(Ceiling::server(airlock_policy::Scope::default()));
+        // Until `with_ceilings` says more, each token's tasks and contexts are its own.
+        let ceilings = tokens
+            .iter()
+            .map(|token| {
+                Arc::new(Ceiling {
+                    context_owner: crate::contexts::token_owner(token.as_bytes()),
+                    ..Ceiling::server(airlock_policy::Scope::default())
+                })
+            })
+            .collect();
         Ok(Self {
-            ceilings: vec![Arc::clone(&open); tokens.len()],
+            ceilings,
             open,
             tokens: tokens.into_iter().map(String::into_bytes).collect(),
             hosts,

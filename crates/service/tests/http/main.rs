@@ -1,0 +1,304 @@
+//! The service's HTTP behaviour, in process: no Docker, no Chromium. The browser port is a gate
+//! the test opens (see `support`), the worker the scripted model; everything between them (the
+//! guard, admission, the task book, the `/v1` answers) is the real service. The same paths end
+//! to end, with real browsers, are in `crates/cli/tests/serve`.
+
+mod support;
+
+use airlock_testkit::http::within;
+use serde_json::json;
+use support::{JSON, OTHER_TOKEN, Setup, TOKEN, bearer, request, serve};
+
+#[tokio::test]
+async fn a_request_without_a_token_is_401_naming_the_bearer_token() {
+    let served = serve(Setup::default()).await;
+    let answer = request(&served, "POST", "/v1/tasks", &[JSON], r#"{"task": "x"}"#).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(
+        answer.error().contains("bearer token is required"),
+        "{answer:?}"
+    );
+    assert!(answer.header("www-authenticate").is_some(), "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_401_too() {
+    let served = serve(Setup::default()).await;
+    let wrong = bearer("token-nobody-was-ever-given-00");
+    let answer = request(&served, "POST", "/v1/tasks", &[&wrong, JSON], "{}").await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_403_before_the_token_is_looked_at() {
+    let served = serve(Setup::default()).await;
+    // With no token at all, the Host is still what is refused: a rebinding page learns nothing.
+    let answer = request(&served, "GET", "/v1/leases", &["host: rebound.example"], "").await;
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert!(answer.error().contains("Host header"), "{answer:?}");
+}
+
+#[tokio::test]
+async fn an_origin_the_operator_did_not_allow_is_403() {
+    let served = serve(Setup {
+        origins: vec!["https://app.example".into()],
+        ..Setup::default()
+    })
+    .await;
+    let token = bearer(TOKEN);
+    let evil = request(
+        &served,
+        "GET",
+        "/v1/leases",
+        &[&token, "origin: https://evil.example"],
+        "",
+    )
+    .await;
+    assert_eq!(evil.status, 403, "{evil:?}");
+    assert!(evil.error().contains("origin is not allowed"), "{evil:?}");
+    let allowed = request(
+        &served,
+        "GET",
+        "/v1/leases",
+        &[&token, "origin: https://app.example"],
+        "",
+    )
+    .await;
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+}
+
+#[tokio::test]
+async fn the_probes_need_no_token_and_answer_any_host_but_metrics_needs_both() {
+    let served = serve(Setup::default()).await;
+    let foreign = "host: 10.1.2.3:8700";
+    assert_eq!(
+        request(&served, "GET", "/healthz", &[foreign], "")
+            .await
+            .status,
+        200
+    );
+    let ready = request(&served, "GET", "/readyz", &[], "").await;
+    assert_eq!(ready.status, 200, "{ready:?}");
+    assert!(!ready.body.contains("detail"), "{ready:?}");
+    assert_eq!(
+        request(&served, "GET", "/metrics", &[], "").await.status,
+        401
+    );
+    let token = bearer(TOKEN);
+    let metrics = request(&served, "GET", "/metrics", &[&token], "").await;
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics.body.contains("airlock_tasks_running"),
+        "{metrics:?}"
+    );
+    let elsewhere = request(&served, "GET", "/metrics", &[foreign, &token], "").await;
+    assert_eq!(elsewhere.status, 403);
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_a_task_is_400_naming_what_is_wrong() {
+    let served = serve(Setup::default()).await;
+    let token = bearer(TOKEN);
+    for (body, says) in [
+        ("{\"task\": ", "not a task"),
+        (
+            r#"{"task": "x", "priority": 1}"#,
+            "unknown field `priority`",
+        ),
+        (r#"{"task": "  "}"#, "the task is empty"),
+    ] {
+        let answer = request(&served, "POST", "/v1/tasks", &[&token, JSON], body).await;
+        assert_eq!(answer.status, 400, "{body}: {answer:?}");
+        assert!(answer.error().contains(says), "{body}: {answer:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_is_415() {
+    let served = serve(Setup::default()).await;
+    let token = bearer(TOKEN);
+    let plain = "content-type: text/plain";
+    let answer = request(
+        &served,
+        "POST",
+        "/v1/tasks",
+        &[&token, plain],
+        r#"{"task": "x"}"#,
+    )
+    .await;
+    assert_eq!(answer.status, 415, "{answer:?}");
+    assert!(
+        answer.error().contains("Content-Type: application/json"),
+        "{answer:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_task_runs_and_answers_with_the_workers_report() {
+    let served = serve(Setup::default()).await;
+    let token = bearer(TOKEN);
+    let answer = request(
+        &served,
+        "POST",
+        "/v1/tasks",
+        &[&token, JSON],
+        r#"{"task": "Say done"}"#,
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let result = answer.json();
+    assert_eq!(result["report"], "Done.", "{result}");
+    assert_eq!(result["ended"], "completed", "{result}");
+    assert!(answer.header("airlock-replica").is_some(), "{answer:?}");
+}
+
+#[tokio::test]
+async fn another_tokens_task_is_404_as_if_it_did_not_exist() {
+    let served = serve(Setup::default()).await;
+    let mine = bearer(TOKEN);
+    let body = json!({"task": "Say done", "wait": false}).to_string();
+    let started = request(&served, "POST", "/v1/tasks", &[&mine, JSON], &body).await;
+    assert_eq!(started.status, 202, "{started:?}");
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/tasks/{id}");
+    let theirs = bearer(OTHER_TOKEN);
+    let seen_by_other = request(&served, "GET", &path, &[&theirs], "").await;
+    assert_eq!(seen_by_other.status, 404, "{seen_by_other:?}");
+    let cancelled_by_other = request(&served, "DELETE", &path, &[&theirs], "").await;
+    assert_eq!(cancelled_by_other.status, 404, "{cancelled_by_other:?}");
+    let seen_by_owner = request(&served, "GET", &path, &[&mine], "").await;
+    assert_eq!(seen_by_owner.status, 200, "{seen_by_owner:?}");
+    assert_eq!(seen_by_owner.json()["id"], id.as_str());
+}
+
+#[tokio::test]
+async fn a_full_server_turns_a_task_away_with_503_and_retry_after() {
+    // One slot, no queue, and the one browser held at its start: the server is full.
+    let served = serve(Setup {
+        open_starts: 0,
+        capacity: 1,
+        queue: 0,
+        ..Setup::default()
+    })
+    .await;
+    let token = bearer(TOKEN);
+    let body = json!({"task": "Hold the slot", "wait": false}).to_string();
+    let first = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+    assert_eq!(first.status, 202, "{first:?}");
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    // Its browser is asked for only once it holds the slot.
+    within(served.browsers.asked.notified()).await;
+    let second = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+    assert_eq!(second.status, 503, "{second:?}");
+    assert_eq!(
+        second.header("retry-after").as_deref(),
+        Some("5"),
+        "{second:?}"
+    );
+    assert!(second.error().contains("at capacity"), "{second:?}");
+    // Let the held browser start: the first task ends (its events stream with it), the slot
+    // is free, and the next task runs.
+    served.browsers.starts.add_permits(2);
+    let events = format!("/v1/tasks/{id}/events");
+    let stream = request(&served, "GET", &events, &[&token], "").await;
+    assert!(stream.body.contains("event: done"), "{stream:?}");
+    let waited = json!({"task": "Say done"}).to_string();
+    let third = request(&served, "POST", "/v1/tasks", &[&token, JSON], &waited).await;
+    assert_eq!(third.status, 200, "{third:?}");
+}
+
+#[tokio::test]
+async fn handing_back_a_task_that_is_not_waiting_for_a_person_is_409() {
+    let served = serve(Setup::default()).await;
+    let token = bearer(TOKEN);
+    let body = json!({"task": "Say done", "wait": false}).to_string();
+    let started = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/tasks/{id}/hand-back");
+    let answer = request(&served, "POST", &path, &[&token], "").await;
+    assert_eq!(answer.status, 409, "{answer:?}");
+    assert!(
+        answer.error().contains("not waiting for a person"),
+        "{answer:?}"
+    );
+    let theirs = bearer(OTHER_TOKEN);
+    let not_theirs = request(&served, "POST", &path, &[&theirs], "").await;
+    assert_eq!(not_theirs.status, 404, "{not_theirs:?}");
+}
+
+#[tokio::test]
+async fn a_tasks_events_come_in_order_and_end_with_done() {
+    let served = serve(Setup {
+        open_starts: 0,
+        ..Setup::default()
+    })
+    .await;
+    let token = bearer(TOKEN);
+    let body = json!({"task": "Say done", "wait": false}).to_string();
+    let started = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    within(served.browsers.asked.notified()).await;
+    served.browsers.starts.add_permits(1);
+    let events = format!("/v1/tasks/{id}/events");
+    let stream = request(&served, "GET", &events, &[&token], "").await;
+    assert_eq!(
+        stream.header("content-type").as_deref(),
+        Some("text/event-stream")
+    );
+    let names: Vec<&str> = stream
+        .body
+        .lines()
+        .filter_map(|line| line.strip_prefix("event: "))
+        .collect();
+    assert_eq!(names.last(), Some(&"done"), "{stream:?}");
+    assert_eq!(names.iter().filter(|name| **name == "done").count(), 1);
+    let done_at = stream.body.find("event: done").unwrap();
+    assert!(stream.body[done_at..].contains("completed"), "{stream:?}");
+}
+
+/// An MCP `initialize` over streamable HTTP.
+async fn mcp_initialize(served: &support::Served, token: &str) -> support::Answer {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "in-process", "version": "1"}}
+    })
+    .to_string();
+    let accept = "accept: application/json, text/event-stream";
+    request(
+        served,
+        "POST",
+        "/mcp",
+        &[&bearer(token), JSON, accept],
+        &body,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn mcp_sessions_open_up_to_the_cap_and_the_next_is_503() {
+    // The server allows two sessions (see `support::serve`).
+    let served = serve(Setup::default()).await;
+    for _ in 0..2 {
+        let opened = mcp_initialize(&served, TOKEN).await;
+        assert_eq!(opened.status, 200, "{opened:?}");
+        assert!(opened.header("mcp-session-id").is_some(), "{opened:?}");
+        assert!(opened.body.contains("\"serverInfo\""), "{opened:?}");
+    }
+    let third = mcp_initialize(&served, TOKEN).await;
+    assert_eq!(third.status, 503, "{third:?}");
+    assert!(third.error().contains("--max-sessions"), "{third:?}");
+    assert_eq!(third.header("retry-after").as_deref(), Some("5"));
+}
+
+#[tokio::test]
+async fn mcp_without_a_token_is_401_before_any_session_opens() {
+    let served = serve(Setup::default()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string();
+    let answer = request(&served, "POST", "/mcp", &[JSON], &body).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    // No session was taken: both of the cap's places are still free.
+    for _ in 0..2 {
+        assert_eq!(mcp_initialize(&served, TOKEN).await.status, 200);
+    }
+}
