@@ -3,6 +3,8 @@
 //! guard, admission, the task book, the `/v1` answers) is the real service. The same paths end
 //! to end, with real browsers, are in `crates/cli/tests/serve`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use airlock_testkit::http::within;
