@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use crate::task_book::TaskAnswer;
 use airlock_worker::{
     CancellationToken, HelpDesk, Progress, ProgressSink, RunError, TaskRequest, TaskResult,
     TaskRunner,
 };
-use serde_json::Value;
 
 use crate::task_book::TaskBook;
 
@@ -39,7 +39,7 @@ pub async fn run(
     progress: Option<ProgressSink>,
     kept: Option<Kept>,
     settle: impl FnOnce(&mut TaskResult),
-) -> Result<(TaskResult, Option<Value>), RunError> {
+) -> Result<(TaskResult, Option<TaskAnswer>), RunError> {
     let Some(kept) = kept else {
         let mut result = runner.run_with_progress(request, cancel, progress).await?;
         settle(&mut result);

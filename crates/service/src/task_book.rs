@@ -12,7 +12,6 @@ use airlock_worker::{
 };
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
 use tokio::sync::watch;
 
 /// How a task stands.
@@ -60,7 +59,7 @@ pub struct Snapshot {
     /// Its open call for help, while it waits for a person.
     pub help: Option<HelpCall>,
     /// The answer, once done (the same body `wait: true` answers with).
-    pub answer: Option<Arc<Value>>,
+    pub answer: Option<Arc<TaskAnswer>>,
     /// Why it never ran, once done without running.
     pub error: Option<String>,
     /// Its flight record, once done.
@@ -189,11 +188,12 @@ impl TaskBook {
 
     /// The task is over: keep its answer (or why it never ran) and record, and let the oldest of
     /// its owner's finished tasks go past the bounds.
-    pub fn done(&self, id: &str, answer: Result<Value, String>, record: Option<StoredRecord>) {
-        let bytes = answer.as_ref().map_or(0, |value| value.to_string().len())
-            + record
-                .as_ref()
-                .map_or(0, |record| record.json.len() + record.html.len());
+    pub fn done(&self, id: &str, answer: Result<TaskAnswer, String>, record: Option<StoredRecord>) {
+        let bytes = answer.as_ref().map_or(0, |answer| {
+            serde_json::to_vec(answer).map_or(0, |json| json.len())
+        }) + record
+            .as_ref()
+            .map_or(0, |record| record.json.len() + record.html.len());
         let mut book = self.lock();
         let Some(entry) = book.tasks.get_mut(id) else {
             return;
@@ -202,7 +202,7 @@ impl TaskBook {
         snapshot.state = TaskState::Done;
         snapshot.help = None;
         match answer {
-            Ok(value) => snapshot.answer = Some(Arc::new(value)),
+            Ok(answer) => snapshot.answer = Some(Arc::new(answer)),
             Err(error) => snapshot.error = Some(error),
         }
         snapshot.record = record.map(Arc::new);
@@ -218,16 +218,18 @@ impl TaskBook {
 
     /// The task ran: keep its answer (as the API answers it, with its id and links) and its
     /// record (JSON and page); the answer.
-    pub fn finished(&self, id: &str, result: &TaskResult, record: &FlightRecord) -> Value {
-        let mut value = answer(result);
-        value["id"] = json!(id);
-        value["links"] = json!(TaskLinks::of(id));
+    pub fn finished(&self, id: &str, result: &TaskResult, record: &FlightRecord) -> TaskAnswer {
+        let answer = TaskAnswer {
+            id: id.to_owned(),
+            links: TaskLinks::of(id),
+            result: result.clone(),
+        };
         let stored = StoredRecord {
             html: crate::record_page::render(record).into_bytes(),
             json: serde_json::to_vec(record).unwrap_or_default(),
         };
-        self.done(id, Ok(value.clone()), Some(stored));
-        value
+        self.done(id, Ok(answer.clone()), Some(stored));
+        answer
     }
 
     /// Past `keep` finished tasks or `bytes` for `owner`, the oldest go.
@@ -309,7 +311,7 @@ impl TaskBook {
 }
 
 /// Where a task is followed.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TaskLinks {
     /// Its state and steps: `GET` (and `DELETE` to cancel it).
     #[serde(rename = "self")]
@@ -344,23 +346,17 @@ impl TaskLinks {
     }
 }
 
-/// The result as `airlock task --json` prints it, with the screenshots inline.
-pub fn answer(result: &TaskResult) -> Value {
-    let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
-    value["screenshots"] = result
-        .screenshots
-        .iter()
-        .map(|image| json!({"media_type": image.media_type, "bytes": image.data.len(), "data": image.base64()}))
-        .collect();
-    value
-}
-
-/// The OpenAPI document's `TaskAnswer` (a task's answer as JSON: [`answer`] with its id and
-/// links), for fields that carry one.
-pub fn answer_reference(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let mut schema = schemars::Schema::default();
-    schema.insert("$ref".to_owned(), json!("#/components/schemas/TaskAnswer"));
-    schema
+/// A task's result as the API answers it (`POST /v1/tasks`, `GET /v1/tasks/{id}`): the worker's
+/// result with its screenshots inline, and the task's id and links.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskAnswer {
+    /// The task's id.
+    pub id: String,
+    /// Where it is followed.
+    pub links: TaskLinks,
+    /// What it returned.
+    #[serde(flatten)]
+    pub result: TaskResult,
 }
 
 /// The most of a task's words the book keeps to show it.
@@ -420,7 +416,7 @@ mod tests {
             json: vec![b'x'; bytes],
             html: Vec::new(),
         };
-        book.done(&id, Ok(Value::Null), Some(record));
+        book.done(&id, Err("never ran".into()), Some(record));
         id
     }
 

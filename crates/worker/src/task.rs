@@ -125,6 +125,25 @@ impl ContextUse {
     }
 }
 
+/// A kept screenshot as a task's JSON carries it.
+#[derive(Serialize, schemars::JsonSchema)]
+struct InlineScreenshot<'a> {
+    /// `image/png`.
+    media_type: &'a str,
+    /// Its size.
+    bytes: u64,
+    /// The image, in base64.
+    data: String,
+}
+
+fn inline_screenshots<S: serde::Serializer>(images: &[Image], to: S) -> Result<S::Ok, S::Error> {
+    to.collect_seq(images.iter().map(|image| InlineScreenshot {
+        media_type: &image.media_type,
+        bytes: count(image.data.len()),
+        data: image.base64(),
+    }))
+}
+
 fn count(value: usize) -> u64 {
     u64::try_from(value).unwrap_or(u64::MAX)
 }
@@ -134,7 +153,9 @@ fn count(value: usize) -> u64 {
 pub struct TaskResult {
     /// The worker's report (capped at `max_output_chars`), or why there is none.
     pub report: String,
-    /// The screenshots the worker kept.
+    /// The screenshots the worker kept (in JSON each inline, with its size).
+    #[serde(serialize_with = "inline_screenshots")]
+    #[schemars(with = "Vec<InlineScreenshot>")]
     pub screenshots: Vec<Image>,
     /// Tool calls made.
     pub steps_used: usize,

@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 use super::leases::LeaseList;
 use super::task_body::TaskBody;
 use super::task_by_id::{DoneEvent, StateEvent, TaskStatus};
-use super::tasks_api::{InlineScreenshot, TaskAccepted};
-use crate::task_book::StepSeen;
+use super::tasks_api::TaskAccepted;
+use crate::task_book::{StepSeen, TaskAnswer};
 
 /// An error's body.
 #[derive(JsonSchema)]
@@ -44,8 +44,7 @@ fn task_id() -> Value {
     json!({"name": "id", "in": "path", "required": true, "description": "The task's id, from `POST /v1/tasks`.", "schema": {"type": "string", "pattern": "^task_[0-9a-f]{32}$"}})
 }
 
-/// The components: every type's schema, and `TaskAnswer` (a task's result with its
-/// screenshots inline, its id and its links).
+/// The components: every type's schema.
 fn components() -> Map<String, Value> {
     let mut settings = SchemaSettings::draft2020_12();
     settings.definitions_path = "/components/schemas".into();
@@ -62,7 +61,7 @@ fn components() -> Map<String, Value> {
     register!(
         TaskBody => "TaskBody",
         airlock_worker::TaskResult => "TaskResult",
-        InlineScreenshot => "InlineScreenshot",
+        TaskAnswer => "TaskAnswer",
         TaskAccepted => "TaskAccepted",
         TaskStatus => "TaskStatus",
         StateEvent => "StateEvent",
@@ -74,18 +73,6 @@ fn components() -> Map<String, Value> {
     );
     let mut schemas = generator.take_definitions(true);
     schemas.extend(named);
-    schemas.insert(
-        "TaskAnswer".to_owned(),
-        json!({
-            "description": "A task's result as the API answers it: `TaskResult` with its screenshots inline, and the task's id and links.",
-            "allOf": [reference("TaskResult")],
-            "properties": {
-                "screenshots": {"type": "array", "items": reference("InlineScreenshot")},
-                "id": {"type": "string"},
-                "links": {"$ref": "#/components/schemas/TaskLinks"}
-            }
-        }),
-    );
     schemas
 }
 

@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_worker::HelpCall;
+use airlock_worker::{Ended, HelpCall};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
@@ -17,12 +17,11 @@ use futures_util::stream::{self, Stream, StreamExt};
 use http::{HeaderValue, Response, StatusCode};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::App;
 use super::guard::{json_response, refuse};
 use crate::scope_request::Ceiling;
-use crate::task_book::{Snapshot, StepSeen, TaskBook, TaskLinks, TaskState};
+use crate::task_book::{Snapshot, StepSeen, TaskAnswer, TaskBook, TaskLinks, TaskState};
 
 /// Comments sent while nothing happens, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -53,12 +52,10 @@ pub(super) struct TaskStatus {
     links: TaskLinks,
     /// How it ended, once done.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<airlock_worker::Ended>")]
-    ended: Option<Value>,
+    ended: Option<Ended>,
     /// Its result, once done (the same body `"wait": true` answers with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::task_book::answer_reference")]
-    result: Option<Value>,
+    result: Option<TaskAnswer>,
     /// Why it never ran, once done without running (admission turned it away, or the runner did).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -73,10 +70,7 @@ impl TaskStatus {
             steps: snapshot.steps.clone(),
             help: snapshot.help.clone(),
             links: TaskLinks::of(id),
-            ended: snapshot
-                .answer
-                .as_ref()
-                .map(|answer| answer["ended"].clone()),
+            ended: snapshot.answer.as_ref().map(|answer| answer.result.ended),
             result: snapshot.answer.as_ref().map(|answer| (**answer).clone()),
             error: snapshot.error.clone(),
         }
@@ -102,12 +96,10 @@ pub(super) struct DoneEvent {
     links: TaskLinks,
     /// How it ended (absent when it never ran).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<airlock_worker::Ended>")]
-    ended: Option<Value>,
+    ended: Option<Ended>,
     /// Tool calls made.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<u64>")]
-    steps_used: Option<Value>,
+    steps_used: Option<usize>,
     /// Why it never ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -271,8 +263,8 @@ impl Follower {
             let done = DoneEvent {
                 state: snapshot.state,
                 links: TaskLinks::of(&self.id),
-                ended: snapshot.answer.as_ref().map(|a| a["ended"].clone()),
-                steps_used: snapshot.answer.as_ref().map(|a| a["steps_used"].clone()),
+                ended: snapshot.answer.as_ref().map(|a| a.result.ended),
+                steps_used: snapshot.answer.as_ref().map(|a| a.result.steps_used),
                 error: snapshot.error.clone(),
             };
             events.push(json_event("done", &done));

@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes};
 use http::{HeaderMap, Response, StatusCode};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::task::TaskTracker;
 
 use super::guard::{busy, json_response, refuse};
@@ -18,30 +18,14 @@ use crate::capacity::{Admission, Refusal};
 use crate::kept_run::{self, Kept};
 use crate::request_refusal::RequestRefusal;
 use crate::scope_request::Caller;
-use crate::task_book::{TaskBook, TaskLinks, TaskState};
+use crate::task_book::{TaskAnswer, TaskBook, TaskLinks, TaskState};
 use crate::task_request::Ready;
-
-/// A kept screenshot as `POST /v1/tasks` returns it (inline, where `airlock task` writes a file).
-#[derive(JsonSchema)]
-#[allow(dead_code)] // only its schema is used
-pub(super) struct InlineScreenshot {
-    /// `image/png`.
-    media_type: String,
-    /// Its size.
-    bytes: u64,
-    /// The image, in base64.
-    data: String,
-}
 
 /// `GET /v1/schema`.
 pub(super) fn schema() -> Response<Body> {
-    // The worker's own result type, with screenshots as this API returns them.
-    let mut response = serde_json::to_value(schemars::schema_for!(TaskResult)).unwrap_or_default();
-    response["properties"]["screenshots"]["items"] =
-        serde_json::to_value(schemars::schema_for!(InlineScreenshot)).unwrap_or_default();
     let body = json!({
         "request": schemars::schema_for!(TaskBody),
-        "response": response,
+        "response": schemars::schema_for!(TaskResult),
         "record": schemars::schema_for!(airlock_worker::FlightRecord),
         "error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
     });
@@ -143,7 +127,7 @@ struct Job {
 /// How a job ended.
 enum Finished {
     /// It ran: the answer.
-    Answered(Value),
+    Answered(Box<TaskAnswer>),
     /// Admission turned it away.
     Refused(Refusal),
     /// The runner would not run it.
@@ -172,7 +156,11 @@ impl Job {
             give_state,
         } = ready;
         let admission = Arc::clone(&service.admission);
-        let kept = Kept { book, id };
+        let links = TaskLinks::of(&id);
+        let kept = Kept {
+            book,
+            id: id.clone(),
+        };
         let ran = kept_run::run(
             &service.runner,
             request,
@@ -187,7 +175,10 @@ impl Job {
         .await;
         drop(slot);
         match ran {
-            Ok((_, answer)) => Finished::Answered(answer.unwrap_or_default()),
+            // A kept run always has its answer; built here too, it cannot be missing.
+            Ok((result, answer)) => {
+                Finished::Answered(Box::new(answer.unwrap_or(TaskAnswer { id, links, result })))
+            }
             Err(error) => Finished::NotRun(error.into()),
         }
     }

@@ -292,6 +292,14 @@ fn state_word(state: TaskState) -> &'static str {
     }
 }
 
+/// How a task ended, in the API's word (`completed`, `timed_out`, …).
+fn ended_word(ended: airlock_worker::Ended) -> Option<String> {
+    serde_json::to_value(ended)
+        .ok()?
+        .as_str()
+        .map(str::to_owned)
+}
+
 fn state_text(task: &Snapshot) -> String {
     match task.state {
         TaskState::WaitingForHuman => "waiting for a person".to_owned(),
@@ -299,7 +307,7 @@ fn state_text(task: &Snapshot) -> String {
             let ended = task
                 .answer
                 .as_ref()
-                .and_then(|answer| answer["ended"].as_str().map(str::to_owned));
+                .and_then(|answer| ended_word(answer.result.ended));
             match (ended, &task.error) {
                 (Some(ended), _) => format!("done: {ended}"),
                 (None, Some(_)) => "done: never ran".to_owned(),

@@ -304,3 +304,53 @@ async fn mcp_without_a_token_is_401_before_any_session_opens() {
         assert_eq!(mcp_initialize(&served, TOKEN).await.status, 200);
     }
 }
+
+/// `instance` against the schema `name` of the server's OpenAPI document, and every field it
+/// has is one the schema names (so a field added to the answer but not the document fails).
+fn conforms(document: &serde_json::Value, name: &str, instance: &serde_json::Value) {
+    let mut schema = document.clone();
+    schema["$ref"] = json!(format!("#/components/schemas/{name}"));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|error| format!("{error} at {}", error.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:#?}");
+    let properties = &document["components"]["schemas"][name]["properties"];
+    for field in instance.as_object().unwrap().keys() {
+        assert!(
+            properties.get(field).is_some(),
+            "{name} lacks `{field}`: {properties}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_tasks_answer_and_status_are_what_the_openapi_document_says() {
+    let served = serve(Setup::default()).await;
+    let token = bearer(TOKEN);
+    let document = request(&served, "GET", "/v1/openapi.json", &[&token], "")
+        .await
+        .json();
+    let answer = request(
+        &served,
+        "POST",
+        "/v1/tasks",
+        &[&token, JSON],
+        r#"{"task": "Say done"}"#,
+    )
+    .await;
+    let answer = answer.json();
+    conforms(&document, "TaskAnswer", &answer);
+    let id = answer["id"].as_str().unwrap();
+    assert_eq!(answer["links"]["self"], format!("/v1/tasks/{id}"));
+    let status = request(&served, "GET", &format!("/v1/tasks/{id}"), &[&token], "")
+        .await
+        .json();
+    conforms(&document, "TaskStatus", &status);
+    assert_eq!(
+        status["result"], answer,
+        "the status's result is the answer itself"
+    );
+    assert_eq!(status["ended"], "completed");
+}
