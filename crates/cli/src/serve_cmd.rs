@@ -15,7 +15,7 @@ use airlock_service::metrics::Metrics;
 use airlock_service::scope_request::Ceiling;
 use airlock_service::server::LeaseLimits;
 use airlock_service::server::{
-    Endpoints, Guard, Keeping, Listening, McpMode, ServerParts, Stopping, build,
+    Callers, Endpoints, Keeping, Listening, McpMode, ServerParts, Stopping, build,
 };
 use airlock_worker::{BrowserDriver, TaskRunner};
 use anyhow::Context;
@@ -145,7 +145,7 @@ async fn serve(
     let tokens = tokens(args).map_err(crate::bad_input)?;
     let ceilings = token_scope::ceilings(&tokens, &settings.scope, &settings.secrets)
         .map_err(crate::bad_input)?;
-    let guard = Guard::new(
+    let callers = Callers::new(
         local,
         tokens.into_iter().map(|(entry, _)| entry.token).collect(),
         &args.allowed_hosts,
@@ -180,7 +180,7 @@ async fn serve(
         mcp,
         tls: tls.is_some(),
         cdp: limits,
-        guard,
+        callers,
         admission: Arc::clone(&admission),
         runner,
         browsers: Arc::new(DockerBrowsers(Arc::clone(&driver))),

@@ -5,7 +5,9 @@
 //! `--remote-debugging-pipe`: DevTools messages go over the exec's stdin and stdout, each ended by
 //! a NUL byte, so nothing in the container listens for DevTools (no port a page or a process could
 //! reach, no socket file) and the container needs no second mount. The host's end is the exec
-//! stream that dockerd attaches, the same way every agent-browser command is run.
+//! stream that dockerd attaches, the same way every agent-browser command is run. It works
+//! unchanged under gVisor, whose sockets are not host sockets; the cost is one more copy through
+//! dockerd per message.
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -6,6 +6,12 @@
 //! WebSocket itself (tokio-tungstenite over the exec's stdio), every message bounded, and keeps
 //! only the newest frame, so a slow watcher never builds a backlog. A helping person's input
 //! goes the other way, as typed events the caller admitted (see `airlock_policy::HumanInput`).
+//!
+//! The stream server's port is fixed by the image (`AGENT_BROWSER_STREAM_PORT`, 9223), so a
+//! watch asks agent-browser's daemon nothing: the daemon answers one command at a time and may be
+//! busy with the worker's (asking it, a watch started during a `wait` missed the page it was
+//! meant to see). agent-browser drops input sent in the first seconds after a viewer connects
+//! (lost at 0.5 and 1.5 s, taken at 3 s); a person is slower than that.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,6 +8,12 @@
 //! Requests retry with back-off on 429 and 5xx (honouring `Retry-After`), time out, and never put
 //! the API key in an error message.
 //!
+//! Why two hand-written mappings (`anthropic.rs`, `openai.rs`) over `reqwest` rather than a
+//! multi-provider crate such as `genai`: Airlock needs images inside tool results (Anthropic) and
+//! after tool messages (OpenAI chat, whose tool messages are text only), signed thinking blocks
+//! echoed back, and exact control of retries and of what an error may print. A generic client
+//! would hide exactly the parts that must be checked against recorded request bodies.
+//!
 //! ```
 //! let spec = airlock_models::ModelSpec::parse("anthropic/claude-sonnet-4-5").unwrap();
 //! assert_eq!(spec.provider(), "anthropic");

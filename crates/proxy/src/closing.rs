@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
+use crate::bounded::{Bounded, OwnBytes};
 use crate::connection::Shared;
 use crate::events::{EventSink, Outcome, ProxyEvent, Via};
-use crate::guard::{Guarded, OwnBytes};
 
 /// Held by whatever owns an allowed connection; reports its bytes when dropped.
 pub(crate) struct ClosingReport {
@@ -24,7 +24,7 @@ impl Shared {
         &self,
         via: Via,
         target: &str,
-        upstream: &Guarded<S>,
+        upstream: &Bounded<S>,
     ) -> Option<ClosingReport> {
         Some(ClosingReport {
             sink: Arc::clone(self.events.as_ref()?),

@@ -1,4 +1,4 @@
-//! One client connection: hyper's HTTP/1.1 server on the guarded socket, every request handed to
+//! One client connection: hyper's HTTP/1.1 server on the bounded socket, every request handed to
 //! [`Shared::handle`].
 
 use std::convert::Infallible;
@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::ProxyLimits;
+use crate::bounded::{Bounded, ByteCounters};
 use crate::client::{Client, LingeringClose};
 use crate::events::{Counters, EventSink};
-use crate::guard::{ByteCounters, Guarded};
 use crate::network::{Connector, Resolver};
 use crate::slot::Ticket;
 
@@ -50,7 +50,7 @@ pub(crate) async fn serve(stream: Client, shared: Arc<Shared>, ticket: Arc<Ticke
         written: Arc::new(AtomicU64::new(0)),
         own: None,
     };
-    let client = Guarded::new(
+    let client = Bounded::new(
         LingeringClose(Some(stream)),
         limits.idle_timeout,
         u64::MAX,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use crate::guard::ByteCounters;
+use crate::bounded::ByteCounters;
 
 /// How the browser asked for a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

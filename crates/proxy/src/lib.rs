@@ -33,12 +33,12 @@
 //! ```
 
 mod accept;
+mod bounded;
 mod client;
 mod closing;
 mod config;
 mod connection;
 mod events;
-mod guard;
 mod http;
 mod network;
 mod policy_cell;

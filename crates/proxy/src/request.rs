@@ -13,11 +13,11 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::REFUSED_HEADER;
+use crate::bounded::Bounded;
 use crate::client::LingeringClose;
 use crate::closing::ClosingReport;
 use crate::connection::Shared;
 use crate::events::{Outcome, ProxyEvent, Via};
-use crate::guard::Guarded;
 use crate::http::{
     ProxyBody, empty_response, event_target, origin_form, strip_hop_by_hop, text_response,
 };
@@ -26,7 +26,7 @@ use crate::stop::Stop;
 use crate::tunnel::Tunnel;
 
 /// The client's socket as hyper holds it (`connection::serve`), taken back for a tunnel.
-type ClientIo = TokioIo<Guarded<LingeringClose>>;
+type ClientIo = TokioIo<Bounded<LingeringClose>>;
 
 impl Shared {
     pub(crate) async fn handle(
@@ -146,7 +146,7 @@ impl Shared {
     async fn exchange(
         &self,
         request: Request<Incoming>,
-        upstream: Guarded<tokio::net::TcpStream>,
+        upstream: Bounded<tokio::net::TcpStream>,
         closing: Option<ClosingReport>,
     ) -> Result<Response<ProxyBody>, hyper::Error> {
         let (mut sender, connection) =

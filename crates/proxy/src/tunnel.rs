@@ -2,7 +2,7 @@
 //! `splice(2)` through a pipe, so they are never copied into the proxy. The pipe is made when a
 //! direction has bytes to move and closed as soon as it has none, so an idle tunnel holds no
 //! buffer at all: two registered sockets and a small task. The idle time-out, the byte cap and
-//! the byte counters hold as they do on every guarded stream.
+//! the byte counters hold as they do on every bounded stream.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
+use crate::bounded::{ByteCounters, Way};
 use crate::client::Client;
-use crate::guard::{ByteCounters, Way};
 
 /// The most bytes one splice moves, and the pipe's capacity (a read then never waits on it).
 /// Four times the default pipe: a bulk transfer takes a quarter of the system calls, and the

@@ -8,7 +8,7 @@ use airlock_policy::Decision;
 use crate::connection::Shared;
 use tokio::net::TcpStream;
 
-use crate::guard::Guarded;
+use crate::bounded::Bounded;
 use crate::stop::Stop;
 
 impl Shared {
@@ -16,7 +16,7 @@ impl Shared {
     pub(crate) async fn open(
         &self,
         decision: Decision,
-    ) -> Result<(Guarded<TcpStream>, SocketAddr), Stop> {
+    ) -> Result<(Bounded<TcpStream>, SocketAddr), Stop> {
         let (addresses, port) = self.vet(decision).await?;
         self.connect(&addresses, port).await
     }
@@ -50,7 +50,7 @@ impl Shared {
         &self,
         addresses: &[IpAddr],
         port: u16,
-    ) -> Result<(Guarded<TcpStream>, SocketAddr), Stop> {
+    ) -> Result<(Bounded<TcpStream>, SocketAddr), Stop> {
         let mut last = Stop::NoAddress;
         for &ip in addresses {
             let address = SocketAddr::new(ip, port);
@@ -58,13 +58,13 @@ impl Shared {
                 .await
             {
                 Ok(Ok(stream)) => {
-                    let guarded = Guarded::new(
+                    let bounded = Bounded::new(
                         stream,
                         self.limits.idle_timeout,
                         self.limits.max_bytes_per_connection,
                         self.counters.upstream_bytes(),
                     );
-                    return Ok((guarded, address));
+                    return Ok((bounded, address));
                 }
                 Ok(Err(source)) => last = Stop::ConnectFailed { address, source },
                 Err(_) => last = Stop::ConnectTimedOut { address },

@@ -7,16 +7,16 @@
 //! - `/healthz` (alive), `/readyz` (Docker answers, image present, room for a task; 503 when
 //!   full or draining), `/metrics` (Prometheus text).
 //!
-//! Every request passes the [`guard::Guard`] first (Host, Origin, then a bearer token for all
+//! Every request passes the [`callers::Callers`] first (Host, Origin, then a bearer token for all
 //! but the probes). Tasks pass [`crate::capacity::Admission`]: bounded concurrency, a bounded queue with a
 //! time limit, refusal while draining. SIGTERM or SIGINT drains: `/readyz` turns 503, running
 //! tasks get `--drain-timeout` to finish and are then cancelled, and the process exits only
 //! after every container is gone.
 
+mod callers;
+mod callers_error;
 mod cdp;
 mod connections;
-mod guard;
-mod guard_error;
 mod hand_back;
 mod lease_view;
 mod leases;
@@ -28,17 +28,17 @@ mod readiness;
 mod routes;
 mod sessions;
 mod sign_in_limit;
+mod sign_ins;
 mod task_body;
 mod task_by_id;
 mod tasks_api;
 mod ui;
 mod ui_pages;
-mod ui_sessions;
 mod write_deadline;
 
+pub use callers::{Callers, CallersError};
 pub use cdp::LeaseLimits;
 pub use connections::{Listening, Stopping};
-pub use guard::{Guard, GuardError};
 pub use local_watch::{LocalWatch, LocalWatchError, start as watch_locally};
 
 use std::sync::Arc;
@@ -93,7 +93,7 @@ pub struct App {
     tls: bool,
     /// How long CDP leases last.
     cdp: cdp::LeaseLimits,
-    guard: Arc<Guard>,
+    callers: Arc<Callers>,
     admission: Arc<Admission>,
     runner: Option<TaskRunner>,
     browsers: Arc<dyn Browsers>,
@@ -116,7 +116,7 @@ pub struct App {
     /// The open CDP leases, each its token's own.
     leases: Arc<leases::LeaseBook>,
     /// The dashboard's signed-in browsers.
-    ui: Arc<ui_sessions::UiSessions>,
+    sign_ins: Arc<sign_ins::SignIns>,
 }
 
 /// What a server keeps of finished tasks, per token.
@@ -148,7 +148,7 @@ pub struct ServerParts {
     /// How long CDP leases last.
     pub cdp: cdp::LeaseLimits,
     /// The checks every request passes first.
-    pub guard: Guard,
+    pub callers: Callers,
     /// Bounded concurrency and queue, shared by tasks, MCP browsers and CDP leases.
     pub admission: Arc<Admission>,
     /// The worker, unless only browsers are offered (`--direct`, `airlock cdp`).
@@ -187,7 +187,7 @@ pub fn build(parts: ServerParts) -> Built {
         stateless: parts.mcp.stateless,
         tls: parts.tls,
         cdp: parts.cdp,
-        guard: Arc::new(parts.guard),
+        callers: Arc::new(parts.callers),
         admission: parts.admission,
         runner: parts.runner,
         browsers: parts.browsers,
@@ -202,7 +202,7 @@ pub fn build(parts: ServerParts) -> Built {
         max_download_bytes: tasks.max_download_bytes,
         book: crate::task_book::TaskBook::new(parts.keeping.tasks, parts.keeping.bytes),
         leases: Arc::default(),
-        ui: Arc::new(ui_sessions::UiSessions::new(parts.tls)),
+        sign_ins: Arc::new(sign_ins::SignIns::new(parts.tls)),
     };
     let metrics_router = metrics_router(app.clone());
     let router = match parts.endpoints {

@@ -20,7 +20,7 @@ use axum::response::IntoResponse;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::App;
-use super::guard::{busy, json_response, refuse};
+use super::callers::{busy, json_response, refuse};
 use super::lease_view::{LeaseView, lease_view};
 use super::leases::Listed;
 use crate::CdpLease;

@@ -1,5 +1,11 @@
 //! Connections: accepting them (bounded, with TLS when configured), serving each with hyper, and
 //! the order in which a stop ends them.
+//!
+//! Why that order: draining first turns `/readyz` 503 and lets running work finish within its
+//! time; then the listeners stop and each open connection finishes the answer it is writing (a
+//! task frees its slot before its result reaches the client, so cancelling first would end that
+//! stream without its result, which the cluster proof's rolling update caught); only then does
+//! the shutdown token end what remains.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use http::{Response, StatusCode};
 
 use super::App;
-use super::guard::{json_response, refuse};
+use super::callers::{json_response, refuse};
 use super::task_by_id::{TaskStatus, not_found};
 use crate::scope_request::Ceiling;
 

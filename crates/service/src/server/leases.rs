@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::App;
-use super::guard::{json_response, refuse};
+use super::callers::{json_response, refuse};
 use super::lease_view::LeaseSource;
 use crate::scope_request::Ceiling;
 

@@ -18,7 +18,7 @@ use axum::extract::{Path, State};
 use http::{Response, StatusCode};
 
 use super::App;
-use super::guard::refuse;
+use super::callers::refuse;
 use crate::scope_request::Ceiling;
 use crate::task_book::TaskState;
 

@@ -22,8 +22,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 
-use super::guard::{Guard, refuse};
-use super::ui_sessions::{UiSessions, random_hex};
+use super::callers::{Callers, refuse};
+use super::sign_ins::{SignIns, random_hex};
 use super::{App, cdp, ui};
 use crate::scope_request::Ceiling;
 use crate::task_book::TaskBook;
@@ -42,7 +42,7 @@ pub enum LocalWatchError {
     Random,
     /// The page's own checks could not be built.
     #[error("--live: {0}")]
-    Guard(#[from] super::guard::GuardError),
+    Callers(#[from] super::callers::CallersError),
 }
 
 /// The task's page, served while the task runs; dropping it stops the server.
@@ -91,7 +91,7 @@ pub async fn start(
         },
         // Loopback, no tokens: the Host and Origin checks; who may see the task is the
         // session's rule below.
-        guard: Arc::new(Guard::new(local, Vec::new(), &[], &[])?),
+        callers: Arc::new(Callers::new(local, Vec::new(), &[], &[])?),
         admission: crate::capacity::Admission::new(1, 0, Duration::ZERO),
         runner: None,
         browsers,
@@ -106,7 +106,7 @@ pub async fn start(
         max_download_bytes: settings.max_download_bytes,
         book,
         leases: Arc::default(),
-        ui: Arc::new(UiSessions::new(false)),
+        sign_ins: Arc::new(SignIns::new(false)),
     };
     let state = Local {
         key: Arc::new(OneTimeKey {
@@ -140,7 +140,7 @@ pub async fn start(
 /// The Host and Origin checks, for every path.
 async fn site(State(app): State<App>, request: Request, next: Next) -> Response<Body> {
     if let Some(refused) = app
-        .guard
+        .callers
         .check_site(request.uri(), request.headers(), false)
     {
         return refused;
@@ -169,7 +169,11 @@ async fn enter(
     axum::Extension(local): axum::Extension<Local>,
     request: Request,
 ) -> Response<Body> {
-    if app.ui.find(request.headers(), Instant::now()).is_some() {
+    if app
+        .sign_ins
+        .find(request.headers(), Instant::now())
+        .is_some()
+    {
         return ui::see_other(&local.page, None);
     }
     // The key is hex: nothing in it is ever percent-encoded.
@@ -183,7 +187,10 @@ async fn enter(
             "this link's key is wrong or was used already: it works once, in the browser that opened it first (start the task again with --live for a new one)",
         );
     }
-    match app.ui.open(Arc::clone(&local.ceiling), Instant::now()) {
+    match app
+        .sign_ins
+        .open(Arc::clone(&local.ceiling), Instant::now())
+    {
         Some(cookie) => ui::see_other(&local.page, Some(&cookie)),
         None => refuse(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -14,7 +14,7 @@ use crate::task_book::{StepSeen, TaskAnswer};
 
 /// An error's body.
 #[derive(JsonSchema)]
-#[allow(dead_code)] // only its schema is used; `guard::refuse` writes the body
+#[allow(dead_code)] // only its schema is used; `callers::refuse` writes the body
 struct ApiError {
     /// What was wrong, and how to put it right.
     error: String,

@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Mutex;
 
-use super::guard::{busy, json_response, refuse, unauthorized};
+use super::callers::{busy, json_response, refuse, unauthorized};
 use super::readiness::NotReady;
 use super::{App, cdp, hand_back, leases, live, openapi, task_body, task_by_id, tasks_api, ui};
 use crate::TaskSettings;
@@ -177,7 +177,7 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
     // The probes answer whatever the Host: engines call them by a pod's or container's address,
     // and they tell nothing but whether this server is up and has room.
     let probe = path == "/healthz" || path == "/readyz";
-    if !probe && let Some(refused) = app.guard.check_site(request.uri(), headers, app.tls) {
+    if !probe && let Some(refused) = app.callers.check_site(request.uri(), headers, app.tls) {
         return refused;
     }
     // CDP clients cannot always add a header: their endpoints also take `?token=`.
@@ -190,7 +190,7 @@ async fn checks(State(app): State<App>, mut request: Request, next: Next) -> Res
     let mut signed_in = false;
     let ceiling = if probe {
         None
-    } else if let Some(ceiling) = app.guard.authorize(token_headers) {
+    } else if let Some(ceiling) = app.callers.authorize(token_headers) {
         Some(ceiling)
     } else {
         // A browser signed in to the dashboard sends its session instead.
@@ -254,7 +254,7 @@ async fn readyz(State(app): State<App>, headers: http::HeaderMap) -> Response<Bo
     });
     // The details (Docker's own text, why the warm pool cannot fill) only for a caller with a
     // token; the probe itself needs none.
-    if app.guard.check_token(&headers).is_none() {
+    if app.callers.check_token(&headers).is_none() {
         body["detail"] = serde_json::json!(not_ready.as_ref().map(NotReady::detail));
         body["pool_error"] = serde_json::json!(app.browsers.pools().error);
     }

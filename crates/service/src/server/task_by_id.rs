@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::App;
-use super::guard::{json_response, refuse};
+use super::callers::{json_response, refuse};
 use crate::scope_request::Ceiling;
 use crate::task_book::{Snapshot, StepSeen, TaskAnswer, TaskBook, TaskLinks, TaskState};
 

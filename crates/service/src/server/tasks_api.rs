@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio_util::task::TaskTracker;
 
-use super::guard::{busy, json_response, refuse};
+use super::callers::{busy, json_response, refuse};
 use super::task_body::{self, TaskBody};
 use crate::capacity::{Admission, Refusal};
 use crate::kept_run::{self, Kept};

@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode, Uri};
 use serde::Deserialize;
 
 use super::App;
-use super::guard::refuse;
+use super::callers::refuse;
 use super::origin::from_own_page;
 use super::ui_pages::{self, ServerView, page};
 use crate::scope_request::Ceiling;
@@ -45,7 +45,7 @@ pub(super) fn session_ceiling(
         return Ok(None);
     }
     let headers = request.headers();
-    let Some(ceiling) = app.ui.find(headers, Instant::now()) else {
+    let Some(ceiling) = app.sign_ins.find(headers, Instant::now()) else {
         return Ok(None);
     };
     let safe = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
@@ -128,7 +128,7 @@ pub(super) async fn sign_in(
     // A request served without a connection's address (none is, today) counts as one client.
     let client = client.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |found| found.0.0);
     let now = Instant::now();
-    if let Err(wait) = app.ui.sign_ins.check(client, now) {
+    if let Err(wait) = app.sign_ins.failures.check(client, now) {
         tracing::warn!(%client, "dashboard sign-ins are held back: too many failed");
         let mut response = page(
             StatusCode::TOO_MANY_REQUESTS,
@@ -159,9 +159,9 @@ pub(super) async fn sign_in(
             )),
         );
     };
-    let Some(ceiling) = app.guard.ceiling_of(form.token.trim()) else {
+    let Some(ceiling) = app.callers.ceiling_of(form.token.trim()) else {
         tracing::info!("a dashboard sign-in was refused: not one of the server's tokens");
-        app.ui.sign_ins.failed(client, now);
+        app.sign_ins.failures.failed(client, now);
         return page(
             StatusCode::UNAUTHORIZED,
             ui_pages::sign_in(Some(
@@ -169,7 +169,7 @@ pub(super) async fn sign_in(
             )),
         );
     };
-    let Some(cookie) = app.ui.open(ceiling, Instant::now()) else {
+    let Some(cookie) = app.sign_ins.open(ceiling, Instant::now()) else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "the system's random source failed, so no session could be made: try again, and check the host's entropy source",
@@ -180,7 +180,7 @@ pub(super) async fn sign_in(
 
 /// `POST /ui/sign-out`: the session ends and the browser forgets it.
 pub(super) async fn sign_out(State(app): State<App>, headers: HeaderMap) -> Response<Body> {
-    see_other("/ui", Some(&app.ui.close(&headers)))
+    see_other("/ui", Some(&app.sign_ins.close(&headers)))
 }
 
 /// `GET /ui/tasks/{id}`: the task's live page, for its own token.

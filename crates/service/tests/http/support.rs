@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use airlock_service::capacity::Admission;
 use airlock_service::server::{
-    Endpoints, Guard, Keeping, LeaseLimits, Listening, McpMode, ServerParts, build,
+    Callers, Endpoints, Keeping, LeaseLimits, Listening, McpMode, ServerParts, build,
 };
 use airlock_service::{Browsers, CdpLease, PoolState, TaskSettings};
 use airlock_testkit::http::within;
@@ -131,7 +131,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
     let model = ScriptedModel::new(Script { turns: setup.turns });
     let limits = TaskLimits::default();
     let runner = TaskRunner::new(browsers.clone(), Arc::new(model), limits).unwrap();
-    let guard = Guard::new(
+    let callers = Callers::new(
         addr,
         vec![TOKEN.into(), OTHER_TOKEN.into()],
         &[],
@@ -147,7 +147,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
             lease: Duration::from_secs(60),
             idle: Duration::from_secs(30),
         },
-        guard,
+        callers,
         admission: Arc::clone(&admission),
         runner: Some(runner),
         browsers: browsers.clone(),

@@ -26,29 +26,29 @@ struct Session {
 }
 
 /// The signed-in sessions of one server.
-pub(super) struct UiSessions {
+pub(super) struct SignIns {
     sessions: Mutex<HashMap<[u8; 32], Session>>,
     /// Served over TLS: the cookie is `Secure` and `__Host-` named.
     tls: bool,
     /// Failed sign-ins, which hold back the next ones.
-    pub sign_ins: super::sign_in_limit::SignInLimit,
+    pub failures: super::sign_in_limit::SignInLimit,
 }
 
-impl std::fmt::Debug for UiSessions {
+impl std::fmt::Debug for SignIns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the ids.
-        f.debug_struct("UiSessions")
+        f.debug_struct("SignIns")
             .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
 
-impl UiSessions {
+impl SignIns {
     pub(super) fn new(tls: bool) -> Self {
         Self {
             sessions: Mutex::default(),
             tls,
-            sign_ins: super::sign_in_limit::SignInLimit::default(),
+            failures: super::sign_in_limit::SignInLimit::default(),
         }
     }
 
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_session_carries_its_tokens_ceiling_until_it_expires() {
-        let sessions = UiSessions::new(false);
+        let sessions = SignIns::new(false);
         let now = Instant::now();
         let cookie = sessions.open(ceiling("alice"), now).unwrap();
         assert!(cookie.starts_with("airlock_ui="), "{cookie}");
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn over_tls_the_cookie_is_secure_and_host_bound() {
-        let sessions = UiSessions::new(true);
+        let sessions = SignIns::new(true);
         let cookie = sessions.open(ceiling("alice"), Instant::now()).unwrap();
         assert!(cookie.starts_with("__Host-airlock_ui="), "{cookie}");
         assert!(cookie.ends_with("; Secure"), "{cookie}");
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn signing_out_ends_the_session_and_clears_the_cookie() {
-        let sessions = UiSessions::new(false);
+        let sessions = SignIns::new(false);
         let now = Instant::now();
         let cookie = sessions.open(ceiling("alice"), now).unwrap();
         let headers = sending(&cookie);
@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn unknown_empty_or_forged_ids_find_nothing() {
-        let sessions = UiSessions::new(false);
+        let sessions = SignIns::new(false);
         let now = Instant::now();
         let _ = sessions.open(ceiling("alice"), now).unwrap();
         for forged in ["airlock_ui=", "airlock_ui=00", "airlock_ui", "other=abc"] {
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn sessions_are_bounded_and_the_oldest_goes_first() {
-        let sessions = UiSessions::new(false);
+        let sessions = SignIns::new(false);
         let start = Instant::now();
         let first = sessions.open(ceiling("first"), start).unwrap();
         let mut last = String::new();
@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn debug_shows_no_session() {
-        let sessions = UiSessions::new(false);
+        let sessions = SignIns::new(false);
         let cookie = sessions.open(ceiling("alice"), Instant::now()).unwrap();
         let id = cookie.split(';').next().unwrap().split('=').nth(1).unwrap();
         assert!(!format!("{sessions:?}").contains(id));

@@ -11,13 +11,13 @@ use http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::{HeaderMap, Response, StatusCode, Uri};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-pub use super::guard_error::GuardError;
-use super::guard_error::MIN_TOKEN_CHARS;
+pub use super::callers_error::CallersError;
+use super::callers_error::MIN_TOKEN_CHARS;
 use crate::scope_request::Ceiling;
 
 /// Who may call, from where.
 #[derive(Clone)]
-pub struct Guard {
+pub struct Callers {
     /// Bearer tokens; empty means no authentication (loopback only).
     tokens: Vec<Vec<u8>>,
     /// Each token's ceiling, in the same order.
@@ -31,10 +31,10 @@ pub struct Guard {
     origins: Vec<String>,
 }
 
-impl std::fmt::Debug for Guard {
+impl std::fmt::Debug for Callers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the tokens themselves.
-        f.debug_struct("Guard")
+        f.debug_struct("Callers")
             .field("tokens", &self.tokens.len())
             .field("hosts", &self.hosts)
             .field("origins", &self.origins)
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Guard {
     }
 }
 
-impl Guard {
+impl Callers {
     /// A guard for a server listening on `listen`. `hosts` empty: the listen address (and
     /// `localhost` on loopback); `*` alone: any host.
     ///
@@ -55,26 +55,26 @@ impl Guard {
         tokens: Vec<String>,
         hosts: &[String],
         origins: &[String],
-    ) -> Result<Self, GuardError> {
+    ) -> Result<Self, CallersError> {
         for (index, token) in tokens.iter().enumerate() {
             if token.chars().count() < MIN_TOKEN_CHARS || token.chars().any(char::is_whitespace) {
-                return Err(GuardError::WeakToken(index + 1));
+                return Err(CallersError::WeakToken(index + 1));
             }
             // HTTP clients send header values as they please outside printable ASCII, so such a
             // token would start the server and then never match.
             if !token.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(GuardError::TokenNotAscii(index + 1));
+                return Err(CallersError::TokenNotAscii(index + 1));
             }
         }
         let loopback = listen.ip().is_loopback();
         if tokens.is_empty() && !loopback {
-            return Err(GuardError::NoToken(listen));
+            return Err(CallersError::NoToken(listen));
         }
         let hosts = if hosts.iter().any(|h| h == "*") {
             None
         } else if hosts.is_empty() {
             if listen.ip().is_unspecified() {
-                return Err(GuardError::NoHost(listen));
+                return Err(CallersError::NoHost(listen));
             }
             let mut names = vec![
                 authority(listen.ip(), None),
@@ -105,7 +105,7 @@ impl Guard {
                 if origin.starts_with("http://") || origin.starts_with("https://") {
                     Ok(origin)
                 } else {
-                    Err(GuardError::NotAnOrigin(origin))
+                    Err(CallersError::NotAnOrigin(origin))
                 }
             })
             .collect::<Result<_, _>>()?;
@@ -307,7 +307,7 @@ mod tests {
         map
     }
 
-    impl Guard {
+    impl Callers {
         fn check_site_plain(&self, uri: &Uri, headers: &HeaderMap) -> Option<Response<Body>> {
             self.check_site(uri, headers, false)
         }
@@ -317,8 +317,8 @@ mod tests {
         Uri::from_static("/")
     }
 
-    fn loopback() -> Guard {
-        Guard::new(
+    fn loopback() -> Callers {
+        Callers::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec![TOKEN.into(), "second-token-0123456".into()],
             &[],
@@ -369,7 +369,7 @@ mod tests {
                 .is_some()
         );
         assert!(guard.check_site_plain(&root(), &from("null")).is_some());
-        let allowing = Guard::new(
+        let allowing = Callers::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec![],
             &[],
@@ -449,28 +449,28 @@ mod tests {
 
     #[test]
     fn unsafe_setups_are_refused_at_start_with_the_fix() {
-        let open = Guard::new(
+        let open = Callers::new(
             "0.0.0.0:8700".parse().unwrap(),
             vec![],
             &["a.example".into()],
             &[],
         );
         assert!(open.unwrap_err().to_string().contains("AIRLOCK_TOKENS"));
-        let anywhere = Guard::new(
+        let anywhere = Callers::new(
             "0.0.0.0:8700".parse().unwrap(),
             vec![TOKEN.into()],
             &[],
             &[],
         );
         assert!(anywhere.unwrap_err().to_string().contains("--allowed-host"));
-        let short = Guard::new(
+        let short = Callers::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec!["abc".into()],
             &[],
             &[],
         );
         assert!(short.unwrap_err().to_string().contains("shorter than 16"));
-        let origin = Guard::new(
+        let origin = Callers::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec![],
             &[],
@@ -481,7 +481,7 @@ mod tests {
 
     #[test]
     fn a_non_ascii_token_is_refused_at_start() {
-        let refused = Guard::new(
+        let refused = Callers::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec!["0123456789abcdef-tökén".into()],
             &[],
@@ -513,7 +513,7 @@ mod tests {
     #[test]
     fn an_allowed_name_without_a_port_matches_it_on_any_port() {
         // deploy/airlock.service's own flags: --allowed-host airlock.internal.example.
-        let guard = Guard::new(
+        let guard = Callers::new(
             "127.0.0.1:8700".parse().unwrap(),
             vec![TOKEN.into()],
             &[
@@ -572,7 +572,7 @@ mod tests {
         let listen: SocketAddr = flag("--listen")[0].parse().unwrap();
         let hosts = flag("--allowed-host");
         assert!(!hosts.is_empty(), "the unit names its host");
-        let guard = Guard::new(listen, vec![TOKEN.into()], &hosts, &[]).unwrap();
+        let guard = Callers::new(listen, vec![TOKEN.into()], &hosts, &[]).unwrap();
         for host in &hosts {
             let with_port = format!("{host}:{}", listen.port());
             assert!(

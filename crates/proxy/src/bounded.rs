@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// Where a guarded stream adds the bytes it moved: the proxy's totals and, for a connection to a
+/// Where a bounded stream adds the bytes it moved: the proxy's totals and, for a connection to a
 /// destination, that connection's own (reported when it closes).
 #[derive(Debug, Clone)]
 pub(crate) struct ByteCounters {
@@ -29,7 +29,7 @@ pub(crate) struct OwnBytes {
     pub(crate) written: AtomicU64,
 }
 
-/// Which way bytes moved, from the guarded stream's side.
+/// Which way bytes moved, from the bounded stream's side.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Way {
     Read,
@@ -51,7 +51,7 @@ impl ByteCounters {
 
 /// A stream that fails with `TimedOut` after `idle` without progress in either direction, and
 /// with an error once it has moved `budget` bytes in total.
-pub(crate) struct Guarded<S> {
+pub(crate) struct Bounded<S> {
     inner: S,
     idle: Duration,
     /// Armed for `idle` after some earlier progress; moved forward lazily when it fires, so a busy
@@ -62,7 +62,7 @@ pub(crate) struct Guarded<S> {
     counters: ByteCounters,
 }
 
-impl<S> Guarded<S> {
+impl<S> Bounded<S> {
     pub(crate) fn new(inner: S, idle: Duration, budget: u64, counters: ByteCounters) -> Self {
         Self {
             inner,
@@ -115,7 +115,7 @@ fn cap_error() -> io::Error {
     io::Error::other("connection reached its byte cap")
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for Bounded<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -142,7 +142,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -1,4 +1,4 @@
-//! Why the operator's settings make no [`super::guard::Guard`]: each reason names its flag and fix.
+//! Why the operator's settings make no [`super::callers::Callers`]: each reason names its flag and fix.
 
 use std::net::SocketAddr;
 
@@ -7,7 +7,7 @@ pub(super) const MIN_TOKEN_CHARS: usize = 16;
 
 /// Why a guard could not be built from the operator's settings.
 #[derive(Debug, thiserror::Error)]
-pub enum GuardError {
+pub enum CallersError {
     /// A token is short or holds spaces.
     #[error(
         "token {0} is shorter than {MIN_TOKEN_CHARS} characters or holds spaces: use long random tokens (for example `openssl rand -hex 32`)"
