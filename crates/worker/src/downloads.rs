@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::uploads::plain_file_name;
 
 /// The most files one task may download.
-pub const MAX_DOWNLOAD_FILES: usize = 8;
+pub(crate) const MAX_DOWNLOAD_FILES: usize = 8;
 /// The most bytes a caller may allow a task to download: the files live on the container's
 /// `/tmp` (512 MiB by default), beside the browser's own.
 pub const MAX_DOWNLOAD_BYTES_CEILING: u64 = 256 * 1024 * 1024;
@@ -62,7 +62,7 @@ impl Download {
 /// A file's type from its first bytes: a known signature (PDF, images, archives, …), else text
 /// (HTML when it opens like HTML; CSV only when it is text and named `.csv`), else
 /// `application/octet-stream`.
-pub fn sniff(name: &str, data: &[u8]) -> &'static str {
+pub(crate) fn sniff(name: &str, data: &[u8]) -> &'static str {
     if let Some(kind) = infer::get(data) {
         return kind.mime_type();
     }

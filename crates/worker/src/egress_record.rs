@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// Distinct refusals (and, apart, failures) a task lists.
 pub const EGRESS_LIST_LIMIT: usize = 100;
 /// The longest destination kept, in characters.
-pub const TARGET_CHARS: usize = 300;
+pub(crate) const TARGET_CHARS: usize = 300;
 /// Classes counted apart; past this, further classes count under `other` (classes are the
 /// proxy's fixed words, so this only guards against a driver that makes them up).
 const CLASS_LIMIT: usize = 64;

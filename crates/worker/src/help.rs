@@ -14,10 +14,10 @@ use tokio::sync::watch;
 use crate::ports::ToolDefinition;
 
 /// The tool's name.
-pub const ASK_HUMAN: &str = "ask_human";
+pub(crate) const ASK_HUMAN: &str = "ask_human";
 
 /// The longest reason taken, in characters.
-pub const MAX_HELP_REASON_CHARS: usize = 300;
+pub(crate) const MAX_HELP_REASON_CHARS: usize = 300;
 
 const DESCRIPTION: &str = "Ask a person to act in your browser for you, for what you must not or \
 cannot do yourself: a CAPTCHA, a second factor, a confirmation only the user may give. Say what \

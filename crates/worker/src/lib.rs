@@ -63,22 +63,17 @@ mod window;
 
 pub use airlock_policy::{DomainPattern, HumanInput, Scope, ScopeError};
 pub use direct::{DirectOutput, DirectSession};
-pub use downloads::{
-    Download, DownloadRefusal, Downloads, MAX_DOWNLOAD_BYTES_CEILING, MAX_DOWNLOAD_FILES, sniff,
-};
+pub use downloads::{Download, DownloadRefusal, Downloads, MAX_DOWNLOAD_BYTES_CEILING};
 pub use egress_record::{
     EGRESS_LIST_LIMIT, EgressAllowed, EgressBytes, EgressFailure, EgressRecord, EgressRefusal,
-    TARGET_CHARS, log_refusal, tally_allowed,
+    log_refusal, tally_allowed,
 };
 pub use fit_image::fit_for_model;
-pub use help::{
-    ASK_HUMAN, DeskState, HelpCall, HelpDesk, HelpOutcome, HumanActions, MAX_HELP_REASON_CHARS,
-    RecordedHelp,
-};
+pub use help::{DeskState, HelpCall, HelpDesk, HelpOutcome, HumanActions, RecordedHelp};
 pub use instructions::STANDING_INSTRUCTIONS;
 pub use kept_output::cut;
 pub use kept_output::{READ_OUTPUT, READ_OUTPUT_DESCRIPTION, ReadOutputError, ReadOutputInput};
-pub use limits::{DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_OUTPUT_CHARS, LimitError, TaskLimits};
+pub use limits::{DEFAULT_MAX_IMAGE_SIDE, LimitError, TaskLimits};
 pub use live::{LiveError, LiveFeed, LiveFrame, LiveSlot, LiveSource, WatchFuture};
 pub use messages::{AssistantTurn, Content, Image, Message, ToolCall, ToolResult, Usage};
 pub use ports::{
@@ -86,8 +81,7 @@ pub use ports::{
     ModelRequest, PageSeen, TaskContext, Tool, ToolDefinition, ToolFailure, ToolOutput, ToolStatus,
 };
 pub use record::{
-    FlightRecord, MAX_THUMBNAIL_BYTES, RECORD_FORMAT, RECORD_PAGE_CHARS, RECORD_PREVIEW_CHARS,
-    RECORD_STDIN_CHARS, RecordedDownload, RecordedEgress, RecordedStep, RecordedTurn,
+    FlightRecord, RECORD_FORMAT, RecordedDownload, RecordedEgress, RecordedStep, RecordedTurn,
     THUMBNAIL_SIDE, Thumbnail, ThumbnailCause, Verdict,
 };
 pub use run::TaskRunner;
@@ -96,19 +90,16 @@ pub use scripted::{
 };
 pub use scrub::scrub;
 pub use secrets::{
-    MAX_SECRET_BYTES, MAX_SECRETS, MIN_SECRET_BYTES, Secret, SecretError, SecretValue, Secrets,
-    mentions_placeholder, placeholder, placeholder_name,
+    MAX_SECRET_BYTES, Secret, SecretError, SecretValue, Secrets, mentions_placeholder, placeholder,
+    placeholder_name,
 };
 pub use state::{
-    MAX_STATE_BYTES, MAX_STATE_COOKIES, MAX_STATE_ORIGINS, OriginState, SessionState, StateCookie,
-    StateError, StorageEntry,
+    MAX_STATE_BYTES, OriginState, SessionState, StateCookie, StateError, StorageEntry,
 };
 pub use task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
     Timings,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use uploads::{
-    MAX_UPLOAD_BYTES, MAX_UPLOAD_FILES, MAX_UPLOAD_TOTAL_BYTES, Upload, UploadError, Uploads,
-};
+pub use uploads::{MAX_UPLOAD_BYTES, MAX_UPLOAD_TOTAL_BYTES, Upload, UploadError, Uploads};
 pub use window::TaskWindow;

@@ -70,7 +70,7 @@ const MIB: usize = 1024 * 1024;
 /// The default output cap: about 2,500 tokens at once. Nothing past it is lost (the worker pages
 /// or searches the rest), and `cargo xtask bench --only context` measured 24,000 (the old
 /// default, when the rest was cut) showing 2.3 times as much to find the same facts.
-pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 10_000;
+pub(crate) const DEFAULT_MAX_OUTPUT_CHARS: usize = 10_000;
 
 /// Anthropic's advice for images: no side over 1568 px (larger ones are scaled down by the API
 /// anyway, at the same token cost). OpenAI's high-detail images fit 2048 px.

@@ -11,11 +11,11 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 
 /// The most secrets one task may hold.
-pub const MAX_SECRETS: usize = 32;
+pub(crate) const MAX_SECRETS: usize = 32;
 /// The longest secret value, in bytes.
 pub const MAX_SECRET_BYTES: usize = 4096;
 /// The shortest secret value, in bytes: a shorter one would be scrubbed out of ordinary text.
-pub const MIN_SECRET_BYTES: usize = 4;
+pub(crate) const MIN_SECRET_BYTES: usize = 4;
 
 /// What the worker writes where a secret goes: `{{secret:NAME}}`, as one whole argument.
 pub fn placeholder(name: &str) -> String {

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 /// The largest state taken or returned, as JSON.
 pub const MAX_STATE_BYTES: usize = 1024 * 1024;
 /// The most cookies in one state.
-pub const MAX_STATE_COOKIES: usize = 1000;
+pub(crate) const MAX_STATE_COOKIES: usize = 1000;
 /// The most origins (each with its `localStorage`) in one state.
-pub const MAX_STATE_ORIGINS: usize = 100;
+pub(crate) const MAX_STATE_ORIGINS: usize = 100;
 
 /// One cookie, as Playwright writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 /// The most files one task may carry.
-pub const MAX_UPLOAD_FILES: usize = 8;
+pub(crate) const MAX_UPLOAD_FILES: usize = 8;
 /// The largest file.
 pub const MAX_UPLOAD_BYTES: usize = 10 * 1024 * 1024;
 /// The most bytes all of a task's files may hold together.

@@ -22,15 +22,15 @@ pub(crate) use recorder::{Recorder, verdict_of, verdict_of_status};
 /// The record format's version; it changes when a field changes meaning or goes away.
 pub const RECORD_FORMAT: u32 = 1;
 /// Characters of a step's output kept in its record (the worker may have read more).
-pub const RECORD_PREVIEW_CHARS: usize = 600;
+pub(crate) const RECORD_PREVIEW_CHARS: usize = 600;
 /// Characters of a command's standard input (an `eval` script) kept.
-pub const RECORD_STDIN_CHARS: usize = 2_000;
+pub(crate) const RECORD_STDIN_CHARS: usize = 2_000;
 /// The longest side of a thumbnail, in pixels.
 pub const THUMBNAIL_SIDE: u32 = 480;
 /// The bytes of thumbnails one record holds; later thumbnails are counted, not kept.
-pub const MAX_THUMBNAIL_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_THUMBNAIL_BYTES: usize = 8 * 1024 * 1024;
 /// Characters of a page's URL or title kept.
-pub const RECORD_PAGE_CHARS: usize = 500;
+pub(crate) const RECORD_PAGE_CHARS: usize = 500;
 
 /// One task, step by step, for a person to audit afterwards.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
