@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: every test, the way CI runs them, from a fresh machine. As root: it installs
 //! what the tests need that is missing (Docker and gVisor through `cargo xtask docker`; Chromium,
-//! CA certificates, Python's venv and curl from the distribution), then runs format,
+//! CA certificates, Python's venv, curl, squid and microsocks from the distribution), then runs format,
 //! lints, tidy, the unit and integration tests, the cluster proof and the soak. `.ci/run` is this
 //! command.
 
@@ -12,8 +12,17 @@ use crate::util::{is_root, run_loud, succeeds};
 
 /// What the tests need besides Docker and the base image's builder: Chromium (the proxy's
 /// real-browser test), CA certificates, python3-venv (the official MCP SDK
-/// and the other Python clients live in a venv) and curl (the cluster proof).
-const TEST_PACKAGES: &[&str] = &["chromium", "ca-certificates", "python3-venv", "curl"];
+/// and the other Python clients live in a venv), curl (the cluster proof), and squid, microsocks
+/// and openssl (parent proxies for the proxy's route tests, and squid's password file).
+const TEST_PACKAGES: &[&str] = &[
+    "chromium",
+    "ca-certificates",
+    "python3-venv",
+    "curl",
+    "squid",
+    "microsocks",
+    "openssl",
+];
 
 pub(crate) fn run() -> anyhow::Result<()> {
     if !is_root() {

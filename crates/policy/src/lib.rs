@@ -45,6 +45,7 @@ mod command_table;
 mod docker_api;
 mod egress;
 mod human_input;
+mod route;
 mod scope;
 mod secret_commands;
 mod url;
@@ -73,6 +74,9 @@ pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Pro
 pub use human_input::{
     HumanAction, HumanInput, InputRefusal, KeyEvent, KeyInput, MAX_HUMAN_MESSAGE_BYTES,
     MouseButton, MouseEvent, MouseInput, TouchEvent, TouchInput, TouchPoint,
+};
+pub use route::{
+    Credentials, DIRECT, MAX_ROUTES, Parent, ParentKind, Resolution, Route, RouteError, Routes,
 };
 pub use scope::{DomainPattern, MAX_PATTERNS, Scope, ScopeError};
 pub use secret_commands::refused_while_secrets_held;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_policy::EgressPolicy;
+use airlock_policy::{EgressPolicy, Routes};
 
 use crate::ProxyError;
 use crate::events::EventSink;
@@ -100,6 +100,8 @@ impl ProxyLimits {
 pub struct ProxyConfig {
     /// What may be reached.
     pub policy: EgressPolicy,
+    /// How what may be reached is reached: directly, or through the operator's parent proxies.
+    pub routes: Routes,
     /// Time-outs and caps.
     pub limits: ProxyLimits,
     /// The resolver; `None` uses hickory with the system's nameservers.
@@ -119,6 +121,7 @@ impl std::fmt::Debug for ProxyConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProxyConfig")
             .field("policy", &self.policy)
+            .field("routes", &self.routes)
             .field("limits", &self.limits)
             .field("custom_resolver", &self.resolver.is_some())
             .field("events", &self.events.is_some())
@@ -133,6 +136,7 @@ impl ProxyConfig {
     pub fn new(policy: EgressPolicy) -> Self {
         Self {
             policy,
+            routes: Routes::default(),
             limits: ProxyLimits::default(),
             resolver: None,
             connector: Arc::new(TcpConnector),
@@ -140,6 +144,13 @@ impl ProxyConfig {
             socket_parent: None,
             dir_tag: None,
         }
+    }
+
+    /// Reach allowed destinations by these routes instead of directly.
+    #[must_use]
+    pub fn with_routes(mut self, routes: Routes) -> Self {
+        self.routes = routes;
+        self
     }
 
     /// Resolve with exactly these nameservers instead of the system's.

@@ -23,6 +23,8 @@ use crate::slot::Ticket;
 pub(crate) struct Shared {
     /// Swapped whole when a task narrows it to its scope; each request judges one snapshot.
     pub(crate) policy: Arc<crate::policy_cell::PolicyCell>,
+    /// How allowed destinations are reached.
+    pub(crate) routes: Arc<airlock_policy::Routes>,
     pub(crate) limits: ProxyLimits,
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) connector: Arc<dyn Connector>,
@@ -38,6 +40,11 @@ impl Shared {
     /// The policy as it stands now.
     pub(crate) fn policy(&self) -> Arc<EgressPolicy> {
         self.policy.get()
+    }
+
+    /// The routes.
+    pub(crate) fn routes(&self) -> &airlock_policy::Routes {
+        &self.routes
     }
 }
 

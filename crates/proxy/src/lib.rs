@@ -41,6 +41,7 @@ mod connection;
 mod events;
 mod http;
 mod network;
+mod parent;
 mod policy_cell;
 mod request;
 mod slot;
@@ -279,6 +280,7 @@ impl EgressProxy {
         let policy = Arc::new(policy_cell::PolicyCell::new(config.policy));
         let shared = Arc::new(Shared {
             policy: Arc::clone(&policy),
+            routes: Arc::new(config.routes),
             limits: config.limits,
             resolver,
             connector: config.connector,

@@ -121,14 +121,14 @@ impl Shared {
             return self.answer(Via::Forward, &target, &stop);
         }
         let decision = self.policy().decide_url(&uri.to_string());
-        let (addresses, port) = match self.vet(decision).await {
+        let vetted = match self.vet(decision).await {
             Ok(vetted) => vetted,
             Err(stop) => return self.answer(Via::Forward, &target, &stop),
         };
         if request.headers().contains_key(header::UPGRADE) {
             return self.answer(Via::Forward, &target, &Stop::UpgradeOverHttp);
         }
-        let (upstream, address) = match self.connect(&addresses, port).await {
+        let (upstream, address) = match self.connect(&vetted).await {
             Ok(opened) => opened,
             Err(stop) => return self.answer(Via::Forward, &target, &stop),
         };

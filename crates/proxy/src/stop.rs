@@ -7,6 +7,7 @@ use airlock_policy::Refusal;
 use http::StatusCode;
 
 use crate::network::ResolveError;
+use crate::parent::ParentError;
 
 /// A request the proxy stopped. `Display` is the reason people and the worker read.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,20 @@ pub(crate) enum Stop {
         /// The vetted address tried.
         address: SocketAddr,
     },
+    /// The route's parent proxy gave no tunnel (`502`).
+    #[error("route `{route}`: {error}")]
+    Parent {
+        /// The route.
+        route: String,
+        /// What the parent did.
+        error: crate::parent::ParentError,
+    },
+    /// The route's parent proxy did not open a tunnel within `connect_timeout` (`504`).
+    #[error("route `{route}`: its parent proxy did not open a tunnel in time")]
+    ParentTimedOut {
+        /// The route.
+        route: String,
+    },
     /// A forwarded request's destination failed before answering (`502`).
     #[error("the destination did not answer: {0}")]
     UpstreamFailed(hyper::Error),
@@ -90,9 +105,11 @@ impl Stop {
             Self::Unresolved(_)
             | Self::NoAddress
             | Self::ConnectFailed { .. }
+            | Self::Parent { .. }
             | Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
             Self::ResolveTimedOut { .. }
             | Self::ConnectTimedOut { .. }
+            | Self::ParentTimedOut { .. }
             | Self::UpstreamTimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -117,6 +134,13 @@ impl Stop {
             }
             Self::ConnectFailed { .. } => "connect-failed",
             Self::ConnectTimedOut { .. } => "connect-timeout",
+            Self::Parent { error, .. } => match error {
+                ParentError::Unreachable(_) => "parent-unreachable",
+                ParentError::Credentials => "parent-credentials",
+                ParentError::Refused(_) => "parent-refused",
+                ParentError::Garbled(_) => "parent-failed",
+            },
+            Self::ParentTimedOut { .. } => "parent-timeout",
             Self::UpstreamFailed(_) => "upstream-failed",
             Self::UpstreamTimedOut(_) => "upstream-timeout",
         }

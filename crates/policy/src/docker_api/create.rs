@@ -71,7 +71,7 @@ pub(crate) fn judge(
     let name = match query.as_slice() {
         [(key, name)] if key == "name" => name.clone(),
         _ => {
-            return Err(super::route::query_refusal(
+            return Err(super::call::query_refusal(
                 "name",
                 "a create takes exactly one query parameter, `name=airlock-task-<task>`",
             ));
@@ -370,8 +370,8 @@ fn labels(top: &Map<String, Value>, name: &str, rules: &GateRules) -> Result<Val
         written.insert(key.to_owned(), Value::String(value));
     }
     let task = written["airlock.task"].as_str().unwrap_or_default();
-    if name != format!("airlock-task-{task}") || super::route::id_of(name).is_none() {
-        return Err(super::route::query_refusal(
+    if name != format!("airlock-task-{task}") || super::call::id_of(name).is_none() {
+        return Err(super::call::query_refusal(
             "name",
             "must be `airlock-task-<the airlock.task label>`, of letters, digits, `_`, `.` and `-`",
         ));

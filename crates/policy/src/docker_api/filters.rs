@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::route::query_refusal;
+use super::call::query_refusal;
 use super::{GateRefusal, GateRules, LABEL_GATE};
 
 /// Filter names a client may use; each only narrows what is returned.

@@ -6,18 +6,18 @@
 //! refused call or field. What needs the daemon's or the disk's answer (is this container one the
 //! gate made? is the bind a real directory?) is named in the [`Forward`] for the gate to check.
 
+mod call;
 mod create;
 mod exec;
 mod filters;
-mod route;
 mod strict_json;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
+pub(crate) use call::Target;
+pub use call::{Call, ContainerCall};
 pub use create::SealedCreate;
 pub use exec::LIVE_VIEW_EXEC;
-pub(crate) use route::Target;
-pub use route::{Call, ContainerCall};
 pub use strict_json::MAX_BODY_BYTES;
 
 /// The label the gate puts on every container it makes (its value: the gate's id); every later
@@ -144,7 +144,7 @@ pub fn judge(
         version,
         call,
         query,
-    } = route::read(method, target)?;
+    } = call::read(method, target)?;
     let method = match method {
         "GET" => "GET",
         "HEAD" => "HEAD",
@@ -304,11 +304,11 @@ fn only(query: &[(String, String)], known: &[(&str, ValueTest)]) -> Result<Pairs
         .map(
             |(name, value)| match known.iter().find(|(known, _)| known == name) {
                 Some((_, fits)) if fits(value) => Ok((name.clone(), value.clone())),
-                Some(_) => Err(route::query_refusal(
+                Some(_) => Err(call::query_refusal(
                     name,
                     "its value is not one Airlock sends",
                 )),
-                None => Err(route::query_refusal(
+                None => Err(call::query_refusal(
                     name,
                     "this call takes no such parameter here",
                 )),

@@ -137,9 +137,25 @@ impl Harness {
         resolver: Arc<ScriptedResolver>,
         connector: Arc<MappedConnector>,
     ) -> Self {
+        Self::start_routed(
+            policy,
+            limits,
+            airlock_policy::Routes::default(),
+            (resolver, connector),
+        )
+    }
+
+    /// A proxy whose allowed destinations leave by `routes`.
+    pub(crate) fn start_routed(
+        policy: EgressPolicy,
+        limits: ProxyLimits,
+        routes: airlock_policy::Routes,
+        (resolver, connector): (Arc<ScriptedResolver>, Arc<MappedConnector>),
+    ) -> Self {
         let events: Arc<Mutex<Vec<ProxyEvent>>> = Arc::default();
         let sink = Arc::clone(&events);
         let config = ProxyConfig::new(policy)
+            .with_routes(routes)
             .with_limits(limits)
             .with_resolver(resolver.clone())
             .with_connector(connector.clone())

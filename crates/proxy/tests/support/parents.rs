@@ -1,0 +1,196 @@
+//! Real parent proxies on loopback, from Debian: squid (HTTP CONNECT, basic auth, its own access
+//! log and hosts file) and microsocks (SOCKS5 with a username and password). Each runs in the
+//! foreground as a child process and is killed when dropped.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use airlock_testkit::http::within;
+use tokio::net::TcpStream;
+
+pub(crate) const USER: &str = "route-user";
+pub(crate) const PASSWORD: &str = "parent-password-7f3a";
+
+/// A parent proxy process.
+pub(crate) struct ParentProxy {
+    pub(crate) address: SocketAddr,
+    pub(crate) dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Drop for ParentProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ParentProxy {
+    /// squid's access log so far: one line per request it handled (less the line for the
+    /// start's readiness probe, a connection that sent nothing).
+    pub(crate) fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.contains("transaction-end-before-headers"))
+            .flat_map(|line| [line, "\n"])
+            .collect()
+    }
+
+    /// squid's access log once it has `count` lines, bounded.
+    pub(crate) async fn lines(&self, count: usize) -> String {
+        within(async {
+            loop {
+                let log = self.access_log();
+                if log.lines().count() >= count {
+                    return log;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+    }
+
+    /// squid's access log once it holds `needle` (squid writes a tunnel's line when the tunnel
+    /// closes, after its client has its answer), bounded.
+    pub(crate) async fn logged(&self, needle: &str) -> String {
+        within(async {
+            loop {
+                let log = self.access_log();
+                if log.contains(needle) {
+                    return log;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+    }
+}
+
+fn installed(program: &str, package: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin"] {
+        let path = Path::new(dir).join(program);
+        if path.exists() {
+            return path;
+        }
+    }
+    panic!("{program} is missing: install Debian's `{package}` (cargo xtask ci does)");
+}
+
+/// A loopback port free now (the child binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Wait until something listens at `address` (the child has started), bounded.
+async fn listening(address: SocketAddr, child: &mut Child) {
+    within(async {
+        loop {
+            if TcpStream::connect(address).await.is_ok() {
+                return;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the parent proxy exited at start: {status}");
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+/// squid on loopback asking for [`USER`] and [`PASSWORD`]; `hosts` is its own hosts file (for
+/// names the parent resolves).
+pub(crate) async fn squid(hosts: &str) -> ParentProxy {
+    let program = installed("squid", "squid");
+    let helper = Path::new("/usr/lib/squid/basic_ncsa_auth");
+    assert!(helper.exists(), "squid's basic_ncsa_auth is missing");
+    let dir = tempfile::tempdir().unwrap();
+    // squid started as root runs as `proxy`, which must reach its files.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let hashed = Command::new("openssl")
+        .args(["passwd", "-apr1", PASSWORD])
+        .output()
+        .unwrap();
+    assert!(hashed.status.success(), "openssl passwd failed");
+    let hashed = String::from_utf8(hashed.stdout).unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(path("passwd"), format!("{USER}:{}", hashed.trim())).unwrap();
+    std::fs::write(path("hosts"), hosts).unwrap();
+    let port = free_port();
+    let config = format!(
+        "http_port 127.0.0.1:{port}
+pid_filename {pid}
+access_log stdio:{access}
+cache_log {cache}
+cache_store_log none
+cache deny all
+cache_mem 8 MB
+coredump_dir {dir}
+hosts_file {hosts}
+dns_nameservers 127.0.0.1
+shutdown_lifetime 0 seconds
+auth_param basic program {helper} {passwd}
+acl authed proxy_auth REQUIRED
+http_access allow authed
+http_access deny all
+",
+        pid = path("squid.pid"),
+        access = path("access.log"),
+        cache = path("cache.log"),
+        dir = dir.path().display(),
+        hosts = path("hosts"),
+        helper = helper.display(),
+        passwd = path("passwd"),
+    );
+    std::fs::write(path("squid.conf"), config).unwrap();
+    for file in ["passwd", "hosts", "squid.conf"] {
+        std::fs::set_permissions(
+            path(file),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    let mut child = Command::new(program)
+        .args(["-N", "-f", &path("squid.conf")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    listening(address, &mut child).await;
+    ParentProxy {
+        address,
+        dir,
+        child,
+    }
+}
+
+/// microsocks on loopback asking for [`USER`] and [`PASSWORD`].
+pub(crate) async fn microsocks() -> ParentProxy {
+    let program = installed("microsocks", "microsocks");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = Command::new(program)
+        .args(["-i", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-u", USER, "-P", PASSWORD])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    listening(address, &mut child).await;
+    ParentProxy {
+        address,
+        dir,
+        child,
+    }
+}
