@@ -12,19 +12,10 @@ mod support;
 
 use std::sync::Arc;
 
-use airlock_policy::{Credentials, EgressPolicy, Profile, Resolution, Route, Routes};
+use airlock_policy::{Credentials, Resolution, Route, Routes};
 use airlock_proxy::ProxyLimits;
 use parents::{PASSWORD, USER, microsocks, squid};
-use support::{Harness, MappedConnector, ScriptedResolver, http_upstream, status_of};
-
-fn policy(allow: &[&str]) -> EgressPolicy {
-    EgressPolicy::new(
-        Profile::Public,
-        None,
-        allow.iter().map(|e| e.parse().unwrap()),
-    )
-    .unwrap()
-}
+use support::{Harness, MappedConnector, ScriptedResolver, http_upstream, policy, status_of};
 
 fn through(url: &str, sites: &[&str], resolution: Resolution, password: &str) -> Route {
     let sites: Vec<String> = sites.iter().map(|s| (*s).to_owned()).collect();

@@ -9,22 +9,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_policy::{EgressPolicy, Profile};
+use airlock_policy::EgressPolicy;
 use airlock_proxy::{Outcome, ProxyLimits, REFUSED_HEADER, Via};
 use support::{
-    Harness, MappedConnector, ScriptedResolver, echo_upstream, http_upstream, read_head, status_of,
-    within,
+    Harness, MappedConnector, ScriptedResolver, echo_upstream, http_upstream, policy, read_head,
+    status_of, within,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn policy(allow: &[&str]) -> EgressPolicy {
-    EgressPolicy::new(
-        Profile::Public,
-        None,
-        allow.iter().map(|e| e.parse().unwrap()),
-    )
-    .unwrap()
-}
 
 fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {
     response.split("\r\n\r\n").next()?.lines().find_map(|line| {

@@ -118,6 +118,16 @@ impl Connector for MappedConnector {
     }
 }
 
+/// The public profile with these exact allow entries.
+pub(crate) fn policy(allow: &[&str]) -> EgressPolicy {
+    EgressPolicy::new(
+        airlock_policy::Profile::Public,
+        None,
+        allow.iter().map(|e| e.parse().unwrap()),
+    )
+    .unwrap()
+}
+
 /// A proxy on the stand-in network, with its events collected.
 pub(crate) struct Harness {
     pub proxy: EgressProxy,

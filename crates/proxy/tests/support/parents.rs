@@ -159,19 +159,9 @@ http_access deny all
         )
         .unwrap();
     }
-    let mut child = Command::new(program)
-        .args(["-N", "-f", &path("squid.conf")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
-    listening(address, &mut child).await;
-    ParentProxy {
-        address,
-        dir,
-        child,
-    }
+    let mut command = Command::new(program);
+    command.args(["-N", "-f", &path("squid.conf")]);
+    run(command, port, dir).await
 }
 
 /// microsocks on loopback asking for [`USER`] and [`PASSWORD`].
@@ -179,9 +169,16 @@ pub(crate) async fn microsocks() -> ParentProxy {
     let program = installed("microsocks", "microsocks");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(["-i", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-u", USER, "-P", PASSWORD])
+        .args(["-u", USER, "-P", PASSWORD]);
+    run(command, port, dir).await
+}
+
+/// Start `command` (a parent that will listen on loopback `port`) and wait until it does.
+async fn run(mut command: Command, port: u16, dir: tempfile::TempDir) -> ParentProxy {
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -11,6 +11,14 @@ use airlock_testkit::http::within;
 use serde_json::json;
 use support::{JSON, OTHER_TOKEN, Setup, TOKEN, bearer, request, serve};
 
+/// `POST /v1/tasks` with `"wait": false` as `bearer`: the task's id.
+async fn start_task(served: &support::Served, bearer: &str) -> String {
+    let body = json!({"task": "Say done", "wait": false}).to_string();
+    let started = request(served, "POST", "/v1/tasks", &[bearer, JSON], &body).await;
+    assert_eq!(started.status, 202, "{started:?}");
+    started.json()["id"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn a_request_without_a_token_is_401_naming_the_bearer_token() {
     let served = serve(Setup::default()).await;
@@ -158,10 +166,7 @@ async fn a_task_runs_and_answers_with_the_workers_report() {
 async fn another_tokens_task_is_404_as_if_it_did_not_exist() {
     let served = serve(Setup::default()).await;
     let mine = bearer(TOKEN);
-    let body = json!({"task": "Say done", "wait": false}).to_string();
-    let started = request(&served, "POST", "/v1/tasks", &[&mine, JSON], &body).await;
-    assert_eq!(started.status, 202, "{started:?}");
-    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let id = start_task(&served, &mine).await;
     let path = format!("/v1/tasks/{id}");
     let theirs = bearer(OTHER_TOKEN);
     let seen_by_other = request(&served, "GET", &path, &[&theirs], "").await;
@@ -213,9 +218,7 @@ async fn a_full_server_turns_a_task_away_with_503_and_retry_after() {
 async fn handing_back_a_task_that_is_not_waiting_for_a_person_is_409() {
     let served = serve(Setup::default()).await;
     let token = bearer(TOKEN);
-    let body = json!({"task": "Say done", "wait": false}).to_string();
-    let started = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
-    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let id = start_task(&served, &token).await;
     let path = format!("/v1/tasks/{id}/hand-back");
     let answer = request(&served, "POST", &path, &[&token], "").await;
     assert_eq!(answer.status, 409, "{answer:?}");
@@ -236,9 +239,7 @@ async fn a_tasks_events_come_in_order_and_end_with_done() {
     })
     .await;
     let token = bearer(TOKEN);
-    let body = json!({"task": "Say done", "wait": false}).to_string();
-    let started = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
-    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let id = start_task(&served, &token).await;
     within(served.browsers.asked.notified()).await;
     served.browsers.starts.add_permits(1);
     let events = format!("/v1/tasks/{id}/events");
