@@ -1,6 +1,6 @@
 'use strict';
 // The live page: shows the task's frames, follows its state, and while it asks for help passes a
-// person's clicks, keys and scrolls to the page as input events (the server's guard decides what
+// person's clicks, keys and scrolls to the page as input events (the server's input checks decide what
 // reaches the browser). Coordinates are the frame's own pixels, which are the page's CSS pixels.
 (() => {
   const root = document.getElementById('live');
