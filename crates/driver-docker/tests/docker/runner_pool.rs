@@ -160,13 +160,14 @@ async fn a_task_that_finds_the_pool_empty_takes_over_the_refill_under_way() {
     // its own beside it.
     let second = driver.start(context()).await.unwrap();
     assert!(second.warm, "the task started cold beside the refill");
-    // No browser was made for it: it runs in the refill's container (the pool's next refill
-    // waits its patience for the first task's answer before making another).
-    let sorted = |mut names: Vec<String>| {
-        names.sort();
-        names
-    };
-    assert_eq!(sorted(my_containers()), sorted(refill));
+    // No browser was made for it: the driver counts it taken over, not cold. (The containers
+    // themselves prove nothing more: once its patience for the first task's answer runs out, the
+    // pool's next refill may make another, and on a busy machine it does.)
+    assert!(
+        refill.iter().all(|name| my_containers().contains(name)),
+        "the refill's container went away: {refill:?} {:?}",
+        my_containers()
+    );
     assert_eq!(
         driver.pool_claims(),
         airlock_driver_docker::PoolClaims {

@@ -17,12 +17,29 @@ pub(crate) struct ParentProxy {
     pub(crate) address: SocketAddr,
     pub(crate) dir: tempfile::TempDir,
     child: Child,
+    /// squid's service name, which names its shared-memory segments in `/dev/shm`.
+    service: Option<String>,
 }
 
 impl Drop for ParentProxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Killed, squid leaves its segments behind; another user's squid could not make its own
+        // under the same names, so each instance has a name of its own and its segments go.
+        if let Some(service) = &self.service
+            && let Ok(entries) = std::fs::read_dir("/dev/shm")
+        {
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{service}-"))
+                {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
     }
 }
 
@@ -159,9 +176,12 @@ http_access deny all
         )
         .unwrap();
     }
+    let service = format!("airlocktest{port}");
     let mut command = Command::new(program);
-    command.args(["-N", "-f", &path("squid.conf")]);
-    run(command, port, dir).await
+    command.args(["-N", "-n", &service, "-f", &path("squid.conf")]);
+    let mut parent = run(command, port, dir).await;
+    parent.service = Some(service);
+    parent
 }
 
 /// microsocks on loopback asking for [`USER`] and [`PASSWORD`].
@@ -189,5 +209,6 @@ async fn run(mut command: Command, port: u16, dir: tempfile::TempDir) -> ParentP
         address,
         dir,
         child,
+        service: None,
     }
 }
