@@ -42,9 +42,9 @@ pub(crate) enum ParentError {
     /// The parent could not be reached.
     #[error("its parent proxy could not be reached: {0}")]
     Unreachable(std::io::Error),
-    /// The parent asked for credentials, or refused the ones it was given.
-    #[error("its parent proxy refused the credentials (407): check the route's credentials file")]
-    Credentials,
+    /// The parent asked for credentials, or refused the ones it was given (how it said so).
+    #[error("its parent proxy refused the credentials ({0}): check the route's credentials file")]
+    Credentials(&'static str),
     /// The parent refused the destination.
     #[error("its parent proxy refused the destination ({0})")]
     Refused(String),
@@ -114,7 +114,7 @@ async fn http_connect(
     }
     match response.code {
         Some(200..=299) => Ok(socket),
-        Some(407) => Err(ParentError::Credentials),
+        Some(407) => Err(ParentError::Credentials("407")),
         Some(code) => Err(ParentError::Refused(format!(
             "{code} {}",
             response.reason.unwrap_or_default()
@@ -173,7 +173,7 @@ async fn socks5(
         match error {
             Error::Io(error) => ParentError::Unreachable(error),
             Error::PasswordAuthFailure(_) | Error::NoAcceptableAuthMethods => {
-                ParentError::Credentials
+                ParentError::Credentials("SOCKS5 username and password")
             }
             Error::InvalidResponseVersion
             | Error::InvalidReservedByte

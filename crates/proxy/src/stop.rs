@@ -136,7 +136,7 @@ impl Stop {
             Self::ConnectTimedOut { .. } => "connect-timeout",
             Self::Parent { error, .. } => match error {
                 ParentError::Unreachable(_) => "parent-unreachable",
-                ParentError::Credentials => "parent-credentials",
+                ParentError::Credentials(_) => "parent-credentials",
                 ParentError::Refused(_) => "parent-refused",
                 ParentError::Garbled(_) => "parent-failed",
             },

@@ -11,6 +11,12 @@ use airlock_testkit::http::within;
 use serde_json::json;
 use support::{JSON, OTHER_TOKEN, Setup, TOKEN, bearer, request, serve};
 
+/// `POST /v1/tasks` as `bearer`, waiting for the answer.
+async fn run_task(served: &support::Served, bearer: &str) -> support::Answer {
+    let body = r#"{"task": "Say done"}"#;
+    request(served, "POST", "/v1/tasks", &[bearer, JSON], body).await
+}
+
 /// `POST /v1/tasks` with `"wait": false` as `bearer`: the task's id.
 async fn start_task(served: &support::Served, bearer: &str) -> String {
     let body = json!({"task": "Say done", "wait": false}).to_string();
@@ -147,14 +153,7 @@ async fn a_body_that_is_not_json_is_415() {
 async fn a_task_runs_and_answers_with_the_workers_report() {
     let served = serve(Setup::default()).await;
     let token = bearer(TOKEN);
-    let answer = request(
-        &served,
-        "POST",
-        "/v1/tasks",
-        &[&token, JSON],
-        r#"{"task": "Say done"}"#,
-    )
-    .await;
+    let answer = run_task(&served, &token).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     let result = answer.json();
     assert_eq!(result["report"], "Done.", "{result}");
@@ -333,14 +332,7 @@ async fn a_tasks_answer_and_status_are_what_the_openapi_document_says() {
     let document = request(&served, "GET", "/v1/openapi.json", &[&token], "")
         .await
         .json();
-    let answer = request(
-        &served,
-        "POST",
-        "/v1/tasks",
-        &[&token, JSON],
-        r#"{"task": "Say done"}"#,
-    )
-    .await;
+    let answer = run_task(&served, &token).await;
     let answer = answer.json();
     conforms(&document, "TaskAnswer", &answer);
     let id = answer["id"].as_str().unwrap();
