@@ -21,10 +21,9 @@ use crate::slot::Ticket;
 
 /// Everything a connection needs, shared by all of them.
 pub(crate) struct Shared {
-    /// Swapped whole when a task narrows it to its scope; each request judges one snapshot.
+    /// The policy and the routes, each swapped whole when a task narrows its scope or picks its
+    /// route; each request judges one snapshot.
     pub(crate) policy: Arc<crate::policy_cell::PolicyCell>,
-    /// How allowed destinations are reached.
-    pub(crate) routes: Arc<airlock_policy::Routes>,
     pub(crate) limits: ProxyLimits,
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) connector: Arc<dyn Connector>,
@@ -42,9 +41,9 @@ impl Shared {
         self.policy.get()
     }
 
-    /// The routes.
-    pub(crate) fn routes(&self) -> &airlock_policy::Routes {
-        &self.routes
+    /// How allowed destinations are reached, as it stands now.
+    pub(crate) fn routes(&self) -> Arc<airlock_policy::Routes> {
+        self.policy.routes()
     }
 }
 

@@ -277,10 +277,9 @@ impl EgressProxy {
         let counters = Arc::new(Counters::default());
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
-        let policy = Arc::new(policy_cell::PolicyCell::new(config.policy));
+        let policy = Arc::new(policy_cell::PolicyCell::new(config.policy, config.routes));
         let shared = Arc::new(Shared {
             policy: Arc::clone(&policy),
-            routes: Arc::new(config.routes),
             limits: config.limits,
             resolver,
             connector: config.connector,
@@ -327,6 +326,20 @@ impl EgressProxy {
     /// a scope takes it). The address rule and the rest of the policy stay as they were.
     pub fn set_scope(&self, scope: Scope) {
         self.scope_handle().set_scope(scope);
+    }
+
+    /// Send every destination no route's sites name by the configured route `name` from now on
+    /// (a task's choice, made before its first request); open tunnels on another route close.
+    ///
+    /// # Errors
+    /// When no route has that name (the error lists those there are).
+    pub fn choose_route(&self, name: &str) -> Result<(), airlock_policy::RouteError> {
+        self.policy.choose_route(name)
+    }
+
+    /// The name of the route destinations no route's sites name take now.
+    pub fn default_route(&self) -> String {
+        self.policy.routes().default_name().to_owned()
     }
 
     /// A handle that narrows this proxy's scope later, held by whoever must do it mid-task.

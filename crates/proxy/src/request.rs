@@ -47,6 +47,7 @@ impl Shared {
             return self.answer(Via::Connect, &target, &Stop::ConnectWithoutAuthority);
         };
         let swapped = self.policy.watch();
+        let route = self.policy.route_for(&authority);
         let decision = self.policy().decide_authority(&authority);
         let (upstream, address) = match self.open(decision).await {
             Ok(opened) => opened,
@@ -63,8 +64,9 @@ impl Shared {
             let _closing = closing;
             // A tunnel outlives the request that judged it: should the scope narrow to exclude
             // its destination (a secret was typed), it closes, so a connection a page opened
-            // beforehand cannot carry what it learns afterwards.
-            let rescoped = policy.refuses_later(swapped, &authority);
+            // beforehand cannot carry what it learns afterwards; and one opened before the task
+            // picked its route never carries the task's traffic by another.
+            let rescoped = policy.changes_later(swapped, &authority, &route);
             tokio::pin!(rescoped);
             let upgraded = match hyper::upgrade::on(request).await {
                 Ok(upgraded) => upgraded,
@@ -99,7 +101,7 @@ impl Shared {
                     }
                 }
                 () = &mut rescoped => {
-                    tracing::debug!(%address, "tunnel closed: the task's scope no longer admits it");
+                    tracing::debug!(%address, "tunnel closed: the task's scope or route no longer admits it");
                 }
             }
         });

@@ -243,3 +243,64 @@ async fn sites_send_their_names_through_the_parent_and_the_rest_direct() {
     let log = squid.lines(2).await;
     assert!(!log.contains("lab.test"), "{log}");
 }
+
+#[tokio::test]
+async fn a_tasks_route_takes_every_unnamed_site_and_closes_tunnels_on_the_old_one() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = support::echo_upstream().await;
+    let (lab, _) = http_upstream().await;
+    let squid = squid("").await;
+    let route = through(
+        &format!("http://{}", squid.address),
+        &[],
+        Resolution::Pinned,
+        PASSWORD,
+    );
+    let resolver = Arc::new(ScriptedResolver::default());
+    resolver.answer("lab.test", &[&["127.0.0.1"]]);
+    resolver.answer("echo.test", &[&["127.0.0.1"]]);
+    let connector = Arc::new(MappedConnector::default());
+    connector.route(&echo.to_string(), echo);
+    let harness = Harness::start_routed(
+        policy(&[&lab.to_string(), &echo.to_string()]),
+        ProxyLimits::default(),
+        Routes::new(vec![route], "direct").unwrap(),
+        (resolver, connector),
+    );
+    assert_eq!(harness.proxy.default_route(), "direct");
+    // A tunnel opened directly before the task picks its route (as a warm browser's could be).
+    let mut tunnel = harness.client().await;
+    let host = format!("echo.test:{}", echo.port());
+    tunnel
+        .write_all(format!("CONNECT {host} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0_u8; 19];
+    tunnel.read_exact(&mut head).await.unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    tunnel.write_all(b"ping").await.unwrap();
+    let mut echoed = [0_u8; 4];
+    tunnel.read_exact(&mut echoed).await.unwrap();
+
+    let unknown = harness.proxy.choose_route("home").unwrap_err().to_string();
+    assert!(unknown.contains("`direct`, `corp`"), "{unknown}");
+    harness.proxy.choose_route("corp").unwrap();
+    assert_eq!(harness.proxy.default_route(), "corp");
+    // The direct tunnel closes: it would carry the task's bytes by a route it did not pick.
+    // (Closed or reset: either way nothing more passes.)
+    let mut rest = Vec::new();
+    let ended = support::within(tunnel.read_to_end(&mut rest)).await;
+    assert!(ended.is_err() || rest.is_empty(), "{rest:?}");
+    let answer = harness
+        .exchange(&get(&format!("lab.test:{}", lab.port())))
+        .await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    squid
+        .logged(&format!("CONNECT 127.0.0.1:{}", lab.port()))
+        .await;
+    assert_eq!(
+        harness.connector.attempted(),
+        vec![echo],
+        "only the tunnel before the choice went direct"
+    );
+}
