@@ -45,9 +45,10 @@ impl Browsers for DockerBrowsers {
         &self,
         lease: Duration,
         scope: Scope,
+        route: Option<String>,
     ) -> BoxFuture<'_, Result<Box<dyn CdpLease>, DriverError>> {
         Box::pin(async move {
-            let browser = self.0.start_cdp(lease, scope).await?;
+            let browser = self.0.start_cdp(lease, scope, route.as_deref()).await?;
             Ok(Box::new(DockerCdpLease(browser)) as Box<dyn CdpLease>)
         })
     }

@@ -54,6 +54,7 @@ pub(crate) async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Resu
         },
     );
     docker_checks(&settings, &mut report).await;
+    route_checks(&settings, &mut report);
     match settings.model.as_deref().map(ModelSpec::parse) {
         None => report(
             true,
@@ -92,6 +93,54 @@ pub(crate) async fn run(args: &DoctorArgs, matches: &ArgMatches) -> anyhow::Resu
         );
     }
     Ok(u8::from(!ok))
+}
+
+/// The host's proxy variables (used only when asked) and what each route through a parent that
+/// resolves names gives up.
+fn route_checks(settings: &Settings, report: &mut dyn FnMut(bool, &str, String)) {
+    match crate::host_proxy::HostProxy::from_env() {
+        Err(error) => report(false, "host proxy", format!("{error:#}")),
+        Ok(host) if host.shown.is_empty() => {}
+        Ok(host) => {
+            let shown: Vec<String> = host
+                .shown
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect();
+            let used = settings
+                .driver
+                .routes
+                .all()
+                .iter()
+                .any(|route| route.name == crate::host_proxy::ENVIRONMENT_ROUTE);
+            let detail = if used {
+                let left_out = if host.left_out.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; NO_PROXY entries that name no site are left out (addresses are judged by the policy, not routed): {}",
+                        host.left_out.join(", ")
+                    )
+                };
+                format!("{}: the route `environment`{left_out}", shown.join(" "))
+            } else {
+                format!(
+                    "{}: set for this host's own tools; tasks do not use it (Chromium ignores these variables and Airlock's proxy dials itself). To go through it, add --parent-from-environment, or name it with --parent NAME=URL and --parent-credentials",
+                    shown.join(" ")
+                )
+            };
+            report(true, "host proxy", detail);
+        }
+    }
+    for route in settings.driver.routes.all() {
+        if route.resolution == airlock_policy::Resolution::ParentResolves {
+            report(
+                true,
+                &format!("route {}", route.name),
+                "its parent resolves names: Airlock judges each name (scope, name rules, no address spellings, no localhost) and sends it as written, but never sees its addresses, so a public name that points at a private or metadata address is the parent's to refuse. Pinned routes (the default) keep that guarantee Airlock's".into(),
+            );
+        }
+    }
 }
 
 /// The daemon, its runtimes, the image and Chromium's sandbox, each as a line of the report.

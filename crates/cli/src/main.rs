@@ -7,6 +7,7 @@ mod doctor_cmd;
 mod egress_check;
 mod egress_flags;
 mod heap;
+mod host_proxy;
 mod mcp_cmd;
 mod output;
 mod privsep;

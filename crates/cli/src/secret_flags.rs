@@ -22,20 +22,24 @@ fn load_one(spec: &str) -> anyhow::Result<Secret> {
     let (name, domains) = head
         .split_once('@')
         .ok_or_else(|| anyhow::anyhow!("--secret `{head}=…`: no domains; {usage}"))?;
-    let value = if let Some(var) = source.strip_prefix("env:") {
+    let value = read_source(&format!("--secret {name}"), source, usage)?;
+    Secret::new(name, value, domains.split(',')).map_err(|e| anyhow::anyhow!("--secret: {e}"))
+}
+
+/// A value from `env:VAR` or `file:PATH` (never the command line itself). Errors start with
+/// `what` and never show a value.
+pub(crate) fn read_source(what: &str, source: &str, usage: &str) -> anyhow::Result<String> {
+    if let Some(var) = source.strip_prefix("env:") {
         std::env::var(var).map_err(|_| {
-            anyhow::anyhow!(
-                "--secret {name}: the environment variable `{var}` is not set (or not UTF-8)"
-            )
-        })?
+            anyhow::anyhow!("{what}: the environment variable `{var}` is not set (or not UTF-8)")
+        })
     } else if let Some(path) = source.strip_prefix("file:") {
-        read_bounded(path).map_err(|e| anyhow::anyhow!("--secret {name}: {e}"))?
+        read_bounded(path).map_err(|e| anyhow::anyhow!("{what}: {e}"))
     } else {
         anyhow::bail!(
-            "--secret {name}: the value must come from env:VAR or file:PATH, never the command line (ps and shell history show it); {usage}"
-        );
-    };
-    Secret::new(name, value, domains.split(',')).map_err(|e| anyhow::anyhow!("--secret: {e}"))
+            "{what}: the value must come from env:VAR or file:PATH, never the command line (ps and shell history show it); {usage}"
+        )
+    }
 }
 
 /// A secret file's text without its final line break, bounded.

@@ -143,8 +143,15 @@ async fn serve(
     let local = listener.local_addr().unwrap_or(listen);
     let metrics_listener = bind_metrics(args.metrics_listen).await?;
     let tokens = tokens(args).map_err(crate::bad_input)?;
-    let ceilings = token_scope::ceilings(&tokens, &settings.scope, &settings.secrets)
-        .map_err(crate::bad_input)?;
+    let ceilings = token_scope::ceilings(
+        &tokens,
+        &settings.scope,
+        (
+            &settings.secrets,
+            &airlock_service::scope_request::RouteNames::of(&settings.driver.routes),
+        ),
+    )
+    .map_err(crate::bad_input)?;
     let callers = Callers::new(
         local,
         tokens.into_iter().map(|(entry, _)| entry.token).collect(),

@@ -17,6 +17,7 @@ pub(crate) use crate::setting_flags::SettingFlags;
 
 mod browser;
 mod model;
+mod routes;
 
 pub(crate) use model::ModelLimits;
 
@@ -226,11 +227,13 @@ impl Settings {
         let max_download_bytes = r.download_budget(flags, &file)?;
         let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
         let (scope, secrets) = r.scope_and_secrets(flags, &file)?;
+        let routes = r.routes(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
             image,
             egress,
             nameservers,
+            routes,
             browser_sandbox,
             runtime,
             pool,
@@ -274,6 +277,7 @@ impl Settings {
             scope: self.scope.clone(),
             secrets: self.secrets.clone(),
             max_download_bytes: self.max_download_bytes,
+            routes: airlock_service::scope_request::RouteNames::of(&self.driver.routes),
         }
     }
 }

@@ -119,6 +119,7 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
         return_state: args.save_state.is_some() || lease.is_some(),
         uploads,
         max_download_bytes: settings.max_download_bytes,
+        route: None,
     };
     let (mut result, record) = if args.live {
         let browsers = Arc::new(crate::docker_browsers::DockerBrowsers(Arc::clone(&driver)));

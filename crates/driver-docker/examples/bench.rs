@@ -372,6 +372,7 @@ async fn context_run(
         return_state: false,
         uploads: airlock_worker::Uploads::default(),
         max_download_bytes: None,
+        route: None,
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use airlock_policy::EgressPolicy;
+use airlock_policy::{EgressPolicy, Routes};
 
 use crate::spec::Resources;
 
@@ -23,6 +23,9 @@ pub struct DriverConfig {
     pub proxy_limits: airlock_proxy::ProxyLimits,
     /// Nameservers for the proxy; empty means the system's.
     pub nameservers: Vec<SocketAddr>,
+    /// How allowed destinations are reached: directly, or through the operator's parent
+    /// proxies. Every session's proxy starts with them; a task may pick its route by name.
+    pub routes: Routes,
     /// Container limits.
     pub resources: Resources,
     /// The longest one agent-browser command may run.
@@ -92,6 +95,7 @@ impl Default for DriverConfig {
             egress: EgressPolicy::default(),
             proxy_limits: airlock_proxy::ProxyLimits::default(),
             nameservers: Vec::new(),
+            routes: Routes::default(),
             resources: Resources::default(),
             command_timeout: Duration::from_secs(30),
             max_command_output_bytes: 2 * 1024 * 1024,

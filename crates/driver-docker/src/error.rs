@@ -86,6 +86,9 @@ pub enum DockerError {
     /// Listing task containers (for orphan cleanup) failed.
     #[error("listing containers failed: {0}; check that dockerd is running")]
     ListContainers(#[source] bollard::errors::Error),
+    /// The task asked for a route the operator did not configure.
+    #[error("the task's route: {0}")]
+    Route(#[source] airlock_policy::RouteError),
     /// The task's egress proxy could not be set up or started.
     #[error("the egress proxy could not start: {0}")]
     Proxy(#[source] ProxyError),

@@ -220,10 +220,15 @@ impl DockerDriver {
         // Here as well as in `check()`: a library caller that skips the check still never runs a
         // task as root, on the host or in the container.
         refuse_root(current_user().0, self.user.0)?;
+        // An unknown route is the caller's mistake: refused before any container is made.
+        if let Some(name) = &context.route {
+            self.config.routes.named(name).map_err(DockerError::Route)?;
+        }
         let pool = self.pool.get();
         if let Some(pool) = pool
             && let Some(prepared) = pool.take().await
         {
+            let prepared = self.with_route(prepared, context.route.as_deref()).await?;
             let prepared = self.with_state(prepared, &context).await?;
             return Ok(self.maker.bind(prepared, context, true));
         }
@@ -242,8 +247,25 @@ impl DockerDriver {
             .prepare(lifetime, None, Kind::AgentBrowser)
             .await?;
         prepared.first_answer = first_answer.disarm();
+        let prepared = self.with_route(prepared, context.route.as_deref()).await?;
         let prepared = self.with_state(prepared, &context).await?;
         Ok(self.maker.bind(prepared, context, false))
+    }
+
+    /// The session leaving by the task's route from here on (removed if that fails), before
+    /// its state loads or its first command runs.
+    async fn with_route(
+        &self,
+        prepared: session::Prepared,
+        route: Option<&str>,
+    ) -> Result<session::Prepared, DriverError> {
+        match prepared.choose_route(route) {
+            Ok(()) => Ok(prepared),
+            Err(error) => {
+                prepared.dispose(&self.maker.unasked).await;
+                Err(error.into())
+            }
+        }
     }
 
     /// The session with the task's starting state loaded and its files placed (removed if that
@@ -274,22 +296,29 @@ impl DockerDriver {
     }
 
     /// A sealed browser for one CDP client, for at most `lease` (its container exits by itself a
-    /// little after that even if nobody removes it), reaching only `scope`. From the warm CDP
+    /// little after that even if nobody removes it), reaching only `scope` by the route `route`
+    /// (`None`: the operator's default). From the warm CDP
     /// pool when one is ready.
     pub async fn start_cdp(
         &self,
         lease: Duration,
         scope: Scope,
+        route: Option<&str>,
     ) -> Result<CdpBrowser, DriverError> {
         refuse_root(current_user().0, self.user.0)?;
+        if let Some(name) = route {
+            self.config.routes.named(name).map_err(DockerError::Route)?;
+        }
         if let Some(pool) = self.cdp_pool.get()
             && lease <= self.config.pool.cdp_lease
             && let Some(prepared) = pool.take().await
         {
+            let prepared = self.with_route(prepared, route).await?;
             return Ok(prepared.into_cdp(true, scope, &self.maker.unasked));
         }
         let lifetime = lease + self.config.lifetime_grace;
         let prepared = self.maker.prepare(lifetime, None, Kind::Cdp).await?;
+        let prepared = self.with_route(prepared, route).await?;
         Ok(prepared.into_cdp(false, scope, &self.maker.unasked))
     }
 

@@ -100,6 +100,16 @@ impl Prepared {
             .is_ok_and(|output| output.exit_code == 0)
     }
 
+    /// Send the browser's traffic by the route `route` (by name; `None`: the operator's
+    /// default) from now on. A warm session's proxy is route-agnostic until here: its browser
+    /// has only opened `about:blank`, and any tunnel it holds on another route closes.
+    pub(crate) fn choose_route(&self, route: Option<&str>) -> Result<(), DockerError> {
+        if let (Some(name), Some(proxy)) = (route, &self.made.proxy) {
+            proxy.choose_route(name).map_err(DockerError::Route)?;
+        }
+        Ok(())
+    }
+
     /// Lease a CDP session to its client. What the proxy saw before (Chromium's start-up) is
     /// not the client's.
     pub(crate) fn into_cdp(
@@ -314,6 +324,7 @@ impl Maker {
         let pending: PendingRefusals = Arc::default();
         let sink = Arc::clone(&pending);
         let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
+            .with_routes(self.config.routes.clone())
             .with_dir_tag(owner::dir_tag())
             .with_limits(self.config.proxy_limits)
             .with_events(Arc::new(move |event| unseen_egress::record(&sink, event)));

@@ -251,7 +251,7 @@ async fn the_driver_works_through_the_gate_and_what_would_own_the_node_is_refuse
             .contains("Through the gate")
     );
     let cdp = driver
-        .start_cdp(Duration::from_secs(60), Scope::default())
+        .start_cdp(Duration::from_secs(60), Scope::default(), None)
         .await
         .unwrap();
 

@@ -557,6 +557,7 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
         return_state: false,
         uploads: airlock_worker::Uploads::default(),
         max_download_bytes: None,
+        route: None,
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

@@ -223,6 +223,15 @@ impl Routes {
             })
     }
 
+    /// The same routes with `sites` always reached directly, whatever the default (a host's
+    /// `NO_PROXY`).
+    #[must_use]
+    pub fn with_direct_sites(mut self, sites: Vec<DomainPattern>) -> Self {
+        // `direct` is always first (`new`, `default`).
+        self.routes[0].sites = sites;
+        self
+    }
+
     /// The route a destination takes: the first route whose sites match its (normalised) name,
     /// else the default. An address has no name, so it takes the default.
     #[must_use]

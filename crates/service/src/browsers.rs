@@ -13,11 +13,13 @@ pub trait Browsers: BrowserDriver {
     /// The warm pools as they are now (for `/readyz`, `/metrics` and the dashboard).
     fn pools(&self) -> PoolState;
 
-    /// Lease a browser to a CDP client for at most `lease`, its egress confined to `scope`.
+    /// Lease a browser to a CDP client for at most `lease`, its egress confined to `scope` and
+    /// leaving by the route named `route` (`None`: the operator's default).
     fn start_cdp(
         &self,
         lease: Duration,
         scope: Scope,
+        route: Option<String>,
     ) -> BoxFuture<'_, Result<Box<dyn CdpLease>, DriverError>>;
 
     /// The tool a calling agent drives a browser with itself (`agent_browser`, `--direct`).

@@ -64,6 +64,11 @@ struct BrowserTaskInput {
     /// text. Omitted: no downloads.
     #[serde(default)]
     max_download_bytes: Option<u64>,
+    /// The operator's route to leave by (`direct`, or a company proxy the operator named);
+    /// omitted: the operator's default. Sites the operator sends by a route of their own still
+    /// take it. An unknown name is refused with the list.
+    #[serde(default)]
+    route: Option<String>,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -276,12 +281,14 @@ impl Server {
             secret_names: input.secrets,
             context: input.context.as_deref(),
             max_download_bytes: input.max_download_bytes,
+            route: input.route.as_deref(),
             ..Asked::default()
         };
         let caller = Caller {
             ceiling: &ceiling,
             configured: &self.settings.secrets,
             max_download_bytes: self.settings.max_download_bytes,
+            routes: &self.settings.routes,
         };
         prepare(input.task, input.url, asked, caller)
     }
@@ -295,7 +302,7 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(
                 format!(
-                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?}}: {e}"
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?, route?}}: {e}"
                 ),
                 None,
             )

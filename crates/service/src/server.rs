@@ -17,6 +17,7 @@ mod callers;
 mod callers_error;
 mod cdp;
 mod connections;
+mod endpoints;
 mod hand_back;
 mod lease_view;
 mod leases;
@@ -25,7 +26,6 @@ mod local_watch;
 mod openapi;
 mod origin;
 mod readiness;
-mod routes;
 mod sessions;
 mod sign_in_limit;
 mod sign_ins;
@@ -51,7 +51,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::capacity::Admission;
 use crate::{Browsers, TaskSettings};
-use routes::{cdp_router, metrics_router, router};
+use endpoints::{cdp_router, metrics_router, router};
 
 /// How `/mcp` serves.
 #[derive(Debug, Clone, Copy, Default)]
@@ -111,6 +111,8 @@ pub struct App {
     secrets: airlock_worker::Secrets,
     /// The most a request may download (`--max-download-bytes`).
     max_download_bytes: Option<u64>,
+    /// The routes a request may pick (`--route`).
+    routes: crate::scope_request::RouteNames,
     /// The tasks of `/v1/tasks`, each token's own.
     book: Arc<crate::task_book::TaskBook>,
     /// The open CDP leases, each its token's own.
@@ -200,6 +202,7 @@ pub fn build(parts: ServerParts) -> Built {
         readiness: Arc::default(),
         secrets: tasks.secrets.clone(),
         max_download_bytes: tasks.max_download_bytes,
+        routes: tasks.routes.clone(),
         book: crate::task_book::TaskBook::new(parts.keeping.tasks, parts.keeping.bytes),
         leases: Arc::default(),
         sign_ins: Arc::new(sign_ins::SignIns::new(parts.tls)),

@@ -7,7 +7,7 @@ use airlock_worker::{Secret, SessionState, TaskRequest, TaskResult};
 
 use crate::contexts::ContextLease;
 use crate::request_refusal::RequestRefusal;
-use crate::scope_request::{Caller, task_scope, task_secrets};
+use crate::scope_request::{Caller, task_route, task_scope, task_secrets};
 
 /// What a caller asked for besides the task and the URL.
 #[derive(Debug, Default)]
@@ -21,6 +21,7 @@ pub(crate) struct Asked<'a> {
     pub return_state: bool,
     pub uploads: airlock_worker::Uploads,
     pub max_download_bytes: Option<u64>,
+    pub route: Option<&'a str>,
 }
 
 /// A request ready to run, with what must outlive it.
@@ -41,6 +42,7 @@ pub(crate) fn prepare(
     caller: Caller<'_>,
 ) -> Result<Ready, RequestRefusal> {
     let scope = task_scope(asked.allowed_domains, asked.blocked_domains, caller.ceiling)?;
+    let route = task_route(asked.route, caller.ceiling, caller.routes)?;
     let max_download_bytes = download_limit(asked.max_download_bytes, caller.max_download_bytes)?;
     let secrets = task_secrets(
         &asked.secret_names,
@@ -77,6 +79,7 @@ pub(crate) fn prepare(
             return_state: asked.return_state || lease.is_some(),
             uploads: asked.uploads,
             max_download_bytes,
+            route,
         },
         lease,
         give_state: asked.return_state,

@@ -1,4 +1,4 @@
-//! What a server's tasks start from: the operator's limits, scope, secrets and downloads.
+//! What a server's tasks start from: the operator's limits, scope, secrets, downloads and routes.
 
 use airlock_policy::Scope;
 use airlock_worker::{Secrets, TaskLimits};
@@ -14,4 +14,6 @@ pub struct TaskSettings {
     pub secrets: Secrets,
     /// The most a request may ask to download (`None`: off).
     pub max_download_bytes: Option<u64>,
+    /// The routes a request may pick by name.
+    pub routes: crate::scope_request::RouteNames,
 }

@@ -30,7 +30,7 @@
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
 //! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
-//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default(), max_download_bytes: None };
+//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default(), max_download_bytes: None, route: None };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
 //! assert_eq!(result.report, "Nothing to browse.");

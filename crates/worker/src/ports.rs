@@ -222,6 +222,9 @@ pub struct TaskContext {
     /// The named sites the task may reach: a driver must enforce it where the browser's traffic
     /// leaves (the Docker driver sets it on the task's egress proxy) or refuse to start.
     pub scope: Scope,
+    /// The operator's route (by name) the browser's traffic leaves by (`None`: the default):
+    /// a driver with routes picks it before the task's first command, or refuses to start.
+    pub route: Option<String>,
     /// The task's secrets: the driver types them on their sites; every record this context
     /// keeps is scrubbed of them.
     pub secrets: Secrets,
@@ -254,6 +257,7 @@ impl TaskContext {
             cancel,
             limits,
             scope: Scope::default(),
+            route: None,
             secrets: Secrets::default(),
             state_in: None,
             return_state: false,
@@ -273,6 +277,13 @@ impl TaskContext {
     #[must_use]
     pub fn with_scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// The same context leaving by the route named `route` (`None`: the operator's default).
+    #[must_use]
+    pub fn with_route(mut self, route: Option<String>) -> Self {
+        self.route = route;
         self
     }
 

@@ -38,6 +38,10 @@ pub struct TaskRequest {
     /// [`crate::MAX_DOWNLOAD_BYTES_CEILING`]); `None` (the default) keeps downloads, and so
     /// reading PDFs, off.
     pub max_download_bytes: Option<u64>,
+    /// The operator's route (by name) the browser's traffic leaves by, where no route's own
+    /// sites say otherwise; `None`: the operator's default. The driver refuses a name it does
+    /// not have.
+    pub route: Option<String>,
 }
 
 /// How a task ended.

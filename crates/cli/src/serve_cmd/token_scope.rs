@@ -1,13 +1,14 @@
 //! Tokens with ceilings of their own: a tokens-file line may follow its token with
-//! `allowed_domains=…` and `blocked_domains=…` (comma-separated patterns). A token's ceiling lies
-//! inside the server's; tokens never share anything but the server.
+//! `allowed_domains=…` and `blocked_domains=…` (comma-separated patterns), `secrets=…` and
+//! `routes=…` (comma-separated names). A token's ceiling lies inside the server's; tokens never
+//! share anything but the server.
 
 use std::sync::Arc;
 
 use airlock_policy::Scope;
 use airlock_worker::Secrets;
 
-use airlock_service::scope_request::Ceiling;
+use airlock_service::scope_request::{Ceiling, RouteNames};
 
 /// One accepted token, and its own scope if its line gave one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub(crate) struct TokenEntry {
     pub(crate) scope: Option<Scope>,
     /// The configured secrets it may name (`None`: all of them).
     pub(crate) secrets: Option<Vec<String>>,
+    /// The routes it may pick (`None`: all of them).
+    pub(crate) routes: Option<Vec<String>>,
 }
 
 impl TokenEntry {
@@ -25,6 +28,7 @@ impl TokenEntry {
             token,
             scope: None,
             secrets: None,
+            routes: None,
         }
     }
 }
@@ -37,14 +41,16 @@ pub(crate) fn parse_line(line: &str, number: usize) -> anyhow::Result<TokenEntry
     let mut allowed: Option<Vec<String>> = None;
     let mut blocked: Option<Vec<String>> = None;
     let mut secrets: Option<Vec<String>> = None;
+    let mut routes: Option<Vec<String>> = None;
     for word in words {
         let (key, value) = word.split_once('=').unwrap_or((word, ""));
         let slot = match key {
             "allowed_domains" => &mut allowed,
             "blocked_domains" => &mut blocked,
             "secrets" => &mut secrets,
+            "routes" => &mut routes,
             _ => anyhow::bail!(
-                "--tokens-file line {number}: `{key}` is not a token setting: after the token write allowed_domains=P,P…, blocked_domains=P,P… and/or secrets=NAME,NAME…"
+                "--tokens-file line {number}: `{key}` is not a token setting: after the token write allowed_domains=P,P…, blocked_domains=P,P…, secrets=NAME,NAME… and/or routes=NAME,NAME…"
             ),
         };
         if slot.is_some() {
@@ -69,6 +75,7 @@ pub(crate) fn parse_line(line: &str, number: usize) -> anyhow::Result<TokenEntry
         token,
         scope,
         secrets,
+        routes,
     })
 }
 
@@ -77,7 +84,7 @@ pub(crate) fn parse_line(line: &str, number: usize) -> anyhow::Result<TokenEntry
 pub(crate) fn ceilings(
     entries: &[(TokenEntry, Option<usize>)],
     server: &Scope,
-    configured: &Secrets,
+    (configured, routes): (&Secrets, &RouteNames),
 ) -> anyhow::Result<Vec<Arc<Ceiling>>> {
     entries
         .iter()
@@ -91,6 +98,21 @@ pub(crate) fn ceilings(
             {
                 anyhow::bail!(
                     "--tokens-file line {line}: secret `{unknown}` is not configured: give it with --secret"
+                );
+            }
+            if let Some(unknown) = entry
+                .routes
+                .iter()
+                .flatten()
+                .find(|name| !routes.all.contains(name))
+            {
+                anyhow::bail!(
+                    "--tokens-file line {line}: route `{unknown}` is not configured: name it with --parent {unknown}=URL, or use direct"
+                );
+            }
+            if entry.routes.as_ref().is_some_and(Vec::is_empty) {
+                anyhow::bail!(
+                    "--tokens-file line {line}: routes= names no route: give one or more, or leave it out for all"
                 );
             }
             let (scope, owner) = match &entry.scope {
@@ -107,6 +129,7 @@ pub(crate) fn ceilings(
                 owner,
                 secret_names: entry.secrets.clone(),
                 context_owner: airlock_service::contexts::token_owner(entry.token.as_bytes()),
+                route_names: entry.routes.clone(),
             }))
         })
         .collect()
@@ -154,7 +177,7 @@ mod tests {
         let ceilings = ceilings(
             &[(inside, Some(1)), (plain, None)],
             &server,
-            &Secrets::default(),
+            (&Secrets::default(), &RouteNames::default()),
         )
         .unwrap();
         assert_eq!(ceilings[0].owner, "this token");
@@ -165,9 +188,13 @@ mod tests {
         assert_eq!(ceilings[1].owner, "the server");
         assert_ne!(ceilings[0].context_owner, ceilings[1].context_owner);
         let beyond = parse_line("t allowed_domains=evil.example", 3).unwrap();
-        let error = super::ceilings(&[(beyond, Some(3))], &server, &Secrets::default())
-            .unwrap_err()
-            .to_string();
+        let error = super::ceilings(
+            &[(beyond, Some(3))],
+            &server,
+            (&Secrets::default(), &RouteNames::default()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             error.contains("line 3")
                 && error.contains("`evil.example` is beyond what the server allows"),

@@ -262,6 +262,7 @@ pub(crate) fn wait_task() -> airlock_worker::TaskRequest {
         return_state: false,
         uploads: airlock_worker::Uploads::default(),
         max_download_bytes: None,
+        route: None,
     }
 }
 

@@ -427,6 +427,7 @@ mod tests {
                 owner,
                 secret_names: None,
                 context_owner: "local".to_owned(),
+                route_names: None,
             })
         };
         let guard = loopback().with_ceilings(

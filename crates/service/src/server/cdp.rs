@@ -51,10 +51,18 @@ pub(super) async fn version(State(app): State<App>, request: Request) -> Respons
     let scheme = if app.tls { "wss" } else { "ws" };
     // A token given in the query is handed back in the URL the client will use next: it has it
     // already, and clients that read this document cannot always add headers.
-    let token = query_token(request.uri().query());
-    let url = match token {
-        Some(token) => format!("{scheme}://{host}/cdp?token={token}"),
-        None => format!("{scheme}://{host}/cdp"),
+    let query = request.uri().query();
+    let asked: Vec<String> = [
+        query_token(query).map(|token| format!("token={token}")),
+        query_route(query).map(|route| format!("route={route}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let url = if asked.is_empty() {
+        format!("{scheme}://{host}/cdp")
+    } else {
+        format!("{scheme}://{host}/cdp?{}", asked.join("&"))
     };
     json_response(
         StatusCode::OK,
@@ -79,10 +87,23 @@ pub(super) fn query_token(query: Option<&str>) -> Option<&str> {
         })
 }
 
+/// The `route` query parameter, if there is one (a route's name is letters, digits, `-`, `_`).
+fn query_route(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("route="))
+        .filter(|route| {
+            route
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+        })
+}
+
 /// `GET /cdp` with a WebSocket upgrade: lease a browser, then serve the connection.
 pub(super) async fn connect(
     State(app): State<App>,
     Extension(ceiling): Extension<Arc<Ceiling>>,
+    uri: http::Uri,
     headers: http::HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response<Body> {
@@ -100,6 +121,12 @@ pub(super) async fn connect(
             "/cdp is a WebSocket endpoint: connect with a CDP client (Playwright connectOverCDP, Puppeteer connect), or read /json/version for its URL",
         );
     };
+    // `?route=NAME` picks the operator's route, as `route` does for a task.
+    let route =
+        match crate::scope_request::task_route(query_route(uri.query()), &ceiling, &app.routes) {
+            Ok(route) => route,
+            Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+        };
     let slot = match app.admission.admit(&app.shutdown).await {
         Ok(slot) => slot,
         Err(refusal) => return busy(&refusal.to_string()),
@@ -110,7 +137,7 @@ pub(super) async fn connect(
     // A CDP client drives the browser itself: its token's ceiling is its scope.
     let browser = match app
         .browsers
-        .start_cdp(limits.lease, ceiling.scope.clone())
+        .start_cdp(limits.lease, ceiling.scope.clone(), route)
         .await
     {
         Ok(browser) => browser,

@@ -104,6 +104,7 @@ pub async fn start(
         readiness: Arc::default(),
         secrets: settings.secrets.clone(),
         max_download_bytes: settings.max_download_bytes,
+        routes: settings.routes.clone(),
         book,
         leases: Arc::default(),
         sign_ins: Arc::new(SignIns::new(false)),
@@ -116,7 +117,7 @@ pub async fn start(
         page: format!("/ui/tasks/{id}").into(),
         ceiling: Arc::new(Ceiling::server(settings.scope.clone())),
     };
-    let router = super::routes::task_routes()
+    let router = super::endpoints::task_endpoints()
         .route_layer(middleware::from_fn_with_state(app.clone(), with_session))
         .route("/", get(enter).layer(axum::Extension(state.clone())))
         .route("/ui", get(to_page).layer(axum::Extension(state)))

@@ -164,6 +164,7 @@ mod tests {
             owner: "this token",
             secret_names: None,
             context_owner: owner.to_owned(),
+            route_names: None,
         })
     }
 

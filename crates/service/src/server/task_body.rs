@@ -61,6 +61,11 @@ pub(super) struct TaskBody {
     /// result's `downloads`, base64, with their type sniffed from their bytes. Omitted: off.
     #[serde(default)]
     max_download_bytes: Option<u64>,
+    /// The operator's route to leave by (`direct`, or a company proxy the operator named);
+    /// omitted: the operator's default. Sites the operator sends by a route of their own still
+    /// take it. An unknown name is refused with the list.
+    #[serde(default)]
+    route: Option<String>,
     /// Wait for the task and answer with its result (the default), or answer `202` at once
     /// with its `id` and `links` (`false`), to follow it with `GET /v1/tasks/{id}` and its
     /// `events`, cancel it with `DELETE`, and fetch its record when it is done.
@@ -188,6 +193,7 @@ impl TaskBody {
             return_state: self.return_state,
             uploads,
             max_download_bytes: self.max_download_bytes,
+            route: self.route.as_deref(),
         };
         prepare(self.task, self.url, asked, caller)
     }

@@ -130,6 +130,38 @@ async fn a_body_that_is_not_a_task_is_400_naming_what_is_wrong() {
 }
 
 #[tokio::test]
+async fn a_task_leaves_by_the_route_it_picks_and_an_unknown_one_is_400_with_the_list() {
+    let served = serve(Setup::default()).await;
+    let token = bearer(TOKEN);
+    for body in [
+        json!({"task": "Say done", "route": "corp"}),
+        json!({"task": "Say done"}),
+    ] {
+        let answer = request(
+            &served,
+            "POST",
+            "/v1/tasks",
+            &[&token, JSON],
+            &body.to_string(),
+        )
+        .await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    let unknown = json!({"task": "Say done", "route": "moon"}).to_string();
+    let answer = request(&served, "POST", "/v1/tasks", &[&token, JSON], &unknown).await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert_eq!(
+        answer.error(),
+        "route: there is no route `moon`: the routes are `direct`, `corp`"
+    );
+    assert_eq!(
+        *served.browsers.routes.lock().unwrap(),
+        [Some("corp".to_owned()), None],
+        "the refused task asked for no browser"
+    );
+}
+
+#[tokio::test]
 async fn a_body_that_is_not_json_is_415() {
     let served = serve(Setup::default()).await;
     let token = bearer(TOKEN);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_service::capacity::Admission;
+use airlock_service::scope_request::RouteNames;
 use airlock_service::server::{
     Callers, Endpoints, Keeping, LeaseLimits, Listening, McpMode, ServerParts, build,
 };
@@ -27,6 +28,8 @@ pub(crate) struct GatedBrowsers {
     pub(crate) starts: Semaphore,
     /// Told each time a task asks for a browser.
     pub(crate) asked: Notify,
+    /// The route each task asked its browser for, in order.
+    pub(crate) routes: std::sync::Mutex<Vec<Option<String>>>,
 }
 
 struct Nothing;
@@ -42,8 +45,9 @@ impl BrowserDriver for GatedBrowsers {
         Box::pin(async { Ok(()) })
     }
 
-    fn start(&self, _: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
+    fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
         Box::pin(async move {
+            self.routes.lock().unwrap().push(context.route.clone());
             self.asked.notify_one();
             let permit = self.starts.acquire().await.map_err(DriverError::new)?;
             permit.forget();
@@ -67,6 +71,7 @@ impl Browsers for GatedBrowsers {
         &self,
         _lease: Duration,
         _scope: airlock_worker::Scope,
+        _route: Option<String>,
     ) -> BoxFuture<'_, Result<Box<dyn CdpLease>, DriverError>> {
         // A fake: these tests leave CDP to the end-to-end suite, where a real Chromium answers.
         Box::pin(async { Err(DriverError::new("no CDP browsers in this test")) })
@@ -127,6 +132,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
     let browsers = Arc::new(GatedBrowsers {
         starts: Semaphore::new(setup.open_starts),
         asked: Notify::new(),
+        routes: std::sync::Mutex::default(),
     });
     let model = ScriptedModel::new(Script { turns: setup.turns });
     let limits = TaskLimits::default();
@@ -157,6 +163,10 @@ pub(crate) async fn serve(setup: Setup) -> Served {
             scope: airlock_worker::Scope::default(),
             secrets: airlock_worker::Secrets::default(),
             max_download_bytes: None,
+            routes: RouteNames {
+                all: vec!["direct".into(), "corp".into()],
+                default: "direct".into(),
+            },
         },
         keeping: Keeping::default(),
     });

@@ -176,6 +176,7 @@ impl TaskRunner {
             .unwrap_or_default();
         let context = TaskContext::new(cancel.child_token(), self.limits)
             .with_scope(request.scope.clone())
+            .with_route(request.route.clone())
             .with_secrets(request.secrets.clone().hiding(&hidden))
             .with_state(request.state.clone(), request.return_state)
             .with_uploads(request.uploads.clone())

@@ -261,6 +261,7 @@ fn request() -> TaskRequest {
         return_state: false,
         uploads: Uploads::default(),
         max_download_bytes: None,
+        route: None,
     }
 }
 

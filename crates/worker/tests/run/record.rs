@@ -121,6 +121,7 @@ fn signed_in_request() -> TaskRequest {
         return_state: false,
         uploads: Uploads::default(),
         max_download_bytes: None,
+        route: None,
     }
 }
 

@@ -185,6 +185,7 @@ async fn an_empty_task_is_refused() {
                 return_state: false,
                 uploads: Uploads::default(),
                 max_download_bytes: None,
+                route: None,
             },
             CancellationToken::new(),
         )
@@ -203,6 +204,7 @@ async fn a_download_budget_of_nothing_or_past_the_ceiling_is_refused_before_any_
             .run(
                 TaskRequest {
                     max_download_bytes: Some(given),
+                    route: None,
                     ..request()
                 },
                 CancellationToken::new(),

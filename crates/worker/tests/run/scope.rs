@@ -68,6 +68,7 @@ async fn the_system_prompt_and_tools_are_the_same_bytes_whatever_the_task_adds()
         scope: Scope::parse(["shop.example"], Vec::<String>::new()).unwrap(),
         secrets: Secrets::new(vec![secret]).unwrap(),
         max_download_bytes: Some(1024),
+        route: None,
         ..request()
     };
     added

@@ -1,4 +1,4 @@
-//! The routes each server offers, and the handlers that are not a module of their own: the
+//! The endpoints each server offers, and the handlers that are not a module of their own: the
 //! checks before every handler, the probes, the metrics, the task API's entry and MCP.
 
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub(super) fn router(app: App, settings: Arc<TaskSettings>) -> Router {
             get(|| async { json_response(StatusCode::OK, &openapi::document()) }),
         )
         .route("/v1/tasks", post(tasks))
-        .merge(task_routes())
+        .merge(task_endpoints())
         .route("/v1/leases", get(leases::list))
         .route("/v1/leases/{id}/live", get(leases::watch))
         .route("/ui/leases/{id}", get(ui::lease_page))
@@ -62,7 +62,7 @@ pub(super) fn router(app: App, settings: Arc<TaskSettings>) -> Router {
 
 /// One task's routes, for its owner: its status and cancel, its events, live view, hand-back
 /// and record, and its live page (`airlock task --live` serves these alone).
-pub(super) fn task_routes() -> Router<App> {
+pub(super) fn task_endpoints() -> Router<App> {
     Router::new()
         .route(
             "/v1/tasks/{id}",
@@ -338,6 +338,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         ceiling: &ceiling,
         configured: &app.secrets,
         max_download_bytes: app.max_download_bytes,
+        routes: &app.routes,
     };
     tasks_api::run(&parts.headers, body, service, caller).await
 }
