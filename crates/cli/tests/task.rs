@@ -403,3 +403,73 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// A task whose route goes through squid (asking for a password): the page is reached through
+/// squid, which is asked for the vetted address; with a wrong password the task's failures name
+/// the route and the 407; no credential shows in anything the task writes.
+#[test]
+fn a_task_on_a_parents_route_reaches_its_site_through_squid_and_never_shows_its_password() {
+    use airlock_testkit::parents::{PASSWORD, USER, squid};
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Routed page", "Reached through the company's proxy.");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let squid = runtime.block_on(squid(""));
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["get", "text", "body"]}}]},
+        {"text": "The page says it was reached through the company's proxy."}
+    ]});
+    let run = |password: &str, record: &str| {
+        let credentials = dir.path().join(format!("{record}.credentials"));
+        std::fs::write(&credentials, format!("{USER}:{password}\n")).unwrap();
+        let output = task_command(dir.path(), &script, port)
+            .args(["--parent", &format!("corp=http://{}", squid.address)])
+            .args([
+                "--parent-credentials",
+                &format!("corp=file:{}", credentials.display()),
+            ])
+            .args(["--route", "corp", "--json", "--record"])
+            .arg(dir.path().join(record))
+            .env("RUST_LOG", "debug")
+            .output()
+            .unwrap();
+        let record = std::fs::read_to_string(dir.path().join(record).join("record.json")).unwrap();
+        let everything = format!(
+            "{}{}{record}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for secret in [USER, PASSWORD, password] {
+            assert!(
+                !everything.contains(secret),
+                "`{secret}` shown: {everything}"
+            );
+        }
+        let result: Value =
+            serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{everything}"));
+        (result, record)
+    };
+
+    let (result, record) = run(PASSWORD, "through");
+    assert_eq!(result["ended"], "completed", "{result}");
+    assert!(record.contains("Reached through the company"), "{record}");
+    let log = runtime.block_on(squid.logged(&format!("CONNECT 127.0.0.1:{port}")));
+    assert!(!log.contains("TCP_DENIED"), "{log}");
+
+    let (refused, record) = run("not-the-password-91c2", "refused");
+    // Not the policy's refusal: the route failed, and says where and why.
+    let failures = &refused["egress_failures"][0];
+    assert_eq!(failures["class"], "parent-credentials", "{refused}");
+    assert!(
+        failures["reason"]
+            .as_str()
+            .unwrap()
+            .contains("route `corp`")
+            && failures["reason"].as_str().unwrap().contains("407"),
+        "{refused}"
+    );
+    assert!(!record.contains("Reached through the company"), "{record}");
+}

@@ -6,15 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/parents.rs"]
-mod parents;
 mod support;
 
 use std::sync::Arc;
 
 use airlock_policy::{Credentials, Resolution, Route, Routes};
 use airlock_proxy::ProxyLimits;
-use parents::{PASSWORD, USER, microsocks, squid};
+use airlock_testkit::parents::{PASSWORD, USER, microsocks, squid};
 use support::{Harness, MappedConnector, ScriptedResolver, http_upstream, policy, status_of};
 
 fn through(url: &str, sites: &[&str], resolution: Resolution, password: &str) -> Route {

@@ -6,6 +6,7 @@
 //! - [`site`]: a lab site on loopback serving fixed pages and recording what was asked.
 //! - [`login`]: a lab site with a login form and a cookie session, keeping what was posted.
 //! - [`files`]: a lab site with a PDF, a CSV and a large file to download.
+//! - [`parents`]: real parent proxies on loopback (squid, microsocks) asking for a password.
 //! - [`dns`]: a lab DNS responder on loopback for names that must not need the public DNS.
 //! - [`http`]: reading a response head, and bounding a wait.
 //! - [`host`]: a process's CPU time and cgroup, as the host's `/proc` tells them (benchmarks).
@@ -42,5 +43,6 @@ pub mod files;
 pub mod host;
 pub mod http;
 pub mod login;
+pub mod parents;
 pub mod site;
 pub mod stats;

@@ -6,16 +6,20 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use airlock_testkit::http::within;
+use crate::http::within;
 use tokio::net::TcpStream;
 
-pub(crate) const USER: &str = "route-user";
-pub(crate) const PASSWORD: &str = "parent-password-7f3a";
+/// The username every parent here asks for.
+pub const USER: &str = "route-user";
+/// The password every parent here asks for.
+pub const PASSWORD: &str = "parent-password-7f3a";
 
 /// A parent proxy process.
-pub(crate) struct ParentProxy {
-    pub(crate) address: SocketAddr,
-    pub(crate) dir: tempfile::TempDir,
+pub struct ParentProxy {
+    /// Where it listens (loopback).
+    pub address: SocketAddr,
+    /// Its files (squid's configuration and logs).
+    pub dir: tempfile::TempDir,
     child: Child,
     /// squid's service name, which names its shared-memory segments in `/dev/shm`.
     service: Option<String>,
@@ -46,7 +50,7 @@ impl Drop for ParentProxy {
 impl ParentProxy {
     /// squid's access log so far: one line per request it handled (less the line for the
     /// start's readiness probe, a connection that sent nothing).
-    pub(crate) fn access_log(&self) -> String {
+    pub fn access_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("access.log"))
             .unwrap_or_default()
             .lines()
@@ -56,7 +60,7 @@ impl ParentProxy {
     }
 
     /// squid's access log once it has `count` lines, bounded.
-    pub(crate) async fn lines(&self, count: usize) -> String {
+    pub async fn lines(&self, count: usize) -> String {
         within(async {
             loop {
                 let log = self.access_log();
@@ -71,7 +75,7 @@ impl ParentProxy {
 
     /// squid's access log once it holds `needle` (squid writes a tunnel's line when the tunnel
     /// closes, after its client has its answer), bounded.
-    pub(crate) async fn logged(&self, needle: &str) -> String {
+    pub async fn logged(&self, needle: &str) -> String {
         within(async {
             loop {
                 let log = self.access_log();
@@ -122,7 +126,7 @@ async fn listening(address: SocketAddr, child: &mut Child) {
 
 /// squid on loopback asking for [`USER`] and [`PASSWORD`]; `hosts` is its own hosts file (for
 /// names the parent resolves).
-pub(crate) async fn squid(hosts: &str) -> ParentProxy {
+pub async fn squid(hosts: &str) -> ParentProxy {
     let program = installed("squid", "squid");
     let helper = Path::new("/usr/lib/squid/basic_ncsa_auth");
     assert!(helper.exists(), "squid's basic_ncsa_auth is missing");
@@ -185,7 +189,7 @@ http_access deny all
 }
 
 /// microsocks on loopback asking for [`USER`] and [`PASSWORD`].
-pub(crate) async fn microsocks() -> ParentProxy {
+pub async fn microsocks() -> ParentProxy {
     let program = installed("microsocks", "microsocks");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
