@@ -76,8 +76,8 @@ impl<'a> DecisionLine<'a> {
             bytes_down: None,
         };
         match &event.outcome {
-            Outcome::Allowed { address } => line.address = Some(*address),
-            Outcome::Closed { up, down } => {
+            Outcome::Allowed { address, .. } => line.address = Some(*address),
+            Outcome::Closed { up, down, .. } => {
                 line.verdict = "closed";
                 line.bytes_up = Some(*up);
                 line.bytes_down = Some(*down);

@@ -456,6 +456,16 @@ fn a_task_on_a_parents_route_reaches_its_site_through_squid_and_never_shows_its_
     let (result, record) = run(PASSWORD, "through");
     assert_eq!(result["ended"], "completed", "{result}");
     assert!(record.contains("Reached through the company"), "{record}");
+    // Every byte went by the route, and the result and the record say so.
+    let by_route = &result["egress_bytes_by_route"];
+    assert!(by_route["corp"]["down"].as_u64().unwrap() > 0, "{result}");
+    assert!(by_route.get("direct").is_none(), "{result}");
+    let recorded: Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(recorded["egress"]["bytes_by_route"], *by_route, "{record}");
+    assert_eq!(
+        recorded["egress"]["allowed"][0]["route"], "corp",
+        "{record}"
+    );
     let log = runtime.block_on(squid.logged(&format!("CONNECT 127.0.0.1:{port}")));
     assert!(!log.contains("TCP_DENIED"), "{log}");
 

@@ -5,23 +5,35 @@
 use airlock_proxy::{Outcome, ProxyEvent, Via};
 use airlock_worker::{EgressAllowed, EgressBytes, TaskContext, tally_allowed};
 
-/// Connections and bytes per destination since the last look.
+/// Connections and bytes per destination since the last look, and bytes per route.
 #[derive(Debug, Default)]
 pub(crate) struct Destinations {
     listed: Vec<EgressAllowed>,
     /// Connections to destinations past the limit, counted only.
     beyond: u64,
+    /// Every closed connection's bytes, by route (the operator's few routes: bounded).
+    by_route: std::collections::BTreeMap<String, EgressBytes>,
 }
 
 impl Destinations {
     /// Count an `Allowed` (a connection) or a `Closed` (its bytes); other events are not theirs.
     pub(crate) fn count(&mut self, event: &ProxyEvent) {
-        let (connections, bytes) = match event.outcome {
-            Outcome::Allowed { .. } => (1, EgressBytes::default()),
-            Outcome::Closed { up, down } => (0, EgressBytes { up, down }),
+        let (connections, bytes, route) = match &event.outcome {
+            Outcome::Allowed { route, .. } => (1, EgressBytes::default(), route),
+            Outcome::Closed { up, down, route } => {
+                let bytes = EgressBytes {
+                    up: *up,
+                    down: *down,
+                };
+                let total = self.by_route.entry(route.clone()).or_default();
+                total.up = total.up.saturating_add(bytes.up);
+                total.down = total.down.saturating_add(bytes.down);
+                (0, bytes, route)
+            }
             Outcome::Refused { .. } | Outcome::Failed { .. } => return,
         };
-        let allowed = EgressAllowed::new(destination_of(event), connections, bytes);
+        let allowed =
+            EgressAllowed::new(destination_of(event), connections, bytes).by_route(route.clone());
         tally_allowed(&mut self.listed, &mut self.beyond, allowed);
     }
 
@@ -37,6 +49,9 @@ impl Destinations {
             context.record_allowed(allowed);
         }
         context.record_unlisted_allowed(self.beyond);
+        for (route, bytes) in self.by_route {
+            context.record_route_bytes(&route, bytes);
+        }
     }
 }
 
@@ -74,6 +89,15 @@ mod tests {
     fn allowed() -> Outcome {
         Outcome::Allowed {
             address: "203.0.113.7:443".parse().unwrap(),
+            route: "direct".into(),
+        }
+    }
+
+    fn closed(up: u64, down: u64, route: &str) -> Outcome {
+        Outcome::Closed {
+            up,
+            down,
+            route: route.into(),
         }
     }
 
@@ -85,7 +109,7 @@ mod tests {
         destinations.count(&event(
             Via::Connect,
             "lab.test:443",
-            Outcome::Closed { up: 10, down: 200 },
+            closed(10, 200, "direct"),
         ));
         // Forwarded requests to one origin are one destination, whatever their paths.
         destinations.count(&event(Via::Forward, "http://lab.test:8080/a", allowed()));
@@ -93,7 +117,7 @@ mod tests {
         destinations.count(&event(
             Via::Forward,
             "http://lab.test:8080/b/c",
-            Outcome::Closed { up: 1, down: 2 },
+            closed(1, 2, "direct"),
         ));
         let listed: Vec<_> = destinations
             .listed
@@ -112,5 +136,14 @@ mod tests {
         }
         assert_eq!(destinations.listed.len(), airlock_worker::EGRESS_LIST_LIMIT);
         assert_eq!(destinations.beyond, 1_000 - 98);
+        // Every route's bytes count, listed destinations or not.
+        destinations.count(&event(Via::Connect, "h999.test:443", closed(5, 7, "corp")));
+        assert_eq!(
+            destinations.by_route,
+            std::collections::BTreeMap::from([
+                ("corp".to_owned(), EgressBytes { up: 5, down: 7 }),
+                ("direct".to_owned(), EgressBytes { up: 11, down: 202 }),
+            ])
+        );
     }
 }

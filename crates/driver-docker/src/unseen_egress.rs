@@ -263,6 +263,7 @@ mod tests {
         ProxyEvent {
             outcome: Outcome::Allowed {
                 address: "203.0.113.7:443".parse().unwrap(),
+                route: "direct".into(),
             },
             ..refused(target)
         }
@@ -277,7 +278,11 @@ mod tests {
         record(
             &pending,
             ProxyEvent {
-                outcome: Outcome::Closed { up: 1, down: 2 },
+                outcome: Outcome::Closed {
+                    up: 1,
+                    down: 2,
+                    route: "direct".into(),
+                },
                 ..allowed("accounts.google.com:443")
             },
         );

@@ -15,6 +15,7 @@ pub(crate) struct ClosingReport {
     sink: EventSink,
     via: Via,
     target: String,
+    route: String,
     bytes: Arc<OwnBytes>,
 }
 
@@ -25,11 +26,13 @@ impl Shared {
         via: Via,
         target: &str,
         upstream: &Bounded<S>,
+        route: &str,
     ) -> Option<ClosingReport> {
         Some(ClosingReport {
             sink: Arc::clone(self.events.as_ref()?),
             via,
             target: target.to_owned(),
+            route: route.to_owned(),
             bytes: upstream.own_bytes()?,
         })
     }
@@ -44,6 +47,7 @@ impl Drop for ClosingReport {
             outcome: Outcome::Closed {
                 up: self.bytes.written.load(Ordering::Relaxed),
                 down: self.bytes.read.load(Ordering::Relaxed),
+                route: std::mem::take(&mut self.route),
             },
         });
     }

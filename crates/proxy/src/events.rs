@@ -33,8 +33,11 @@ impl Via {
 pub enum Outcome {
     /// Connected to a vetted address.
     Allowed {
-        /// The address actually connected to.
+        /// The address actually connected to (through a parent, the vetted address it was asked
+        /// for; for a name the parent resolved, the parent's own).
         address: SocketAddr,
+        /// The route it left by (`direct`, or a parent's).
+        route: String,
     },
     /// Refused by the egress policy (`403`).
     Refused {
@@ -53,6 +56,8 @@ pub enum Outcome {
         up: u64,
         /// Bytes received from it.
         down: u64,
+        /// The route it left by.
+        route: String,
     },
     /// Allowed, but the destination could not be reached (`502`/`504`), or the request was
     /// malformed (`4xx`).

@@ -47,14 +47,17 @@ impl Shared {
             return self.answer(Via::Connect, &target, &Stop::ConnectWithoutAuthority);
         };
         let swapped = self.policy.watch();
-        let route = self.policy.route_for(&authority);
         let decision = self.policy().decide_authority(&authority);
-        let (upstream, address) = match self.open(decision).await {
+        let (upstream, address, route) = match self.open(decision).await {
             Ok(opened) => opened,
             Err(stop) => return self.answer(Via::Connect, &authority, &stop),
         };
-        self.emit(Via::Connect, &authority, Outcome::Allowed { address });
-        let closing = self.closing_report(Via::Connect, &authority, &upstream);
+        let allowed = Outcome::Allowed {
+            address,
+            route: route.clone(),
+        };
+        self.emit(Via::Connect, &authority, allowed);
+        let closing = self.closing_report(Via::Connect, &authority, &upstream, &route);
         self.counters.tunnels.fetch_add(1, Ordering::Relaxed);
 
         let shutdown = self.shutdown.clone();
@@ -134,8 +137,13 @@ impl Shared {
             Ok(opened) => opened,
             Err(stop) => return self.answer(Via::Forward, &target, &stop),
         };
-        self.emit(Via::Forward, &target, Outcome::Allowed { address });
-        let closing = self.closing_report(Via::Forward, &target, &upstream);
+        let route = vetted.route_name();
+        let allowed = Outcome::Allowed {
+            address,
+            route: route.to_owned(),
+        };
+        self.emit(Via::Forward, &target, allowed);
+        let closing = self.closing_report(Via::Forward, &target, &upstream, route);
         self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
 
         match self.exchange(request, upstream, closing).await {

@@ -21,6 +21,13 @@ pub(crate) struct Vetted {
     route: Route,
 }
 
+impl Vetted {
+    /// The name of the route it leaves by.
+    pub(crate) fn route_name(&self) -> &str {
+        &self.route.name
+    }
+}
+
 #[derive(Debug)]
 enum Reach {
     /// Addresses that passed: dialled (or asked of the parent) in turn, nothing else.
@@ -30,13 +37,14 @@ enum Reach {
 }
 
 impl Shared {
-    /// Vet, then connect.
+    /// Vet, then connect; with the name of the route it left by.
     pub(crate) async fn open(
         &self,
         decision: Decision,
-    ) -> Result<(Bounded<TcpStream>, SocketAddr), Stop> {
+    ) -> Result<(Bounded<TcpStream>, SocketAddr, String), Stop> {
         let vetted = self.vet(decision).await?;
-        self.connect(&vetted).await
+        let (stream, address) = self.connect(&vetted).await?;
+        Ok((stream, address, vetted.route.name))
     }
 
     /// What the policy lets this request reach, by which route. A name is looked up once, here,

@@ -11,7 +11,7 @@ mod support;
 use std::sync::Arc;
 
 use airlock_policy::{Credentials, Resolution, Route, Routes};
-use airlock_proxy::ProxyLimits;
+use airlock_proxy::{Outcome, ProxyLimits};
 use airlock_testkit::parents::{PASSWORD, USER, microsocks, squid};
 use support::{Harness, MappedConnector, ScriptedResolver, http_upstream, policy, status_of};
 
@@ -240,6 +240,36 @@ async fn sites_send_their_names_through_the_parent_and_the_rest_direct() {
     assert_eq!(status_of(&again), 200, "{again}");
     let log = squid.lines(2).await;
     assert!(!log.contains("lab.test"), "{log}");
+    // Each connection says which route it left by, when it opened and when it closed (every
+    // closing is reported once the proxy has stopped).
+    let events = std::sync::Arc::clone(&harness.events);
+    harness.proxy.stop().await;
+    let routes: Vec<(String, &str, String)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match &event.outcome {
+            Outcome::Allowed { route, .. } => Some((event.target.clone(), "opened", route.clone())),
+            Outcome::Closed { route, .. } => Some((event.target.clone(), "closed", route.clone())),
+            _ => None,
+        })
+        .collect();
+    for (target, _, route) in &routes {
+        let expected = if target.contains("corp.test") {
+            "corp"
+        } else {
+            "direct"
+        };
+        assert_eq!(route, expected, "{routes:?}");
+    }
+    assert_eq!(
+        routes
+            .iter()
+            .filter(|(_, what, _)| *what == "closed")
+            .count(),
+        3,
+        "{routes:?}"
+    );
 }
 
 #[tokio::test]

@@ -118,7 +118,7 @@ async fn each_tunnel_reports_its_bytes_when_it_closes_and_a_stop_waits_for_open_
         .unwrap()
         .iter()
         .filter_map(|event| match event.outcome {
-            Outcome::Closed { up, down } => Some((event.target.clone(), up, down)),
+            Outcome::Closed { up, down, .. } => Some((event.target.clone(), up, down)),
             _ => None,
         })
         .collect();

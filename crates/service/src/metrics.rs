@@ -39,6 +39,8 @@ pub(crate) struct Verdict {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct Direction {
     direction: &'static str,
+    /// The operator's route (at most `airlock_policy::MAX_ROUTES` of them: bounded).
+    route: String,
 }
 
 /// How a task's browser started: `warm` (from the pool) or `cold` (the pool was empty).
@@ -226,7 +228,7 @@ impl Metrics {
         );
         registry.register(
             "egress_bytes",
-            "Bytes the egress proxies carried, by direction",
+            "Bytes the egress proxies carried, by direction and route",
             metrics.egress_bytes.clone(),
         );
         registry.register(
@@ -274,11 +276,26 @@ impl Metrics {
                 })
                 .inc_by(*count);
         }
-        let add = |family: &Family<Direction, Counter>, direction, value| {
-            family.get_or_create(&Direction { direction }).inc_by(value);
+        // A driver that knows no routes dialled directly.
+        let direct = std::collections::BTreeMap::from([(
+            airlock_policy::DIRECT.to_owned(),
+            result.egress_bytes,
+        )]);
+        let by_route = if result.egress_bytes_by_route.is_empty() {
+            &direct
+        } else {
+            &result.egress_bytes_by_route
         };
-        add(&self.egress_bytes, "up", result.egress_bytes.up);
-        add(&self.egress_bytes, "down", result.egress_bytes.down);
+        for (route, bytes) in by_route {
+            for (direction, value) in [("up", bytes.up), ("down", bytes.down)] {
+                self.egress_bytes
+                    .get_or_create(&Direction {
+                        direction,
+                        route: route.clone(),
+                    })
+                    .inc_by(value);
+            }
+        }
         let usage = &result.usage;
         for (kind, value) in [
             ("input", usage.input_tokens),
@@ -442,7 +459,10 @@ impl Metrics {
             })
             .inc_by(0);
         self.egress_bytes
-            .get_or_create(&Direction { direction: "up" })
+            .get_or_create(&Direction {
+                direction: "up",
+                route: airlock_policy::DIRECT.to_owned(),
+            })
             .inc_by(0);
         self.tokens.get_or_create(&Kind { kind: "input" }).inc_by(0);
         self.refused("full");

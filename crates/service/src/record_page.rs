@@ -178,11 +178,19 @@ fn egress(record: &FlightRecord) -> Markup {
     html! {
         h2 { "Egress" }
         p.meta { (egress.bytes.up) " bytes up, " (egress.bytes.down) " bytes down through the egress proxy." }
+        @if egress.bytes_by_route.keys().any(|route| route != airlock_policy::DIRECT) {
+            table #egress-routes {
+                tr { th { "Route" } th { "Bytes up" } th { "Bytes down" } }
+                @for (route, bytes) in &egress.bytes_by_route {
+                    tr.route { td { code { (route) } } td { (bytes.up) } td { (bytes.down) } }
+                }
+            }
+        }
         @if !egress.allowed.is_empty() {
             table #egress-allowed {
-                tr { th { "Allowed" } th { "Connections" } th { "Bytes up" } th { "Bytes down" } th { "Step" } }
+                tr { th { "Allowed" } th { "Route" } th { "Connections" } th { "Bytes up" } th { "Bytes down" } th { "Step" } }
                 @for allowed in &egress.allowed {
-                    tr.allowed { td { code { (allowed.destination) } } td { (allowed.connections) } td { (allowed.up) } td { (allowed.down) } td { (step_of(allowed.step)) } }
+                    tr.allowed { td { code { (allowed.destination) } } td { (allowed.route) } td { (allowed.connections) } td { (allowed.up) } td { (allowed.down) } td { (step_of(allowed.step)) } }
                 }
             }
         }

@@ -137,10 +137,17 @@ pub struct EgressAllowed {
     /// The step whose command reported its first connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<usize>,
+    /// The route its connections left by (`direct`, or a parent's).
+    #[serde(default = "direct")]
+    pub route: String,
+}
+
+fn direct() -> String {
+    airlock_policy::DIRECT.to_owned()
 }
 
 impl EgressAllowed {
-    /// `connections` more to `destination`, which carried `bytes`.
+    /// `connections` more to `destination`, which carried `bytes`, directly.
     pub fn new(destination: impl Into<String>, connections: u64, bytes: EgressBytes) -> Self {
         Self {
             destination: destination.into(),
@@ -148,7 +155,15 @@ impl EgressAllowed {
             up: bytes.up,
             down: bytes.down,
             step: None,
+            route: direct(),
         }
+    }
+
+    /// The same, left by the route named `route`.
+    #[must_use]
+    pub fn by_route(mut self, route: impl Into<String>) -> Self {
+        self.route = route.into();
+        self
     }
 }
 
@@ -196,6 +211,9 @@ pub struct EgressRecord {
     /// are in the task's totals).
     #[serde(default)]
     pub allowed_not_listed: u64,
+    /// What each route carried (every connection, listed or not), by the route's name.
+    #[serde(default)]
+    pub bytes_by_route: BTreeMap<String, EgressBytes>,
 }
 
 impl EgressRecord {
@@ -227,6 +245,14 @@ impl EgressRecord {
     /// Add connections and bytes to an allowed destination (see [`tally_allowed`]).
     pub fn allowed(&mut self, allowed: EgressAllowed) {
         tally_allowed(&mut self.allowed, &mut self.allowed_not_listed, allowed);
+    }
+
+    /// Add what connections on `route` carried. Routes are the operator's (at most
+    /// [`airlock_policy::MAX_ROUTES`]), so the map stays small.
+    pub fn route_bytes(&mut self, route: &str, bytes: EgressBytes) {
+        let entry = self.bytes_by_route.entry(route.to_owned()).or_default();
+        entry.up = entry.up.saturating_add(bytes.up);
+        entry.down = entry.down.saturating_add(bytes.down);
     }
 
     /// Count connections to allowed destinations that were never held one by one.

@@ -422,6 +422,11 @@ impl TaskContext {
         lock(&self.egress).allowed(allowed);
     }
 
+    /// Record what connections on `route` carried (every one, listed or not).
+    pub fn record_route_bytes(&self, route: &str, bytes: EgressBytes) {
+        lock(&self.egress).route_bytes(route, bytes);
+    }
+
     /// Count connections to allowed destinations the driver could not hold one by one.
     pub fn record_unlisted_allowed(&self, connections: u64) {
         lock(&self.egress).allowed_unlisted(connections);

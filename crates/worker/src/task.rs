@@ -184,6 +184,9 @@ pub struct TaskResult {
     pub egress_allowed: Vec<EgressAllowed>,
     /// Connections to further allowed destinations, counted but not listed.
     pub egress_allowed_not_listed: u64,
+    /// What each route carried, by the route's name (`direct`, or the operator's parents'):
+    /// every connection, listed or not.
+    pub egress_bytes_by_route: std::collections::BTreeMap<String, EgressBytes>,
     /// Where the time went.
     pub timings: Timings,
     /// Tokens the worker's model used, summed over the task's turns.

@@ -241,7 +241,10 @@ fn the_python_mcp_sdk_runs_browser_task_with_the_token_and_is_refused_without_it
         "{metrics}"
     );
     assert!(
-        metric(&metrics, "airlock_egress_bytes_total{direction=\"down\"}") > 0,
+        metric(
+            &metrics,
+            "airlock_egress_bytes_total{direction=\"down\",route=\"direct\"}"
+        ) > 0,
         "{metrics}"
     );
     assert!(!metrics.contains(TOKEN));

@@ -195,6 +195,9 @@ pub struct RecordedEgress {
     /// Connections to allowed destinations past that list.
     #[serde(default)]
     pub allowed_not_listed: u64,
+    /// What each route carried, by the route's name (every connection, listed or not).
+    #[serde(default)]
+    pub bytes_by_route: BTreeMap<String, EgressBytes>,
 }
 
 /// A file the worker downloaded.

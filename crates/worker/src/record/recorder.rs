@@ -170,6 +170,7 @@ impl Recorder {
                 failures_not_listed: result.egress_failures_not_listed,
                 allowed: result.egress_allowed.clone(),
                 allowed_not_listed: result.egress_allowed_not_listed,
+                bytes_by_route: result.egress_bytes_by_route.clone(),
             },
             downloads: result
                 .downloads

@@ -576,6 +576,7 @@ impl Run<'_> {
             egress_bytes: self.context.egress_bytes(),
             egress_allowed: egress.allowed,
             egress_allowed_not_listed: egress.allowed_not_listed,
+            egress_bytes_by_route: egress.bytes_by_route,
             timings: self.timings,
             usage: self.usage,
             context: self.context_use.with_store(&self.kept),

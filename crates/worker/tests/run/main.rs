@@ -726,8 +726,16 @@ fn result_json_shape() {
             up: 100,
             down: 2000,
             step: Some(1),
+            route: "direct".into(),
         }],
         egress_allowed_not_listed: 0,
+        egress_bytes_by_route: std::collections::BTreeMap::from([(
+            "direct".to_owned(),
+            EgressBytes {
+                up: 100,
+                down: 2000,
+            },
+        )]),
         timings: Timings::default(),
         usage: Usage {
             input_tokens: 10,
