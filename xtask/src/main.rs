@@ -4,6 +4,7 @@
 mod bench;
 mod browse;
 mod ci;
+mod clients;
 mod cluster;
 mod docker;
 mod docker_restart;

@@ -170,6 +170,16 @@ pub(crate) struct SettingFlags {
     /// name. For `task` and `browse`, the task's own.
     #[arg(long, env = "AIRLOCK_ROUTE", value_name = "NAME")]
     pub route: Option<String>,
+    /// Trust this CA (a PEM file: certificates only) in the sealed browser as well as the public
+    /// roots, for a parent that inspects TLS with the company's CA. Repeatable. agent-browser's
+    /// own fetches (`read`) trust it too; nothing on the host changes.
+    #[arg(
+        long = "ca-cert",
+        env = "AIRLOCK_CA_CERTS",
+        value_name = "FILE",
+        value_delimiter = ','
+    )]
+    pub ca_certs: Vec<std::path::PathBuf>,
     /// Run Chromium without its own sandbox (renderers then share the container's user and
     /// seccomp filter). Only for hosts without unprivileged user namespaces; it is logged.
     #[arg(long, env = "AIRLOCK_NO_BROWSER_SANDBOX")]
@@ -238,6 +248,7 @@ pub(crate) struct FileSettings {
     pub(crate) parents: Option<std::collections::BTreeMap<String, FileParent>>,
     pub(crate) parent_from_environment: Option<bool>,
     pub(crate) route: Option<String>,
+    pub(crate) ca_certs: Option<Vec<std::path::PathBuf>>,
 }
 
 /// One `[parents.NAME]` table of `airlock.toml`.

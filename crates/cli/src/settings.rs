@@ -16,6 +16,7 @@ use crate::setting_flags::FileSettings;
 pub(crate) use crate::setting_flags::SettingFlags;
 
 mod browser;
+mod ca;
 mod model;
 mod routes;
 
@@ -228,12 +229,14 @@ impl Settings {
         let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
         let (scope, secrets) = r.scope_and_secrets(flags, &file)?;
         let routes = r.routes(flags, &file)?;
+        let ca_certs = r.ca_certs(flags, &file)?;
         let (egress, nameservers) = r.egress(flags, file)?;
         let driver = DriverConfig {
             image,
             egress,
             nameservers,
             routes,
+            ca_certs,
             browser_sandbox,
             runtime,
             pool,

@@ -200,3 +200,67 @@ fn bad_route_settings_name_the_flag_and_the_fix_and_never_a_credential() {
         assert_hidden(&stderr);
     }
 }
+
+#[test]
+fn a_ca_file_gives_certificates_only_and_each_must_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("ca.pem"), dir.path().join("ca-key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=Airlock test corp CA", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (all, rows) = doctor(airlock().arg("doctor").arg("--ca-cert").arg(&cert));
+    assert_eq!(
+        row(&rows, "ca_certs"),
+        (cert.display().to_string(), "flag".to_owned()),
+        "{all}"
+    );
+    // A bundle with the key in it is refused whole; so is a file with no certificate.
+    let both = dir.path().join("both.pem");
+    let mut bundle = std::fs::read(&cert).unwrap();
+    bundle.extend(std::fs::read(&key).unwrap());
+    std::fs::write(&both, bundle).unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").unwrap();
+    let garbled = dir.path().join("garbled.pem");
+    std::fs::write(
+        &garbled,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    for (file, says) in [
+        (&both, "never a private key"),
+        (&key, "never a private key"),
+        (&junk, "no certificate in it"),
+        (&garbled, "does not parse"),
+        (&dir.path().join("missing.pem"), "cannot read it"),
+    ] {
+        let output = airlock()
+            .args([
+                "task",
+                "x",
+                "--model",
+                "script:/nonexistent.json",
+                "--ca-cert",
+            ])
+            .arg(file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--ca-cert") && stderr.contains(says),
+            "{file:?}: {stderr}"
+        );
+    }
+}

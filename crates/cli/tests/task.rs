@@ -483,3 +483,74 @@ fn a_task_on_a_parents_route_reaches_its_site_through_squid_and_never_shows_its_
     );
     assert!(!record.contains("Reached through the company"), "{record}");
 }
+
+/// A task on a route through a TLS-inspecting parent (mitmproxy, with its own CA): with
+/// `--ca-cert` the inspected HTTPS page loads, for the browser and for agent-browser's own
+/// `read`; without it the certificate is refused and the page never shows.
+#[test]
+fn an_inspecting_parents_https_page_loads_only_with_its_ca() {
+    use airlock_testkit::parents::{INSPECTED_PAGE, mitmproxy};
+    if !docker_ready() {
+        return;
+    }
+    // The lab site's port is only what the policy allows: mitmproxy answers for it itself.
+    let port = simple_site("Never reached", "mitmproxy answers instead.");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let inspector = runtime.block_on(mitmproxy());
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("https://127.0.0.1:{port}/");
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", &url]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["get", "text", "body"]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["read", format!("{url}read")]}}]},
+        {"text": "Done."}
+    ]});
+    let run = |ca: bool, record: &str| {
+        let mut command = task_command(dir.path(), &script, port);
+        command
+            .args(["--parent", &format!("inspect=http://{}", inspector.address)])
+            .args(["--route", "inspect", "--json", "--record"])
+            .arg(dir.path().join(record));
+        if ca {
+            command.arg("--ca-cert").arg(inspector.ca_cert());
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::read_to_string(dir.path().join(record).join("record.json")).unwrap()
+    };
+
+    let trusted = run(true, "trusted");
+    let record: Value = serde_json::from_str(&trusted).unwrap();
+    let outputs: Vec<String> = record["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        outputs[1].contains(INSPECTED_PAGE),
+        "the browser: {}",
+        outputs[1]
+    );
+    assert!(
+        outputs[2].contains(INSPECTED_PAGE),
+        "`read`: {}",
+        outputs[2]
+    );
+    let seen = inspector.seen();
+    assert!(
+        seen.contains(&format!("https://127.0.0.1:{port}/")),
+        "{seen}"
+    );
+
+    let untrusted = run(false, "untrusted");
+    assert!(!untrusted.contains(INSPECTED_PAGE), "{untrusted}");
+    assert!(
+        untrusted.contains("ERR_CERT_AUTHORITY_INVALID") || untrusted.contains("certificate"),
+        "{untrusted}"
+    );
+}

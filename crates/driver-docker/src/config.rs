@@ -26,6 +26,9 @@ pub struct DriverConfig {
     /// How allowed destinations are reached: directly, or through the operator's parent
     /// proxies. Every session's proxy starts with them; a task may pick its route by name.
     pub routes: Routes,
+    /// Extra CA certificates (DER) the browser trusts beside the public roots, for a parent that
+    /// inspects TLS; empty for none.
+    pub ca_certs: Vec<Vec<u8>>,
     /// Container limits.
     pub resources: Resources,
     /// The longest one agent-browser command may run.
@@ -96,6 +99,7 @@ impl Default for DriverConfig {
             proxy_limits: airlock_proxy::ProxyLimits::default(),
             nameservers: Vec::new(),
             routes: Routes::default(),
+            ca_certs: Vec::new(),
             resources: Resources::default(),
             command_timeout: Duration::from_secs(30),
             max_command_output_bytes: 2 * 1024 * 1024,

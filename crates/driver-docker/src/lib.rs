@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+mod ca;
 mod cdp;
 mod config;
 mod demand;

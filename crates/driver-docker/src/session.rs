@@ -170,6 +170,7 @@ impl Maker {
             resources: self.config.resources,
             browser_sandbox: self.config.browser_sandbox,
             runtime: self.config.runtime.clone(),
+            extra_ca: !self.config.ca_certs.is_empty(),
         };
         let name = options.name();
         // From here on, everything made is undone by the guard unless the session takes it over.
@@ -248,6 +249,13 @@ impl Maker {
                     name.clone(),
                     Some(Arc::new(runner)),
                 );
+                // Before any launch: agent-browser imports it when it starts Chromium.
+                crate::ca::place(
+                    &commands,
+                    &self.config.ca_certs,
+                    self.config.command_timeout,
+                )
+                .await?;
                 yield_to_first_answers(pool).await;
                 // The short guide is Airlock's own; agent-browser's is read from its binary.
                 let guide = match self.config.guide {
@@ -280,6 +288,12 @@ impl Maker {
                 let commands = runner::Commands::new(self.docker.clone(), name.clone(), None);
                 self.wait_for_relay_then(&commands, AFTER_RELAY_NOTHING)
                     .await?;
+                crate::ca::place(
+                    &commands,
+                    &self.config.ca_certs,
+                    self.config.command_timeout,
+                )
+                .await?;
                 let mut pipe = Pipe::launch(&self.docker, &name).await?;
                 pipe.wait_until_answering(self.config.command_timeout)
                     .await?;

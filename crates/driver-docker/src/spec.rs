@@ -74,7 +74,15 @@ pub struct ContainerOptions {
     pub browser_sandbox: bool,
     /// The OCI runtime Docker runs the container with (`runc`, or `runsc` for gVisor).
     pub runtime: String,
+    /// Whether the browser trusts an extra CA (the driver writes it before the launch).
+    pub extra_ca: bool,
 }
+
+/// Where the driver writes the operator's extra CA in the container (its tmpfs), before the
+/// browser launches.
+pub(crate) const CA_DIR: &str = "/tmp/airlock-ca";
+/// The CA file's name there.
+pub(crate) const CA_NAME: &str = "ca.pem";
 
 /// Runtimes whose containers use host sockets, which the relay can hand to the proxy. Any other
 /// (gVisor's user-space kernel, a VM) gets the copying relay.
@@ -160,22 +168,31 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
     ContainerCreateBody {
         image: Some(options.image.clone()),
         user: Some(format!("{}:{}", options.user.0, options.user.1)),
-        env: Some(vec![
-            format!("BROWSER_LIFETIME_SECONDS={}", options.lifetime_secs),
-            format!(
-                "AIRLOCK_BROWSER_SANDBOX={}",
-                if options.browser_sandbox { "on" } else { "off" }
-            ),
-            format!("AIRLOCK_RELAY_MODE={}", relay_mode(&options.runtime)),
-            format!(
-                "AIRLOCK_DEV_SHM={}",
-                if resources.dev_shm_mib > 0 {
-                    "on"
-                } else {
-                    "off"
-                }
-            ),
-        ]),
+        env: Some(
+            vec![
+                format!("BROWSER_LIFETIME_SECONDS={}", options.lifetime_secs),
+                format!(
+                    "AIRLOCK_BROWSER_SANDBOX={}",
+                    if options.browser_sandbox { "on" } else { "off" }
+                ),
+                format!("AIRLOCK_RELAY_MODE={}", relay_mode(&options.runtime)),
+                format!(
+                    "AIRLOCK_DEV_SHM={}",
+                    if resources.dev_shm_mib > 0 {
+                        "on"
+                    } else {
+                        "off"
+                    }
+                ),
+            ]
+            .into_iter()
+            .chain(
+                options
+                    .extra_ca
+                    .then(|| format!("AGENT_BROWSER_CA_CERT={CA_DIR}/{CA_NAME}")),
+            )
+            .collect(),
+        ),
         labels: Some(labels),
         network_disabled: Some(true),
         host_config: Some(HostConfig {

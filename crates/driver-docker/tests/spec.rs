@@ -19,6 +19,7 @@ fn options(runtime: &str) -> ContainerOptions {
         resources: Resources::default(),
         browser_sandbox: true,
         runtime: runtime.into(),
+        extra_ca: false,
     }
 }
 
@@ -32,6 +33,21 @@ fn container_spec_snapshot() {
     assert_eq!(seccomp, format!("seccomp={SECCOMP_PROFILE}"));
     spec["HostConfig"]["SecurityOpt"][1] = "seccomp=<docker/seccomp.json>".into();
     insta::assert_json_snapshot!(spec);
+
+    // An extra CA is named to agent-browser; without one, nothing is.
+    let env = |extra_ca| {
+        let spec = container_spec(&ContainerOptions {
+            extra_ca,
+            ..options.clone()
+        });
+        spec.env.unwrap_or_default().join(" ")
+    };
+    assert!(
+        env(true).contains("AGENT_BROWSER_CA_CERT=/tmp/airlock-ca/ca.pem"),
+        "{}",
+        env(true)
+    );
+    assert!(!env(false).contains("AGENT_BROWSER_CA_CERT"));
 
     // Opting out of Chromium's sandbox drops the profile (Docker's default applies) and tells
     // the image's launcher.

@@ -64,14 +64,31 @@ pub enum Outcome {
     Failed {
         /// The HTTP status answered.
         status: u16,
-        /// What the proxy saw, as a short stable class: `no-dns-answer`, `dns-failed`,
-        /// `dns-timeout`, `connect-refused`, `connect-failed`, `connect-timeout`,
-        /// `upstream-failed`, `upstream-timeout`, `no-address` or `bad-request`.
+        /// What the proxy saw, as a short stable class: one of [`FAILURE_CLASSES`].
         class: &'static str,
         /// Why, as a person reads it.
         reason: String,
     },
 }
+
+/// Every class an [`Outcome::Failed`] may carry: a fixed set, which a metric may use as a label.
+pub const FAILURE_CLASSES: [&str; 15] = [
+    "bad-request",
+    "no-dns-answer",
+    "dns-failed",
+    "dns-timeout",
+    "no-address",
+    "connect-refused",
+    "connect-failed",
+    "connect-timeout",
+    "upstream-failed",
+    "upstream-timeout",
+    "parent-unreachable",
+    "parent-credentials",
+    "parent-refused",
+    "parent-failed",
+    "parent-timeout",
+];
 
 /// One decision of the proxy, delivered to whoever started it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -62,7 +62,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::{ProxyConfig, ProxyLimits};
-pub use events::{EgressEvents, EventSink, Outcome, ProxyEvent, ProxyStats, Via};
+pub use events::{EgressEvents, EventSink, FAILURE_CLASSES, Outcome, ProxyEvent, ProxyStats, Via};
 pub use network::{BoxFuture, Connector, HickoryResolver, ResolveError, Resolver, TcpConnector};
 
 use accept::accept_loop;

@@ -206,10 +206,40 @@ mod tests {
                 502,
             ),
             (Stop::ConnectTimedOut { address }, 504),
+            (parent(ParentError::Credentials("407")), 502),
+            (parent(ParentError::Refused("403".into())), 502),
+            (parent(ParentError::Garbled("no status line")), 502),
+            (
+                parent(ParentError::Unreachable(
+                    std::io::ErrorKind::ConnectionRefused.into(),
+                )),
+                502,
+            ),
+            (
+                Stop::ParentTimedOut {
+                    route: "corp".into(),
+                },
+                504,
+            ),
         ];
         for (stop, status) in cases {
             assert_eq!(stop.status().as_u16(), status, "{stop}");
             assert_eq!(stop.refusal_class().is_some(), status == 403, "{stop}");
+            if status != 403 {
+                // What `/metrics` may label a failure with: a fixed set, so a fixed cardinality.
+                assert!(
+                    crate::FAILURE_CLASSES.contains(&stop.failure_class()),
+                    "{stop}: {}",
+                    stop.failure_class()
+                );
+            }
+        }
+    }
+
+    fn parent(error: ParentError) -> Stop {
+        Stop::Parent {
+            route: "corp".into(),
+            error,
         }
     }
 }

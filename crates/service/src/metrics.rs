@@ -134,6 +134,7 @@ pub struct Metrics {
     finished: Family<Outcome, Counter>,
     pub(crate) refused: Family<Reason, Counter>,
     egress_refusals: Family<Class, Counter>,
+    egress_failures: Family<Class, Counter>,
     egress_bytes: Family<Direction, Counter>,
     tokens: Family<Kind, Counter>,
     chars_shown: Counter,
@@ -176,6 +177,7 @@ impl Metrics {
             finished: Family::default(),
             refused: Family::default(),
             egress_refusals: Family::default(),
+            egress_failures: Family::default(),
             egress_bytes: Family::default(),
             tokens: Family::default(),
             chars_shown: Counter::default(),
@@ -221,16 +223,7 @@ impl Metrics {
             "Tasks refused before they ran, by reason",
             metrics.refused.clone(),
         );
-        registry.register(
-            "egress_refusals",
-            "Destinations the egress proxy refused, by class",
-            metrics.egress_refusals.clone(),
-        );
-        registry.register(
-            "egress_bytes",
-            "Bytes the egress proxies carried, by direction and route",
-            metrics.egress_bytes.clone(),
-        );
+        metrics.register_egress(&mut registry);
         registry.register(
             "task_tokens",
             "Model tokens tasks used, by kind",
@@ -257,6 +250,24 @@ impl Metrics {
         }
     }
 
+    fn register_egress(&self, registry: &mut Registry) {
+        registry.register(
+            "egress_refusals",
+            "Destinations the egress proxy refused, by class",
+            self.egress_refusals.clone(),
+        );
+        registry.register(
+            "egress_failures",
+            "Allowed destinations the egress proxy could not reach (or whose route's parent said no), by class",
+            self.egress_failures.clone(),
+        );
+        registry.register(
+            "egress_bytes",
+            "Bytes the egress proxies carried, by direction and route",
+            self.egress_bytes.clone(),
+        );
+    }
+
     /// Count a task that ran.
     pub fn finished(&self, result: &TaskResult) {
         let outcome = match result.ended {
@@ -268,34 +279,12 @@ impl Metrics {
             Ended::Failed => "failed",
         };
         self.finished.get_or_create(&Outcome { outcome }).inc();
-        // Every refusal, by class: the listed ones are only the first distinct destinations.
-        for (class, count) in &result.egress_refusals_by_class {
-            self.egress_refusals
-                .get_or_create(&Class {
-                    class: class.clone(),
-                })
-                .inc_by(*count);
-        }
-        // A driver that knows no routes dialled directly.
-        let direct = std::collections::BTreeMap::from([(
-            airlock_policy::DIRECT.to_owned(),
+        self.egress(
+            &result.egress_failures,
+            &result.egress_refusals_by_class,
             result.egress_bytes,
-        )]);
-        let by_route = if result.egress_bytes_by_route.is_empty() {
-            &direct
-        } else {
-            &result.egress_bytes_by_route
-        };
-        for (route, bytes) in by_route {
-            for (direction, value) in [("up", bytes.up), ("down", bytes.down)] {
-                self.egress_bytes
-                    .get_or_create(&Direction {
-                        direction,
-                        route: route.clone(),
-                    })
-                    .inc_by(value);
-            }
-        }
+            &result.egress_bytes_by_route,
+        );
         let usage = &result.usage;
         for (kind, value) in [
             ("input", usage.input_tokens),
@@ -314,6 +303,52 @@ impl Metrics {
             .observe(result.timings.total_ms as f64 / 1000.0);
     }
 
+    /// A task's egress: its failures and refusals by class, its bytes by direction and route.
+    fn egress(
+        &self,
+        failures: &[airlock_worker::EgressFailure],
+        refusals_by_class: &std::collections::BTreeMap<String, u64>,
+        bytes: airlock_worker::EgressBytes,
+        bytes_by_route: &std::collections::BTreeMap<String, airlock_worker::EgressBytes>,
+    ) {
+        for failure in failures {
+            // The proxy's fixed classes only, so the label set stays fixed.
+            let class = airlock_proxy::FAILURE_CLASSES
+                .iter()
+                .find(|known| **known == failure.class)
+                .map_or("other", |known| *known);
+            self.egress_failures
+                .get_or_create(&Class {
+                    class: class.to_owned(),
+                })
+                .inc_by(failure.count);
+        }
+        // Every refusal, by class: the listed ones are only the first distinct destinations.
+        for (class, count) in refusals_by_class {
+            self.egress_refusals
+                .get_or_create(&Class {
+                    class: class.clone(),
+                })
+                .inc_by(*count);
+        }
+        // A driver that knows no routes dialled directly.
+        let direct = std::collections::BTreeMap::from([(airlock_policy::DIRECT.to_owned(), bytes)]);
+        let by_route = if bytes_by_route.is_empty() {
+            &direct
+        } else {
+            bytes_by_route
+        };
+        for (route, bytes) in by_route {
+            for (direction, value) in [("up", bytes.up), ("down", bytes.down)] {
+                self.egress_bytes
+                    .get_or_create(&Direction {
+                        direction,
+                        route: route.clone(),
+                    })
+                    .inc_by(value);
+            }
+        }
+    }
     /// The browser image's age and the server's own memory.
     fn register_image_and_heap(&self, registry: &mut Registry) {
         registry.register(
@@ -464,6 +499,11 @@ impl Metrics {
                 route: airlock_policy::DIRECT.to_owned(),
             })
             .inc_by(0);
+        self.egress_failures
+            .get_or_create(&Class {
+                class: "connect-failed".to_owned(),
+            })
+            .inc_by(0);
         self.tokens.get_or_create(&Kind { kind: "input" }).inc_by(0);
         self.refused("full");
         self.cdp_ended("closed");
@@ -479,60 +519,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pool_that_cannot_fill_shows_in_the_metrics() {
-        let metrics = Metrics::new(2);
-        assert!(metrics.encode().contains("airlock_warm_pool_failing 0"));
-        metrics.warm_pool_failing.set(1);
-        let text = metrics.encode();
-        assert!(text.contains("airlock_warm_pool_failing 1"), "{text}");
-        assert!(text.contains("# HELP airlock_warm_pool_failing"), "{text}");
-    }
-
-    #[test]
-    fn the_pools_claims_are_its_own_totals_however_often_scraped() {
-        let metrics = Metrics::new(2);
-        metrics.warm_pool_target.set(3);
-        for _ in 0..2 {
-            metrics.set_pool_claims(crate::PoolClaims {
-                warm: 5,
-                taken_over: 3,
-                cold: 2,
-            });
-        }
-        let text = metrics.encode();
-        assert!(
-            text.contains("airlock_warm_pool_claims_total{start=\"warm\"} 5"),
-            "{text}"
-        );
-        assert!(
-            text.contains("airlock_warm_pool_claims_total{start=\"cold\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("airlock_warm_pool_claims_total{start=\"taken_over\"} 3"),
-            "{text}"
-        );
-        assert!(text.contains("airlock_warm_pool_target 3"), "{text}");
-    }
-
-    #[test]
-    fn the_pools_held_time_is_the_drivers_total_however_often_scraped() {
-        let metrics = Metrics::new(2);
-        for held in [1500, 1500, 2250] {
-            metrics.set_pool_refill_held(std::time::Duration::from_millis(held));
-        }
-        let text = metrics.encode();
-        assert!(
-            text.contains("airlock_warm_pool_refill_held_seconds_total 2.25"),
-            "{text}"
-        );
-        assert!(
-            text.contains("# UNIT airlock_warm_pool_refill_held_seconds seconds"),
-            "{text}"
-        );
-    }
-}
+mod tests;

@@ -216,3 +216,64 @@ async fn run(mut command: Command, port: u16, dir: tempfile::TempDir) -> ParentP
         service: None,
     }
 }
+
+/// What the inspecting parent answers every request with, under a certificate its CA signed.
+pub const INSPECTED_PAGE: &str = "Served under the inspecting proxy's CA.";
+
+/// mitmproxy's `mitmdump` (`AIRLOCK_TEST_MITMDUMP`, which `cargo xtask integration` sets) on
+/// loopback as a TLS-inspecting parent: it terminates every tunnel's TLS with a certificate its
+/// own CA signs ([`ParentProxy::ca_cert`]) and answers each request itself with
+/// [`INSPECTED_PAGE`], dialling nothing (`connection_strategy=lazy`); each URL it answered is
+/// logged to `seen.log`.
+pub async fn mitmproxy() -> ParentProxy {
+    let program = std::env::var("AIRLOCK_TEST_MITMDUMP").unwrap_or_else(|_| {
+        panic!("AIRLOCK_TEST_MITMDUMP is not set: run `cargo xtask integration` (it installs mitmproxy from PyPI)")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("answer.py");
+    let seen = dir.path().join("seen.log");
+    std::fs::write(
+        &script,
+        format!(
+            "from mitmproxy import http\n\
+             def request(flow):\n\
+             \x20   with open({seen:?}, 'a') as log:\n\
+             \x20       log.write(flow.request.pretty_url + '\\n')\n\
+             \x20   flow.response = http.Response.make(200, b'<html><head><title>Inspected</title></head><body><p>{INSPECTED_PAGE}</p></body></html>', {{'content-type': 'text/html'}})\n",
+            seen = seen.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut command = Command::new(program);
+    command
+        .args([
+            "--listen-host",
+            "127.0.0.1",
+            "--listen-port",
+            &port.to_string(),
+        ])
+        .args(["--set", &format!("confdir={}", dir.path().display())])
+        .args(["--set", "connection_strategy=lazy", "-q", "-s"])
+        .arg(&script);
+    let parent = run(command, port, dir).await;
+    // The CA is written at start, before the port opens; checked so a missing one says so.
+    assert!(
+        parent.ca_cert().exists(),
+        "mitmproxy made no CA in {}",
+        parent.dir.path().display()
+    );
+    parent
+}
+
+impl ParentProxy {
+    /// The CA certificate (PEM) an inspecting parent signs with.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.path().join("mitmproxy-ca-cert.pem")
+    }
+
+    /// The URLs an inspecting parent answered so far.
+    pub fn seen(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("seen.log")).unwrap_or_default()
+    }
+}

@@ -85,7 +85,7 @@ fn wait_until_warm(port: u16) -> bool {
 
 /// Write the Playwright client for the test user; its path and the node modules it needs.
 pub(super) fn client(root: &Path) -> anyhow::Result<(std::path::PathBuf, String)> {
-    let (_, modules) = crate::integration::ensure_clients()?;
+    let modules = crate::clients::ensure_clients()?.node_modules;
     let script = root.join("target/bench/cdp-connect.js");
     fs::write(&script, CLIENT)?;
     let _ = Command::new("chmod").arg("a+r").arg(&script).status();

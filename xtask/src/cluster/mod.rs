@@ -163,7 +163,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     }
     let root = workspace_root();
     check_manifests(&root)?;
-    let (python, _) = crate::integration::ensure_clients()?;
+    let python = crate::clients::ensure_clients()?.python;
     let version = env!("CARGO_PKG_VERSION");
     crate::image::run(&crate::image::ImageArgs::for_integration())?;
     crate::image::run(&crate::image::ImageArgs::for_cluster())?;
