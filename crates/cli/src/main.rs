@@ -14,6 +14,7 @@ mod privsep;
 mod proxy_cmd;
 #[cfg(test)]
 mod reference;
+mod route_flags;
 mod secret_flags;
 mod serve_cmd;
 mod setting_flags;

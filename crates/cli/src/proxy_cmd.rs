@@ -26,6 +26,9 @@ pub(crate) struct ProxyArgs {
     #[command(flatten)]
     egress: EgressFlags,
 
+    #[command(flatten)]
+    routes: crate::route_flags::RouteFlags,
+
     /// Resolve names with this nameserver (`ip:port`) instead of the system's. Repeatable.
     #[arg(long = "nameserver", value_name = "ADDR")]
     nameservers: Vec<SocketAddr>,
@@ -48,6 +51,9 @@ struct DecisionLine<'a> {
     verdict: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     address: Option<SocketAddr>,
+    /// The route an allowed connection left by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    route: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,6 +75,7 @@ impl<'a> DecisionLine<'a> {
             target: &event.target,
             verdict: "allow",
             address: None,
+            route: None,
             status: None,
             class: None,
             reason: None,
@@ -76,7 +83,10 @@ impl<'a> DecisionLine<'a> {
             bytes_down: None,
         };
         match &event.outcome {
-            Outcome::Allowed { address, .. } => line.address = Some(*address),
+            Outcome::Allowed { address, route } => {
+                line.address = Some(*address);
+                line.route = Some(route);
+            }
             Outcome::Closed { up, down, .. } => {
                 line.verdict = "closed";
                 line.bytes_up = Some(*up);
@@ -108,7 +118,12 @@ impl<'a> DecisionLine<'a> {
             self.time, self.verdict, self.via, self.target
         );
         match (self.address, self.status, self.reason) {
-            (Some(address), _, _) => format!("{head} -> {address}"),
+            (Some(address), _, _) => match self.route {
+                Some(route) if route != airlock_policy::DIRECT => {
+                    format!("{head} -> {address} (route {route})")
+                }
+                _ => format!("{head} -> {address}"),
+            },
             (_, Some(status), Some(reason)) => format!("{head}: {status} {reason}"),
             _ => match (self.bytes_up, self.bytes_down) {
                 (Some(up), Some(down)) => format!("{head}: {up} bytes up, {down} down"),
@@ -121,12 +136,14 @@ impl<'a> DecisionLine<'a> {
 /// Run until Ctrl-C or SIGTERM, then stop cleanly (the socket is removed).
 pub(crate) async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
     let policy = args.egress.policy().map_err(crate::bad_input)?;
+    let routes = crate::settings::routes_of(&args.routes).map_err(crate::bad_input)?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ProxyEvent>();
     let limits = airlock_proxy::ProxyLimits {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         ..airlock_proxy::ProxyLimits::default()
     };
     let mut config = ProxyConfig::new(policy)
+        .with_routes(routes)
         .with_limits(limits)
         .with_events(Arc::new(move |event| {
             // The printer only goes away at shutdown, when losing the last lines is harmless.

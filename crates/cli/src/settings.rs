@@ -21,6 +21,7 @@ mod model;
 mod routes;
 
 pub(crate) use model::ModelLimits;
+pub(crate) use routes::routes_of;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

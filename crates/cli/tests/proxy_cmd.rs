@@ -178,3 +178,42 @@ fn proxy_command() -> Command {
     command.env("AIRLOCK_PRIVSEP_CHILD", "1");
     command
 }
+
+#[test]
+fn a_parents_route_carries_what_the_stand_alone_proxy_allows_and_its_log_says_so() {
+    use airlock_testkit::parents::{PASSWORD, USER, squid};
+    let site = airlock_testkit::site::simple_site("Lab", "Through the parent.");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let squid = runtime.block_on(squid(""));
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("corp");
+    std::fs::write(&credentials, format!("{USER}:{PASSWORD}\n")).unwrap();
+    let socket = dir.path().join("egress.sock");
+    let (mut child, first) = start_proxy(|proxy| {
+        proxy
+            .args(["--json", "--allow", &format!("127.0.0.1:{site}")])
+            .args(["--parent", &format!("corp=http://{}", squid.address)])
+            .arg("--parent-credentials")
+            .arg(format!("corp=file:{}", credentials.display()))
+            .args(["--route", "corp", "--socket"])
+            .arg(&socket)
+    });
+    assert!(first.contains("listening on"), "{first}");
+    let mut stream = UnixStream::connect(&socket).unwrap();
+    write!(
+        stream,
+        "GET http://127.0.0.1:{site}/ HTTP/1.1\r\nHost: 127.0.0.1:{site}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.contains("Through the parent."), "{response}");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let decision: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(decision["verdict"], "allow", "{line}");
+    assert_eq!(decision["route"], "corp", "{line}");
+    runtime.block_on(squid.logged(&format!("CONNECT 127.0.0.1:{site}")));
+    terminate(child);
+}

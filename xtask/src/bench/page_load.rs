@@ -1,4 +1,5 @@
-//! Page load: a page with 100 subresources, direct and through each proxy, over HTTP and HTTPS.
+//! Page load: a page with 100 subresources, direct and through each proxy, over HTTP and HTTPS;
+//! and through Airlock on a route through squid (a parent), what a company's proxy costs.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -12,7 +13,7 @@ use super::site::start_https_site;
 use super::stats::{Samples, is_warmup, rotation, table_header, table_row, total_rounds};
 
 /// How many page loads a round of the page-load benchmark makes (HTTP modes plus HTTPS modes).
-pub(super) const LOADS_PER_ROUND: usize = 9;
+pub(super) const LOADS_PER_ROUND: usize = 11;
 
 /// One way of loading pages: how the report names it, its session stem, its proxy (or none).
 struct LoadMode {
@@ -46,6 +47,11 @@ pub(super) fn page_load(
         ),
         mode("tinyproxy", "tinyproxy", Some(&proxies.tinyproxy)),
         mode("squid", "squid", Some(&proxies.squid)),
+        mode(
+            "Airlock on a route through squid (--parent, pinned)",
+            "airlock-routed",
+            Some(&proxies.airlock_routed),
+        ),
         // A comparison for plain HTTP only: the last mode, left out of the HTTPS table.
         mode(
             "Airlock behind a copying relay (socat, what the image used before)",
@@ -146,6 +152,7 @@ fn write_load_table(report: &mut String, modes: &[LoadMode], samples: &[Samples]
 /// Where each proxy of the page-load benchmark listens.
 struct Proxies {
     airlock: String,
+    airlock_routed: String,
     airlock_copied: String,
     tinyproxy: String,
     squid: String,
@@ -156,39 +163,7 @@ struct Proxies {
 fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow::Result<Proxies> {
     let dir = super::processes::proxies_dir(root)?;
     // Airlock's proxy on its sockets, with the relay the container uses.
-    let socket = dir.join("airlock.sock");
-    let handoff = dir.join("airlock-handoff.sock");
-    let _ = fs::remove_file(&socket);
-    let _ = fs::remove_file(&handoff);
-    let mut airlock = super::processes::airlock_as_test_user(root)?;
-    airlock.arg("proxy");
-    for site in sites {
-        airlock.args(["--allow", &format!("127.0.0.1:{site}")]);
-    }
-    children.0.push(
-        airlock
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--handoff-socket")
-            .arg(&handoff)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    );
-    wait_for_path(&handoff, "the Airlock proxy's hand-off socket")?;
-    let airlock_port = free_port()?;
-    children.0.push(
-        Command::new(root.join("target/release/airlock-relay"))
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{airlock_port}"),
-                "--handoff",
-            ])
-            .arg(&handoff)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    );
+    let (airlock_port, socket) = airlock_behind_relay(root, sites, &[], "plain", children)?;
     // The same proxy behind a relay that copies bytes (what the image used before the hand-off).
     let copied_port = free_port()?;
     children.0.push(
@@ -201,6 +176,19 @@ fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow:
     );
     let tinyproxy_port = start_tinyproxy(&dir.join("tinyproxy.conf"), children)?;
     let squid_port = free_port()?;
+    // The same proxy again, its allowed destinations reached through squid.
+    let (routed_port, _) = airlock_behind_relay(
+        root,
+        sites,
+        &[
+            "--parent",
+            &format!("squid=http://127.0.0.1:{squid_port}"),
+            "--route",
+            "squid",
+        ],
+        "routed",
+        children,
+    )?;
     let squid_conf = dir.join("squid.conf");
     fs::write(
         &squid_conf,
@@ -225,14 +213,58 @@ fn start_proxies(root: &Path, sites: &[u16], children: &mut Children) -> anyhow:
         (tinyproxy_port, "tinyproxy"),
         (squid_port, "squid"),
         (copied_port, "the socat relay"),
+        (routed_port, "the routed Airlock proxy's relay"),
     ] {
         wait_for_port(port, what)?;
     }
 
     Ok(Proxies {
         airlock: format!("http://127.0.0.1:{airlock_port}"),
+        airlock_routed: format!("http://127.0.0.1:{routed_port}"),
         airlock_copied: format!("http://127.0.0.1:{copied_port}"),
         tinyproxy: format!("http://127.0.0.1:{tinyproxy_port}"),
         squid: format!("http://127.0.0.1:{squid_port}"),
     })
+}
+
+/// An Airlock proxy allowing `sites`, with `extra` arguments, behind the relay the container uses;
+/// the relay's port, and the proxy's own socket.
+fn airlock_behind_relay(
+    root: &Path,
+    sites: &[u16],
+    extra: &[&str],
+    name: &str,
+    children: &mut Children,
+) -> anyhow::Result<(u16, std::path::PathBuf)> {
+    let dir = super::processes::proxies_dir(root)?;
+    let socket = dir.join(format!("airlock-{name}.sock"));
+    let handoff = dir.join(format!("airlock-{name}-handoff.sock"));
+    let _ = fs::remove_file(&socket);
+    let _ = fs::remove_file(&handoff);
+    let mut airlock = super::processes::airlock_as_test_user(root)?;
+    airlock.arg("proxy").args(extra);
+    for site in sites {
+        airlock.args(["--allow", &format!("127.0.0.1:{site}")]);
+    }
+    children.0.push(
+        airlock
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--handoff-socket")
+            .arg(&handoff)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    wait_for_path(&handoff, "the Airlock proxy's hand-off socket")?;
+    let port = free_port()?;
+    children.0.push(
+        Command::new(root.join("target/release/airlock-relay"))
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--handoff"])
+            .arg(&handoff)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    Ok((port, socket))
 }

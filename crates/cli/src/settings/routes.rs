@@ -4,12 +4,15 @@
 //! by unless they pick another. Credentials are read here, from a file or the environment, and
 //! never shown: what `doctor` prints says only where they came from.
 
+use std::collections::BTreeMap;
+
 use airlock_policy::{Credentials, Resolution, Route, RouteError, Routes};
 use anyhow::bail;
 
 use super::{Resolver, Shown, Source};
 use crate::host_proxy::{ENVIRONMENT_ROUTE, HostProxy};
-use crate::setting_flags::{FileSettings, SettingFlags};
+use crate::route_flags::RouteFlags;
+use crate::setting_flags::{FileParent, FileSettings, SettingFlags};
 
 const CREDENTIALS_USAGE: &str = "write NAME=file:PATH or NAME=env:VAR, holding user:password";
 
@@ -29,14 +32,73 @@ impl Resolver<'_> {
         flags: &SettingFlags,
         file: &FileSettings,
     ) -> anyhow::Result<Routes> {
-        let (mut declared, source) = if flags.parents.is_empty() {
+        let flags = &flags.routes;
+        let (file_parents, source) = if flags.parents.is_empty() {
             let file_parents = file.parents.clone().unwrap_or_default();
             let source = if file_parents.is_empty() {
                 Source::Default
             } else {
                 Source::File(self.file_path.clone().unwrap_or_default())
             };
-            let declared = file_parents
+            (file_parents, source)
+        } else {
+            (BTreeMap::new(), self.source("parents", "AIRLOCK_PARENTS"))
+        };
+        let from_environment = self.pick(
+            "parent_from_environment",
+            "AIRLOCK_PARENT_FROM_ENVIRONMENT",
+            flags.parent_from_environment.then_some(true),
+            file.parent_from_environment,
+            false,
+            |on| if *on { "on" } else { "off" }.to_owned(),
+        );
+        let made = Made::from(flags, file_parents, from_environment)?;
+        self.shown.push(Shown {
+            name: "parents",
+            value: describe(&made.routes),
+            source,
+        });
+        let chosen = self.pick(
+            "route",
+            "AIRLOCK_ROUTE",
+            flags.route.clone(),
+            file.route.clone(),
+            made.default_route.to_owned(),
+            Clone::clone,
+        );
+        made.choosing(&chosen)
+    }
+}
+
+/// The routes of the flags alone (`airlock proxy`: no config file).
+pub(crate) fn routes_of(flags: &RouteFlags) -> anyhow::Result<Routes> {
+    let made = Made::from(flags, BTreeMap::new(), flags.parent_from_environment)?;
+    let chosen = flags
+        .route
+        .clone()
+        .unwrap_or_else(|| made.default_route.to_owned());
+    made.choosing(&chosen)
+}
+
+/// The parents made into routes, before one is chosen as the default.
+struct Made {
+    routes: Vec<Route>,
+    /// `NO_PROXY`'s names, with `--parent-from-environment`.
+    direct_sites: Vec<airlock_policy::DomainPattern>,
+    /// The default when `--route` names none.
+    default_route: &'static str,
+}
+
+impl Made {
+    /// The flags' parents (or, when they name none, the file's), with the flags' additions and
+    /// the host's variables when asked for.
+    fn from(
+        flags: &RouteFlags,
+        file_parents: BTreeMap<String, FileParent>,
+        from_environment: bool,
+    ) -> anyhow::Result<Self> {
+        let mut declared: Vec<Declared> = if flags.parents.is_empty() {
+            file_parents
                 .into_iter()
                 .map(|(name, parent)| Declared {
                     name,
@@ -45,10 +107,9 @@ impl Resolver<'_> {
                     credentials: parent.credentials,
                     resolves: parent.resolves,
                 })
-                .collect();
-            (declared, source)
+                .collect()
         } else {
-            let declared = flags
+            flags
                 .parents
                 .iter()
                 .map(|spec| {
@@ -61,8 +122,7 @@ impl Resolver<'_> {
                         resolves: false,
                     })
                 })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            (declared, self.source("parents", "AIRLOCK_PARENTS"))
+                .collect::<anyhow::Result<Vec<_>>>()?
         };
         for spec in &flags.parent_sites {
             let (name, pattern) = split("--parent-site", spec, "write NAME=PATTERN")?;
@@ -81,53 +141,39 @@ impl Resolver<'_> {
             .iter()
             .map(route_of)
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let from_environment = self.pick(
-            "parent_from_environment",
-            "AIRLOCK_PARENT_FROM_ENVIRONMENT",
-            flags.parent_from_environment.then_some(true),
-            file.parent_from_environment,
-            false,
-            |on| if *on { "on" } else { "off" }.to_owned(),
-        );
-        let mut direct_sites = Vec::new();
-        if from_environment {
-            let host = HostProxy::from_env()?;
-            let Some((url, variable)) = &host.proxy else {
-                bail!(
-                    "--parent-from-environment: none of HTTPS_PROXY, ALL_PROXY or HTTP_PROXY is set; set one, or name the parent with --parent NAME=URL"
-                );
-            };
-            let mut route = Route::parse(ENVIRONMENT_ROUTE, url, &[], Resolution::Pinned)
-                .map_err(|e| anyhow::anyhow!("{variable}: {e}"))?;
-            if let Some(credentials) = host.credentials.clone() {
-                route = route.with_credentials(credentials);
-            }
-            routes.push(route);
-            direct_sites = host.direct_sites;
+        if !from_environment {
+            return Ok(Self {
+                routes,
+                direct_sites: Vec::new(),
+                default_route: airlock_policy::DIRECT,
+            });
         }
-        self.shown.push(Shown {
-            name: "parents",
-            value: describe(&routes),
-            source,
-        });
-        let default_route = if from_environment {
-            ENVIRONMENT_ROUTE
-        } else {
-            airlock_policy::DIRECT
+        let host = HostProxy::from_env()?;
+        let Some((url, variable)) = &host.proxy else {
+            bail!(
+                "--parent-from-environment: none of HTTPS_PROXY, ALL_PROXY or HTTP_PROXY is set; set one, or name the parent with --parent NAME=URL"
+            );
         };
-        let chosen = self.pick(
-            "route",
-            "AIRLOCK_ROUTE",
-            flags.route.clone(),
-            file.route.clone(),
-            default_route.to_owned(),
-            Clone::clone,
-        );
-        let routes = Routes::new(routes, &chosen).map_err(|error| match error {
+        let mut route = Route::parse(ENVIRONMENT_ROUTE, url, &[], Resolution::Pinned)
+            .map_err(|e| anyhow::anyhow!("{variable}: {e}"))?;
+        if let Some(credentials) = host.credentials.clone() {
+            route = route.with_credentials(credentials);
+        }
+        routes.push(route);
+        Ok(Self {
+            routes,
+            direct_sites: host.direct_sites,
+            default_route: ENVIRONMENT_ROUTE,
+        })
+    }
+
+    /// The routes with `chosen` as the default.
+    fn choosing(self, chosen: &str) -> anyhow::Result<Routes> {
+        let routes = Routes::new(self.routes, chosen).map_err(|error| match error {
             RouteError::Unknown { .. } => anyhow::anyhow!("--route: {error}"),
             other => anyhow::anyhow!("--parent: {other}"),
         })?;
-        Ok(routes.with_direct_sites(direct_sites))
+        Ok(routes.with_direct_sites(self.direct_sites))
     }
 }
 
