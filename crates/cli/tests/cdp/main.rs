@@ -13,6 +13,7 @@ mod support;
 mod lease_live;
 mod limits;
 mod memory;
+mod routes;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

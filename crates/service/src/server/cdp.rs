@@ -115,18 +115,19 @@ pub(super) async fn connect(
             "/cdp takes no Origin header: it is for CDP clients, never for web pages; connect without one",
         );
     }
+    // `?route=NAME` picks the operator's route, as `route` does for a task (checked
+    // before the upgrade, so a mistaken name is a plain 400 with the list).
+    let route =
+        match crate::scope_request::task_route(query_route(uri.query()), &ceiling, &app.routes) {
+            Ok(route) => route,
+            Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+        };
     let Ok(upgrade) = upgrade else {
         return refuse(
             StatusCode::UPGRADE_REQUIRED,
             "/cdp is a WebSocket endpoint: connect with a CDP client (Playwright connectOverCDP, Puppeteer connect), or read /json/version for its URL",
         );
     };
-    // `?route=NAME` picks the operator's route, as `route` does for a task.
-    let route =
-        match crate::scope_request::task_route(query_route(uri.query()), &ceiling, &app.routes) {
-            Ok(route) => route,
-            Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
-        };
     let slot = match app.admission.admit(&app.shutdown).await {
         Ok(slot) => slot,
         Err(refusal) => return busy(&refusal.to_string()),
