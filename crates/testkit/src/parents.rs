@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use crate::http::within;
 use tokio::net::TcpStream;
@@ -112,7 +112,11 @@ fn free_port() -> u16 {
 async fn listening(address: SocketAddr, child: &mut Child) {
     within(async {
         loop {
-            if TcpStream::connect(address).await.is_ok() {
+            // A connection to itself (the kernel may pick the port being probed as the probe's
+            // own, and then the two ends meet) proves nothing listens; keep waiting.
+            if let Ok(stream) = TcpStream::connect(address).await
+                && stream.local_addr().ok() != Some(address)
+            {
                 return;
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -202,9 +206,11 @@ pub async fn microsocks() -> ParentProxy {
 
 /// Start `command` (a parent that will listen on loopback `port`) and wait until it does.
 async fn run(mut command: Command, port: u16, dir: tempfile::TempDir) -> ParentProxy {
+    // What it says goes to its directory, for a failing test to show.
+    let log = std::fs::File::create(dir.path().join("output.log")).unwrap();
     let mut child = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
         .spawn()
         .unwrap();
     let address = SocketAddr::from(([127, 0, 0, 1], port));
@@ -218,7 +224,7 @@ async fn run(mut command: Command, port: u16, dir: tempfile::TempDir) -> ParentP
 }
 
 /// What the inspecting parent answers every request with, under a certificate its CA signed.
-pub const INSPECTED_PAGE: &str = "Served under the inspecting proxy's CA.";
+pub const INSPECTED_PAGE: &str = "Served by the inspecting proxy under its own CA.";
 
 /// mitmproxy's `mitmdump` (`AIRLOCK_TEST_MITMDUMP`, which `cargo xtask integration` sets) on
 /// loopback as a TLS-inspecting parent: it terminates every tunnel's TLS with a certificate its
@@ -270,6 +276,11 @@ impl ParentProxy {
     /// The CA certificate (PEM) an inspecting parent signs with.
     pub fn ca_cert(&self) -> PathBuf {
         self.dir.path().join("mitmproxy-ca-cert.pem")
+    }
+
+    /// What the parent printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("output.log")).unwrap_or_default()
     }
 
     /// The URLs an inspecting parent answered so far.

@@ -39,7 +39,13 @@ pub(super) use crate::util::free_port;
 /// Wait (bounded) until something accepts connections on the port.
 pub(super) fn wait_for_port(port: u16, what: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // A connection whose two ends are one socket (the kernel may give the probe the port it
+    // probes) means nothing listens yet.
+    let listening = || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_ok_and(|stream| stream.local_addr().ok() != stream.peer_addr().ok())
+    };
+    while !listening() {
         if Instant::now() > deadline {
             bail!("{what} did not listen on port {port} within 30 s");
         }

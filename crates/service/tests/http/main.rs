@@ -162,7 +162,10 @@ async fn a_task_leaves_by_the_route_it_picks_and_an_unknown_one_is_400_with_the_
     // A CDP lease's route is refused the same way, before it is upgraded.
     let lease = request(&served, "GET", "/cdp?route=moon", &[&token], "").await;
     assert_eq!(lease.status, 400, "{lease:?}");
-    assert!(lease.error().contains("there is no route `moon`"), "{lease:?}");
+    assert!(
+        lease.error().contains("there is no route `moon`"),
+        "{lease:?}"
+    );
 }
 
 #[tokio::test]
