@@ -204,21 +204,8 @@ fn bad_route_settings_name_the_flag_and_the_fix_and_never_a_credential() {
 #[test]
 fn a_ca_file_gives_certificates_only_and_each_must_parse() {
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("ca.pem"), dir.path().join("ca-key.pem"));
-    let made = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=Airlock test corp CA", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    let (cert, key) =
+        airlock_testkit::certs::self_signed(dir.path(), "/CN=Airlock test corp CA", None);
     let (all, rows) = doctor(airlock().arg("doctor").arg("--ca-cert").arg(&cert));
     assert_eq!(
         row(&rows, "ca_certs"),

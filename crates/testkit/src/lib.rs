@@ -7,6 +7,7 @@
 //! - [`login`]: a lab site with a login form and a cookie session, keeping what was posted.
 //! - [`files`]: a lab site with a PDF, a CSV and a large file to download.
 //! - [`parents`]: real parent proxies on loopback (squid, microsocks) asking for a password.
+//! - [`certs`]: a self-signed certificate and key from Debian's `openssl`.
 //! - [`dns`]: a lab DNS responder on loopback for names that must not need the public DNS.
 //! - [`http`]: reading a response head, and bounding a wait.
 //! - [`host`]: a process's CPU time and cgroup, as the host's `/proc` tells them (benchmarks).
@@ -37,6 +38,7 @@
     clippy::implicit_hasher
 )]
 
+pub mod certs;
 pub mod dns;
 pub mod docker;
 pub mod files;
