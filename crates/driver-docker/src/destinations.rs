@@ -25,9 +25,7 @@ impl Destinations {
                     up: *up,
                     down: *down,
                 };
-                let total = self.by_route.entry(route.clone()).or_default();
-                total.up = total.up.saturating_add(bytes.up);
-                total.down = total.down.saturating_add(bytes.down);
+                self.by_route.entry(route.clone()).or_default().add(bytes);
                 (0, bytes, route)
             }
             Outcome::Refused { .. } | Outcome::Failed { .. } => return,

@@ -86,6 +86,14 @@ pub struct EgressBytes {
     pub down: u64,
 }
 
+impl EgressBytes {
+    /// Add `other`'s bytes to these (saturating: a counter never wraps).
+    pub fn add(&mut self, other: Self) {
+        self.up = self.up.saturating_add(other.up);
+        self.down = self.down.saturating_add(other.down);
+    }
+}
+
 /// A destination the egress proxy allowed but could not reach during the task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressFailure {
@@ -250,9 +258,10 @@ impl EgressRecord {
     /// Add what connections on `route` carried. Routes are the operator's (at most
     /// [`airlock_policy::MAX_ROUTES`]), so the map stays small.
     pub fn route_bytes(&mut self, route: &str, bytes: EgressBytes) {
-        let entry = self.bytes_by_route.entry(route.to_owned()).or_default();
-        entry.up = entry.up.saturating_add(bytes.up);
-        entry.down = entry.down.saturating_add(bytes.down);
+        self.bytes_by_route
+            .entry(route.to_owned())
+            .or_default()
+            .add(bytes);
     }
 
     /// Count connections to allowed destinations that were never held one by one.
