@@ -38,6 +38,10 @@ pub(crate) struct SettingFlags {
     /// no person can be reached and the worker is not offered `ask_human`.
     #[arg(long, env = "AIRLOCK_HUMAN_TIMEOUT", value_name = "SECONDS")]
     pub human_timeout: Option<u64>,
+    /// Seconds one browser command may take before it is stopped (5–600; default 60, the
+    /// seed's). A `wait` or a slow page needs less than this; the task's own limit still holds.
+    #[arg(long, env = "AIRLOCK_COMMAND_TIMEOUT", value_name = "SECONDS")]
+    pub command_timeout: Option<u64>,
     /// Tool calls a worker may make (1–500; default 40).
     #[arg(long, env = "AIRLOCK_MAX_STEPS", value_name = "N")]
     pub max_steps: Option<usize>,
@@ -179,6 +183,7 @@ pub(crate) struct FileSettings {
     pub(crate) image: Option<String>,
     pub(crate) timeout: Option<u64>,
     pub(crate) human_timeout: Option<u64>,
+    pub(crate) command_timeout: Option<u64>,
     pub(crate) max_steps: Option<usize>,
     pub(crate) max_screenshots: Option<usize>,
     pub(crate) max_screenshot_bytes: Option<usize>,

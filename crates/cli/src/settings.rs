@@ -225,6 +225,7 @@ impl Settings {
         }
         let model_limits = r.model_limits(flags, &file)?;
         let (runtime, guide) = r.runtime_and_guide(flags, &file)?;
+        let command_timeout = r.command_timeout(flags, &file)?;
         let limits = r.limits(flags, &file, model.as_deref())?;
         let max_download_bytes = r.download_budget(flags, &file)?;
         let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
@@ -242,6 +243,7 @@ impl Settings {
             runtime,
             pool,
             guide,
+            command_timeout,
             ..DriverConfig::default()
         };
         Ok(Self {
@@ -423,7 +425,7 @@ impl Resolver<'_> {
         Ok(limits)
     }
 
-    fn seconds(
+    pub(super) fn seconds(
         &mut self,
         (name, env): (&'static str, &'static str),
         flag: Option<u64>,

@@ -114,6 +114,7 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert_eq!(row(&table, "guide"), ("compact", "default"));
     assert_eq!(row(&table, "max_answer_tokens"), ("4096", "default"));
     assert_eq!(row(&table, "model_timeout"), ("120 s", "default"));
+    assert_eq!(row(&table, "command_timeout"), ("60 s", "default"));
     let guide = settings_table(airlock().args(["doctor", "--guide", "agent-browser"]));
     assert_eq!(row(&guide, "guide"), ("agent-browser", "flag"));
     let adaptive = settings_table(airlock().args(["doctor", "--pool-min", "1", "--pool-max", "4"]));
@@ -191,6 +192,16 @@ fn bad_values_name_the_setting_and_the_fix() {
             vec!["task", "x"],
             Some(("AIRLOCK_MODEL_TIMEOUT", "5")),
             "--model-timeout 5 is out of range",
+        ),
+        (
+            vec!["task", "x", "--command-timeout", "1"],
+            None,
+            "--command-timeout 1 is out of range: use a value from 5 to 600 seconds",
+        ),
+        (
+            vec!["task", "x"],
+            Some(("AIRLOCK_COMMAND_TIMEOUT", "601")),
+            "--command-timeout 601 is out of range",
         ),
         (
             vec!["task", "x", "--guide", "full"],

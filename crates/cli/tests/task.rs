@@ -127,6 +127,34 @@ fn ctrl_c_cancels_the_task_and_removes_its_container() {
     );
 }
 
+/// `--command-timeout` reaches the browser: a `wait` longer than it is stopped, the worker is told
+/// after how long, and the task goes on to its report.
+#[test]
+fn a_command_longer_than_the_command_timeout_is_stopped_and_the_task_goes_on() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Slow page", "Nothing quick here.");
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "20000"]}}]},
+        {"expect": {"shown_contains": ["The command was stopped after 5 seconds."]},
+         "text": "The wait was cut short."}
+    ]});
+    let output = task_command(dir.path(), &script, port)
+        .args(["--json", "--command-timeout", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["ended"], "completed", "{result}");
+    assert_eq!(result["report"], "The wait was cut short.");
+}
+
 #[test]
 fn a_long_page_is_paged_not_cut_and_the_token_budget_ends_the_task_with_the_workers_last_words() {
     if !docker_ready() {

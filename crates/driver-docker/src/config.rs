@@ -101,7 +101,7 @@ impl Default for DriverConfig {
             routes: Routes::default(),
             ca_certs: Vec::new(),
             resources: Resources::default(),
-            command_timeout: Duration::from_secs(30),
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
             max_command_output_bytes: 2 * 1024 * 1024,
             user: None,
             lifetime_grace: Duration::from_secs(60),
@@ -113,6 +113,10 @@ impl Default for DriverConfig {
         }
     }
 }
+
+/// How long one browser command may take unless the operator says otherwise: the seed's 60 s,
+/// room for a slow page and for a `wait` given a longer `--timeout` than agent-browser's 25 s.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The command that builds the image, quoted when it is missing.
 pub(crate) const BUILD_COMMAND: &str = "cargo xtask image";

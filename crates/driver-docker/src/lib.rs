@@ -58,7 +58,7 @@ use bollard::Docker;
 use tokio_util::sync::CancellationToken;
 
 pub use cdp::{CdpBrowser, CdpError, MAX_BROWSER_MESSAGE_BYTES};
-pub use config::{DriverConfig, PoolConfig, default_image};
+pub use config::{DEFAULT_COMMAND_TIMEOUT, DriverConfig, PoolConfig, default_image};
 pub use error::DockerError;
 pub use exec::ExecError;
 pub use guide::{Guide, UnknownGuide};

@@ -45,6 +45,27 @@ impl Resolver<'_> {
         Ok((runtime, guide))
     }
 
+    /// How long one browser command may take.
+    pub(super) fn command_timeout(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+    ) -> anyhow::Result<Duration> {
+        let timeout = self.seconds(
+            ("command_timeout", "AIRLOCK_COMMAND_TIMEOUT"),
+            flags.command_timeout,
+            file.command_timeout,
+            airlock_driver_docker::DEFAULT_COMMAND_TIMEOUT,
+        );
+        if !(5..=600).contains(&timeout.as_secs()) {
+            bail!(
+                "--command-timeout {} is out of range: use a value from 5 to 600 seconds (AIRLOCK_COMMAND_TIMEOUT)",
+                timeout.as_secs()
+            );
+        }
+        Ok(timeout)
+    }
+
     pub(super) fn pool(
         &mut self,
         flags: &SettingFlags,
