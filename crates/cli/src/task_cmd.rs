@@ -51,6 +51,11 @@ pub(crate) struct TaskArgs {
     /// works once); there a person may help when the worker asks for one.
     #[arg(long)]
     live: bool,
+    /// A JSON Schema file the answer must match: the worker hands its answer in and is told
+    /// where it does not match; stdout gets the answer as JSON (the report goes to stderr), or
+    /// with `--json` the result's `data`. Exit 1 when no answer matched.
+    #[arg(long, value_name = "FILE")]
+    output_schema: Option<PathBuf>,
     #[command(flatten)]
     settings: SettingFlags,
 }
@@ -88,6 +93,12 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
     // The lease is held until the task ends: a second task on its context is refused meanwhile.
     let (state, lease) = starting_state(args, &settings.scope).map_err(crate::bad_input)?;
     let uploads = crate::state_file::uploads(&args.files).map_err(crate::bad_input)?;
+    let output_schema = args
+        .output_schema
+        .as_deref()
+        .map(output_schema)
+        .transpose()
+        .map_err(crate::bad_input)?;
     let model = crate::boot::model(&settings).map_err(crate::bad_input)?;
     let driver = crate::boot::ready_driver(&settings).await?;
     let progress: airlock_worker::ProgressSink = Arc::new(|progress| {
@@ -120,6 +131,7 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
         uploads,
         max_download_bytes: settings.max_download_bytes,
         route: None,
+        output_schema,
     };
     let (mut result, record) = if args.live {
         let browsers = Arc::new(crate::docker_browsers::DockerBrowsers(Arc::clone(&driver)));
@@ -162,8 +174,30 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
     print_result(args, &result, &saved, &downloaded)?;
     Ok(match result.ended {
         Ended::Completed | Ended::StepLimit | Ended::TokenBudget => 0,
-        Ended::TimedOut | Ended::Cancelled | Ended::Failed => 1,
+        Ended::TimedOut | Ended::Cancelled | Ended::Failed | Ended::NoValidAnswer => 1,
     })
+}
+
+/// `--output-schema`'s file, read and checked.
+fn output_schema(path: &std::path::Path) -> anyhow::Result<airlock_worker::OutputSchema> {
+    use std::io::Read;
+    // Pretty-printed, a schema within the compact bound fits in this many times over.
+    let most = u64::try_from(airlock_worker::MAX_SCHEMA_BYTES * 8).unwrap_or(u64::MAX);
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(most + 1).read_to_end(&mut text))
+        .with_context(|| format!("--output-schema: reading {}", path.display()))?;
+    if text.len() as u64 > most {
+        anyhow::bail!(
+            "--output-schema: {} is over {most} bytes; a schema is at most {} bytes as compact JSON",
+            path.display(),
+            airlock_worker::MAX_SCHEMA_BYTES
+        );
+    }
+    let schema: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("--output-schema: {} is not JSON", path.display()))?;
+    airlock_worker::OutputSchema::new(schema)
+        .map_err(|e| anyhow::anyhow!("--output-schema {}: {e}", path.display()))
 }
 
 /// Print the result: as JSON (files by path), or the report on stdout and the rest on stderr.
@@ -190,7 +224,16 @@ fn print_result(
             .collect();
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        println!("{}", result.report);
+        match (&args.output_schema, &result.data) {
+            // A program asked for data: stdout is only the answer, so it pipes.
+            (Some(_), data) => {
+                eprintln!("{}", result.report);
+                if let Some(data) = data {
+                    println!("{}", serde_json::to_string_pretty(data)?);
+                }
+            }
+            (None, _) => println!("{}", result.report),
+        }
         for refusal in &result.egress_refusals {
             let times = match refusal.count {
                 0 | 1 => String::new(),

@@ -116,6 +116,49 @@ impl Client {
     }
 }
 
+/// `browser_task` with an `output_schema` on stdio: the answer is the structured content's
+/// `data`; a bad schema is refused naming the field, before any browser starts.
+#[test]
+fn browser_task_answers_with_data_matching_its_output_schema() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Prices", "A pot of tea costs 4 euros.");
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"expect": {"shown_contains": ["✓ Prices"]},
+         "tool_calls": [{"name": "give_answer", "input": {"data": {"item": "tea", "euros": 4}, "report": "Tea is 4 euros."}}]}
+    ]});
+    let mut client = Client::start(&script, port, dir.path());
+    client.initialize();
+    let schema = json!({"type": "object", "required": ["item", "euros"],
+        "properties": {"item": {"type": "string"}, "euros": {"type": "number"}}});
+    client.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "What does tea cost?", "output_schema": {"type": "integr"}}}}));
+    let (refused, _) = client.response(2);
+    assert!(
+        refused
+            .to_string()
+            .contains("output_schema is not a JSON Schema"),
+        "{refused}"
+    );
+    client.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "What does tea cost?", "output_schema": schema}}}));
+    let (call, _) = client.response(3);
+    let structured = &call["result"]["structuredContent"];
+    assert_eq!(
+        structured["data"],
+        json!({"item": "tea", "euros": 4}),
+        "{call}"
+    );
+    assert_eq!(call["result"]["content"][0]["text"], "Tea is 4 euros.");
+    assert_eq!(call["result"]["isError"], false);
+    let pid = client.child.id();
+    assert!(client.finish().success());
+    assert_eq!(containers_of(pid).len(), 0);
+}
+
 #[test]
 fn initialize_list_and_call_browser_task_with_progress_and_an_image() {
     if !docker_ready() {

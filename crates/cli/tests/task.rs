@@ -155,6 +155,64 @@ fn a_command_longer_than_the_command_timeout_is_stopped_and_the_task_goes_on() {
     assert_eq!(result["report"], "The wait was cut short.");
 }
 
+/// `--output-schema`: the worker's answer from a real page comes out on stdout as JSON alone
+/// (the report on stderr), and a task whose answers never match exits 1 with no data.
+#[test]
+fn an_output_schema_puts_the_answer_on_stdout_and_no_match_exits_1() {
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Hours", "Opening hours: 9 to 5.");
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"opens": {"type": "integer"}}, "required": ["opens"]}"#,
+    )
+    .unwrap();
+    let give = |opens: Value| json!({"name": "give_answer", "input": {"data": {"opens": opens}, "report": "Read on the page."}});
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"expect": {"shown_contains": ["✓ Hours"]}, "tool_calls": [give(json!(9))]}
+    ]});
+    let output = task_command(dir.path(), &script, port)
+        .arg("--output-schema")
+        .arg(&schema)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let data: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(data, json!({"opens": 9}));
+    assert!(stderr.contains("Read on the page."), "{stderr}");
+
+    let never = json!({"turns": [
+        {"tool_calls": [give(json!("nine"))]},
+        {"tool_calls": [give(json!("9 am"))]},
+        {"tool_calls": [give(json!(null))]}
+    ]});
+    let output = task_command(dir.path(), &never, port)
+        .args(["--json", "--output-schema"])
+        .arg(&schema)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["ended"], "no_valid_answer", "{result}");
+    assert!(result.get("data").is_none(), "{result}");
+
+    // A schema that is not one is bad input, named.
+    std::fs::write(&schema, r#"{"type": "integr"}"#).unwrap();
+    let output = task_command(dir.path(), &script, port)
+        .arg("--output-schema")
+        .arg(&schema)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--output-schema"), "{stderr}");
+}
+
 #[test]
 fn a_long_page_is_paged_not_cut_and_the_token_budget_ends_the_task_with_the_workers_last_words() {
     if !docker_ready() {

@@ -373,6 +373,7 @@ async fn context_run(
         uploads: airlock_worker::Uploads::default(),
         max_download_bytes: None,
         route: None,
+        output_schema: None,
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

@@ -558,6 +558,7 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
         uploads: airlock_worker::Uploads::default(),
         max_download_bytes: None,
         route: None,
+        output_schema: None,
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

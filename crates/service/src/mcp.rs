@@ -69,6 +69,12 @@ struct BrowserTaskInput {
     /// take it. An unknown name is refused with the list.
     #[serde(default)]
     route: Option<String>,
+    /// A JSON Schema the answer must match (at most 32 KiB, 32 levels deep; `$ref` only inside
+    /// it). The worker hands its answer in and is told where it does not match (3 tries); the
+    /// result carries it as `data` beside the report, or ends `no_valid_answer` without one.
+    /// Omitted: a report only.
+    #[serde(default)]
+    output_schema: Option<serde_json::Value>,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -282,6 +288,7 @@ impl Server {
             context: input.context.as_deref(),
             max_download_bytes: input.max_download_bytes,
             route: input.route.as_deref(),
+            output_schema: input.output_schema,
             ..Asked::default()
         };
         let caller = Caller {
@@ -302,7 +309,7 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(
                 format!(
-                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?, route?}}: {e}"
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?, route?, output_schema?}}: {e}"
                 ),
                 None,
             )

@@ -12,6 +12,12 @@ use crate::task_book::TaskLinks;
 /// with `kept_as` (on `serve`), where its record is.
 pub(crate) fn task_answer(result: &TaskResult, kept_as: Option<&str>) -> CallToolResult {
     let mut blocks = vec![ContentBlock::text(result.report.clone())];
+    // The answer as text too, for clients that read no structured content.
+    if let Some(data) = &result.data {
+        blocks.push(ContentBlock::text(format!(
+            "The answer, matching the task's output schema:\n{data}"
+        )));
+    }
     let links = kept_as.map(TaskLinks::of);
     if let Some(links) = &links {
         blocks.push(ContentBlock::text(format!(
@@ -56,7 +62,9 @@ pub(crate) fn task_answer(result: &TaskResult, kept_as: Option<&str>) -> CallToo
     }
     let mut answer = match result.ended {
         Ended::Completed | Ended::StepLimit | Ended::TokenBudget => CallToolResult::success(blocks),
-        Ended::TimedOut | Ended::Cancelled | Ended::Failed => CallToolResult::error(blocks),
+        Ended::TimedOut | Ended::Cancelled | Ended::Failed | Ended::NoValidAnswer => {
+            CallToolResult::error(blocks)
+        }
     };
     // The same result for programs: how it ended, what it cost, what the worker was shown.
     answer.structured_content = Some(json!({
@@ -76,6 +84,11 @@ pub(crate) fn task_answer(result: &TaskResult, kept_as: Option<&str>) -> CallToo
         "scope": result.scope,
         "links": links,
     }));
+    // The answer a program asked for, beside the result's own fields (structured content is an
+    // object, and an answer may be any JSON value).
+    if let (Some(data), Some(structured)) = (&result.data, answer.structured_content.as_mut()) {
+        structured["data"] = data.clone();
+    }
     answer
 }
 

@@ -277,6 +277,7 @@ impl Metrics {
             Ended::TimedOut => "timed_out",
             Ended::Cancelled => "cancelled",
             Ended::Failed => "failed",
+            Ended::NoValidAnswer => "no_valid_answer",
         };
         self.finished.get_or_create(&Outcome { outcome }).inc();
         self.egress(

@@ -84,6 +84,10 @@ pub fn render(record: &FlightRecord) -> String {
                 (scope(record))
                 h2 { "Report" }
                 div.report #report { (record.report) }
+                @if let Some(data) = &record.data {
+                    h2 { "Answer" }
+                    div.report #answer { (serde_json::to_string_pretty(data).unwrap_or_default()) }
+                }
                 h2 { "Timeline" }
                 div #timeline { @for step in &record.steps { (step_row(step)) } }
                 @if record.thumbnails_not_kept > 0 {

@@ -3,7 +3,7 @@
 //! to its scope; and, once it ran, its final state saved to its context and handed back only if
 //! the caller asked for it.
 
-use airlock_worker::{Secret, SessionState, TaskRequest, TaskResult};
+use airlock_worker::{OutputSchema, Secret, SessionState, TaskRequest, TaskResult};
 
 use crate::contexts::ContextLease;
 use crate::request_refusal::RequestRefusal;
@@ -22,6 +22,7 @@ pub(crate) struct Asked<'a> {
     pub uploads: airlock_worker::Uploads,
     pub max_download_bytes: Option<u64>,
     pub route: Option<&'a str>,
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// A request ready to run, with what must outlive it.
@@ -43,6 +44,11 @@ pub(crate) fn prepare(
 ) -> Result<Ready, RequestRefusal> {
     let scope = task_scope(asked.allowed_domains, asked.blocked_domains, caller.ceiling)?;
     let route = task_route(asked.route, caller.ceiling, caller.routes)?;
+    let output_schema = asked
+        .output_schema
+        .map(OutputSchema::new)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let max_download_bytes = download_limit(asked.max_download_bytes, caller.max_download_bytes)?;
     let secrets = task_secrets(
         &asked.secret_names,
@@ -80,6 +86,7 @@ pub(crate) fn prepare(
             uploads: asked.uploads,
             max_download_bytes,
             route,
+            output_schema,
         },
         lease,
         give_state: asked.return_state,

@@ -42,6 +42,9 @@ pub struct TaskRequest {
     /// sites say otherwise; `None`: the operator's default. The driver refuses a name it does
     /// not have.
     pub route: Option<String>,
+    /// A JSON Schema the answer must match: the worker hands it to `give_answer`, the result
+    /// carries it as `data`; `None`: a report only.
+    pub output_schema: Option<crate::answer::OutputSchema>,
 }
 
 /// How a task ended.
@@ -61,6 +64,9 @@ pub enum Ended {
     Cancelled,
     /// The browser or the model failed.
     Failed,
+    /// The task asked for an answer matching a schema and the worker gave none that did within
+    /// its tries (its report says what the last one missed).
+    NoValidAnswer,
 }
 
 /// How long the parts of the task took, in milliseconds.
@@ -200,6 +206,10 @@ pub struct TaskResult {
     pub state: Option<SessionState>,
     /// The files the worker downloaded (when the task allowed downloads), in order.
     pub downloads: Vec<Download>,
+    /// The answer, matching the task's output schema (scrubbed of its secrets like the report);
+    /// absent when the task asked for none or ended without one that matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
 }
 
 /// A task's scope as the caller reads it back.

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod answers;
 mod capacity;
 mod dashboard;
 mod direct;

@@ -263,6 +263,7 @@ pub(crate) fn wait_task() -> airlock_worker::TaskRequest {
         uploads: airlock_worker::Uploads::default(),
         max_download_bytes: None,
         route: None,
+        output_schema: None,
     }
 }
 

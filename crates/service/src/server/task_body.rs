@@ -66,6 +66,12 @@ pub(super) struct TaskBody {
     /// take it. An unknown name is refused with the list.
     #[serde(default)]
     route: Option<String>,
+    /// A JSON Schema the answer must match (at most 32 KiB, 32 levels deep; `$ref` only inside
+    /// it). The worker hands its answer in and is told where it does not match (3 tries); the
+    /// result carries it as `data` beside the report, or ends `no_valid_answer` without one.
+    /// Omitted: a report only.
+    #[serde(default)]
+    output_schema: Option<serde_json::Value>,
     /// Wait for the task and answer with its result (the default), or answer `202` at once
     /// with its `id` and `links` (`false`), to follow it with `GET /v1/tasks/{id}` and its
     /// `events`, cancel it with `DELETE`, and fetch its record when it is done.
@@ -194,6 +200,7 @@ impl TaskBody {
             uploads,
             max_download_bytes: self.max_download_bytes,
             route: self.route.as_deref(),
+            output_schema: self.output_schema,
         };
         prepare(self.task, self.url, asked, caller)
     }

@@ -386,3 +386,58 @@ async fn a_tasks_answer_and_status_are_what_the_openapi_document_says() {
     );
     assert_eq!(status["ended"], "completed");
 }
+
+#[tokio::test]
+async fn a_task_with_an_output_schema_answers_with_its_data_and_a_bad_schema_is_400() {
+    let answer = json!({"name": "give_answer", "input": {"data": {"hours": [9, 17]}, "report": "Open 9 to 17."}});
+    let turns = vec![airlock_worker::ScriptedTurn {
+        tool_calls: vec![serde_json::from_value(answer).unwrap()],
+        ..airlock_worker::ScriptedTurn::default()
+    }];
+    let served = serve(Setup {
+        turns,
+        ..Setup::default()
+    })
+    .await;
+    let token = bearer(TOKEN);
+    let schema = json!({
+        "type": "object",
+        "properties": {"hours": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["hours"]
+    });
+    for (bad, says) in [
+        (
+            json!({"type": "integr"}),
+            "output_schema is not a JSON Schema Airlock can use",
+        ),
+        (
+            json!({"$ref": "http://169.254.169.254/"}),
+            "output_schema is not a JSON Schema",
+        ),
+        (
+            json!("object"),
+            "output_schema must be a JSON Schema object",
+        ),
+    ] {
+        let body = json!({"task": "Say done", "output_schema": bad}).to_string();
+        let refused = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+        assert_eq!(refused.status, 400, "{refused:?}");
+        assert!(refused.error().starts_with(says), "{refused:?}");
+    }
+    assert!(
+        served.browsers.routes.lock().unwrap().is_empty(),
+        "a refused schema started no browser"
+    );
+    let body = json!({"task": "Find the hours", "output_schema": schema}).to_string();
+    let answered = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+    assert_eq!(answered.status, 200, "{answered:?}");
+    let result = answered.json();
+    assert_eq!(result["data"], json!({"hours": [9, 17]}), "{result}");
+    assert_eq!(result["report"], "Open 9 to 17.");
+    let document = request(&served, "GET", "/v1/openapi.json", &[&token], "")
+        .await
+        .json();
+    conforms(&document, "TaskAnswer", &result);
+    let body_schema = &document["components"]["schemas"]["TaskBody"]["properties"];
+    assert!(body_schema.get("output_schema").is_some(), "{body_schema}");
+}

@@ -59,6 +59,10 @@ pub struct FlightRecord {
     pub screenshots_kept: usize,
     /// The worker's report.
     pub report: String,
+    /// The answer matching the task's output schema, as the result carries it (scrubbed there
+    /// with the same secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
     /// How the task ended.
     pub ended: Ended,
     /// Tool calls made.

@@ -179,6 +179,7 @@ impl Recorder {
                 .collect(),
             screenshots_kept: result.screenshots.len(),
             report: result.report.clone(),
+            data: result.data.clone(),
             ended: result.ended,
             steps_used: result.steps_used,
             timings: result.timings,

@@ -46,5 +46,6 @@ fn emptied(mut record: FlightRecord) -> FlightRecord {
     record.start_url = None;
     record.egress = super::RecordedEgress::default();
     record.downloads.clear();
+    record.data = None;
     record
 }

@@ -4,11 +4,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::words::{cancelled_report, step_limit_result, timed_out_report};
+use super::words::{cancelled_report, error_result, step_limit_result, timed_out_report};
 use super::{Bounded, Run, millis, nudges};
-use crate::kept_output::cut;
-use crate::messages::{AssistantTurn, Content, Message, ToolCall};
-use crate::ports::{Tool, ToolDefinition, ToolFailure, ToolOutput};
+use crate::fit_image;
+use crate::help::ASK_HUMAN;
+use crate::kept_output::{self, READ_OUTPUT, cut};
+use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, text_of};
+use crate::ports::{Tool, ToolDefinition, ToolFailure, ToolOutput, ToolStatus};
+use crate::record::{verdict_of, verdict_of_status};
+use crate::shown_output::shown;
 use crate::task::Ended;
 
 impl Run<'_> {
@@ -126,5 +130,95 @@ impl Run<'_> {
             }
             _ => None,
         }
+    }
+}
+
+impl Run<'_> {
+    /// Run one call. `definitions` are the tools' definitions in the same order, made once per
+    /// task (a definition carries a generated JSON schema, too costly to rebuild per call).
+    pub(super) async fn call_tool(
+        &mut self,
+        tools: &[Arc<dyn Tool>],
+        definitions: &[ToolDefinition],
+        call: &ToolCall,
+    ) -> Bounded<ToolResult> {
+        let began = Instant::now();
+        if call.name == ASK_HUMAN && self.help.is_staffed() {
+            return self.ask_human(tools, call).await;
+        }
+        if call.name == READ_OUTPUT && kept_output::offered(&self.runner.limits) {
+            let (content, status) = match self
+                .kept
+                .read(call.input.clone(), self.runner.limits.max_output_chars)
+            {
+                Ok(text) => (vec![Content::text(text)], ToolStatus::Ran),
+                Err(error) => (vec![Content::text(error.to_string())], ToolStatus::Failed),
+            };
+            self.context_use.record(&content);
+            if let Some(recorder) = &mut self.recorder {
+                let verdict = verdict_of_status(&status, &text_of(&content));
+                recorder.step(began, call, verdict, &content);
+            }
+            return Bounded::Done(ToolResult {
+                call_id: call.id.clone(),
+                content,
+                is_error: status != ToolStatus::Ran,
+            });
+        }
+        let found = definitions
+            .iter()
+            .position(|definition| definition.name == call.name);
+        let Some(tool) = found.and_then(|index| tools.get(index)) else {
+            let names: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
+            let result = error_result(
+                call,
+                format!(
+                    "There is no tool named `{}`. The tools are: {}.",
+                    call.name,
+                    names.join(", ")
+                ),
+            );
+            self.record_not_run(call, &result, "there is no such tool");
+            return Bounded::Done(result);
+        };
+        let side = self.runner.limits.max_image_side;
+        let output = match self
+            .bounded(async {
+                fit_image::fit_outcome(tool.execute(call.input.clone()).await, side).await
+            })
+            .await
+        {
+            Bounded::Done(output) => output,
+            Bounded::TimedOut => return Bounded::TimedOut,
+            Bounded::Cancelled => return Bounded::Cancelled,
+        };
+        let seen = self.recorder.is_some().then(|| {
+            let screenshot = output
+                .as_ref()
+                .ok()
+                .and_then(|output| output.images.first().cloned());
+            (verdict_of(&output), screenshot)
+        });
+        let (content, status) = shown(
+            &call.name,
+            output,
+            &self.runner.limits,
+            &mut self.kept,
+            &self.context.secrets,
+        );
+        self.context_use.record(&content);
+        if let (Some(recorder), Some((verdict, screenshot))) = (&mut self.recorder, seen) {
+            recorder.step(began, call, verdict, &content);
+            match self.record_page(tool.as_ref(), screenshot).await {
+                Bounded::Done(()) => {}
+                Bounded::TimedOut => return Bounded::TimedOut,
+                Bounded::Cancelled => return Bounded::Cancelled,
+            }
+        }
+        Bounded::Done(ToolResult {
+            call_id: call.id.clone(),
+            content,
+            is_error: status != ToolStatus::Ran,
+        })
     }
 }

@@ -9,22 +9,17 @@ use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
 
 use crate::downloads::MAX_DOWNLOAD_BYTES_CEILING;
-use crate::fit_image;
-use crate::help::{self, ASK_HUMAN, HelpDesk};
+use crate::help::{self, HelpDesk};
 use crate::instructions::STANDING_INSTRUCTIONS;
-use crate::kept_output::{self, KeptOutputs, READ_OUTPUT, cut};
+use crate::kept_output::{self, KeptOutputs, cut};
 use crate::limits::{LimitError, TaskLimits};
-use crate::messages::text_of;
-use crate::messages::{AssistantTurn, Content, Message, ToolCall, ToolResult, Usage};
+use crate::messages::{AssistantTurn, Content, Message, ToolCall, Usage};
 use crate::window::TaskWindow;
 use dispose::DisposeGuard;
 
-use crate::ports::{
-    BrowserDriver, Model, ModelRequest, TaskContext, Tool, ToolDefinition, ToolStatus,
-};
-use crate::record::{FlightRecord, Recorder, verdict_of, verdict_of_status};
+use crate::ports::{BrowserDriver, Model, ModelRequest, TaskContext, Tool, ToolDefinition};
+use crate::record::{FlightRecord, Recorder};
 use crate::scrub::scrub;
-use crate::shown_output::shown;
 use crate::state::SessionState;
 use crate::task::{
     ContextUse, Ended, Progress, ProgressSink, RunError, ScopeReport, TaskRequest, TaskResult,
@@ -32,6 +27,7 @@ use crate::task::{
 };
 use crate::token_budget;
 
+mod answer;
 mod calls;
 mod corrections;
 mod dispose;
@@ -41,7 +37,7 @@ mod recording;
 mod start;
 mod words;
 
-use words::{cancelled_report, error_result, summarize, task_message, timed_out_report};
+use words::{cancelled_report, report_of, summarize, task_message, timed_out_report};
 
 /// Runs tasks with one driver and one model, at most `max_concurrent_tasks` at once.
 #[derive(Clone)]
@@ -201,6 +197,8 @@ impl TaskRunner {
             recorder: hooks.record.then(|| Recorder::new(&request)),
             help: hooks.window.help,
             human_left: self.limits.human_timeout,
+            answer_tries: 0,
+            data: None,
         };
         let start_began = Instant::now();
         let session = match run.bounded(self.driver.start(context.clone())).await {
@@ -272,6 +270,11 @@ struct Run<'a> {
     help: HelpDesk,
     /// What is left of the task's time for a person (its human timeout, across its calls).
     human_left: Duration,
+    /// Answers (or reports in their place) that missed the task's output schema.
+    answer_tries: usize,
+    /// The answer that matched the task's output schema (scrubbed when the result is made, with
+    /// every value learned by then).
+    data: Option<serde_json::Value>,
 }
 
 enum Bounded<T> {
@@ -298,7 +301,10 @@ impl Run<'_> {
         tools: &[Arc<dyn Tool>],
     ) -> (Ended, String) {
         let limits = self.runner.limits;
-        let definitions = self.definitions(tools);
+        let mut definitions = self.definitions(tools);
+        if let Some(schema) = &request.output_schema {
+            definitions.push(schema.definition());
+        }
         let first = match self.first_message(request, tools, &definitions).await {
             Ok(first) => first,
             Err(ended) => return ended,
@@ -350,14 +356,15 @@ impl Run<'_> {
             if corrections::corrected(&mut model_request, &turn, &mut corrections, last) {
                 continue;
             }
+            if let Some(schema) = &request.output_schema {
+                match self.judge_answer(schema, &turn, &mut model_request, final_turn) {
+                    answer::Judged::NotAnAnswer => {}
+                    answer::Judged::Again => continue,
+                    answer::Judged::Ends(ended, report) => return (ended, report),
+                }
+            }
             if turn.tool_calls.is_empty() || final_turn.is_some() {
-                let ended = final_turn.unwrap_or(Ended::Completed);
-                let report = if turn.text.trim().is_empty() {
-                    "The worker ended without writing a report.".to_owned()
-                } else {
-                    turn.text.clone()
-                };
-                return (ended, report);
+                return (final_turn.unwrap_or(Ended::Completed), report_of(&turn));
             }
             if limits.max_task_tokens > 0 && self.usage.total() >= limits.max_task_tokens {
                 // The backend spent more than the estimate said: nothing more fits, so the
@@ -445,94 +452,6 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Run one call. `definitions` are the tools' definitions in the same order, made once per
-    /// task (a definition carries a generated JSON schema, too costly to rebuild per call).
-    async fn call_tool(
-        &mut self,
-        tools: &[Arc<dyn Tool>],
-        definitions: &[ToolDefinition],
-        call: &ToolCall,
-    ) -> Bounded<ToolResult> {
-        let began = Instant::now();
-        if call.name == ASK_HUMAN && self.help.is_staffed() {
-            return self.ask_human(tools, call).await;
-        }
-        if call.name == READ_OUTPUT && kept_output::offered(&self.runner.limits) {
-            let (content, status) = match self
-                .kept
-                .read(call.input.clone(), self.runner.limits.max_output_chars)
-            {
-                Ok(text) => (vec![Content::text(text)], ToolStatus::Ran),
-                Err(error) => (vec![Content::text(error.to_string())], ToolStatus::Failed),
-            };
-            self.context_use.record(&content);
-            if let Some(recorder) = &mut self.recorder {
-                let verdict = verdict_of_status(&status, &text_of(&content));
-                recorder.step(began, call, verdict, &content);
-            }
-            return Bounded::Done(ToolResult {
-                call_id: call.id.clone(),
-                content,
-                is_error: status != ToolStatus::Ran,
-            });
-        }
-        let found = definitions
-            .iter()
-            .position(|definition| definition.name == call.name);
-        let Some(tool) = found.and_then(|index| tools.get(index)) else {
-            let names: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
-            let result = error_result(
-                call,
-                format!(
-                    "There is no tool named `{}`. The tools are: {}.",
-                    call.name,
-                    names.join(", ")
-                ),
-            );
-            self.record_not_run(call, &result, "there is no such tool");
-            return Bounded::Done(result);
-        };
-        let side = self.runner.limits.max_image_side;
-        let output = match self
-            .bounded(async {
-                fit_image::fit_outcome(tool.execute(call.input.clone()).await, side).await
-            })
-            .await
-        {
-            Bounded::Done(output) => output,
-            Bounded::TimedOut => return Bounded::TimedOut,
-            Bounded::Cancelled => return Bounded::Cancelled,
-        };
-        let seen = self.recorder.is_some().then(|| {
-            let screenshot = output
-                .as_ref()
-                .ok()
-                .and_then(|output| output.images.first().cloned());
-            (verdict_of(&output), screenshot)
-        });
-        let (content, status) = shown(
-            &call.name,
-            output,
-            &self.runner.limits,
-            &mut self.kept,
-            &self.context.secrets,
-        );
-        self.context_use.record(&content);
-        if let (Some(recorder), Some((verdict, screenshot))) = (&mut self.recorder, seen) {
-            recorder.step(began, call, verdict, &content);
-            match self.record_page(tool.as_ref(), screenshot).await {
-                Bounded::Done(()) => {}
-                Bounded::TimedOut => return Bounded::TimedOut,
-                Bounded::Cancelled => return Bounded::Cancelled,
-            }
-        }
-        Bounded::Done(ToolResult {
-            call_id: call.id.clone(),
-            content,
-            is_error: status != ToolStatus::Ran,
-        })
-    }
-
     fn report_progress(&self, call: &ToolCall) {
         if let Some(sink) = &self.progress {
             sink(Progress {
@@ -586,6 +505,10 @@ impl Run<'_> {
                 .final_state()
                 .map(|state| state.restricted_to(&self.context.scope)),
             downloads: self.context.downloads.all(),
+            data: self
+                .data
+                .take()
+                .map(|data| crate::answer::scrubbed(&data, &self.context.secrets)),
         }
     }
 }

@@ -34,6 +34,10 @@ pub(super) fn task_message(request: &TaskRequest, max_steps: usize, start: &Star
         scope_instructions(&request.scope),
         upload_instructions(&request.uploads),
         download_instructions(request.max_download_bytes),
+        request
+            .output_schema
+            .as_ref()
+            .map(|_| crate::answer::instructions()),
     ]
     .into_iter()
     .flatten()
@@ -136,6 +140,15 @@ pub(super) fn step_limit_result(call: &ToolCall, max_steps: usize) -> ToolResult
              as your final message, with no tool calls."
         ),
     )
+}
+
+/// The report of a turn that ends the task.
+pub(super) fn report_of(turn: &crate::messages::AssistantTurn) -> String {
+    if turn.text.trim().is_empty() {
+        "The worker ended without writing a report.".to_owned()
+    } else {
+        turn.text.clone()
+    }
 }
 
 #[cfg(test)]

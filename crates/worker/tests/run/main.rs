@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod answer;
 mod budget;
 mod direct;
 mod help;
@@ -262,6 +263,7 @@ fn request() -> TaskRequest {
         uploads: Uploads::default(),
         max_download_bytes: None,
         route: None,
+        output_schema: None,
     }
 }
 
@@ -760,6 +762,7 @@ fn result_json_shape() {
             "scores.csv".into(),
             b"name,score\n".to_vec(),
         )],
+        data: None,
     };
     insta::assert_json_snapshot!(result);
 }

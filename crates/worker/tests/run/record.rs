@@ -122,6 +122,7 @@ fn signed_in_request() -> TaskRequest {
         uploads: Uploads::default(),
         max_download_bytes: None,
         route: None,
+        output_schema: None,
     }
 }
 

@@ -186,6 +186,7 @@ async fn an_empty_task_is_refused() {
                 uploads: Uploads::default(),
                 max_download_bytes: None,
                 route: None,
+                output_schema: None,
             },
             CancellationToken::new(),
         )
@@ -205,6 +206,7 @@ async fn a_download_budget_of_nothing_or_past_the_ceiling_is_refused_before_any_
                 TaskRequest {
                     max_download_bytes: Some(given),
                     route: None,
+                    output_schema: None,
                     ..request()
                 },
                 CancellationToken::new(),

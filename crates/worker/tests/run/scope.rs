@@ -69,6 +69,7 @@ async fn the_system_prompt_and_tools_are_the_same_bytes_whatever_the_task_adds()
         secrets: Secrets::new(vec![secret]).unwrap(),
         max_download_bytes: Some(1024),
         route: None,
+        output_schema: None,
         ..request()
     };
     added
