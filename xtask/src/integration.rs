@@ -71,8 +71,8 @@ const LABELS: &[(&str, &str)] = &[
         "7c. airlock mcp --direct",
     ),
     (
-        "a_direct_session_ends_at_the_task_time_limit_while_the_server_runs",
-        "7d. airlock mcp --direct ends at the time limit",
+        "a_direct_session_lasts_until_left_idle_not_to_the_task_limits",
+        "7d. airlock mcp --direct lasts until left idle",
     ),
     (
         "scenario_8_what_the_proxy_saw_reaches_the_worker_the_person_and_the_json",

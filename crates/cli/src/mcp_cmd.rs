@@ -31,6 +31,11 @@ pub(crate) async fn run(args: &McpArgs, matches: &ArgMatches) -> anyhow::Result<
     } else {
         Some(crate::boot::model(&settings).map_err(crate::bad_input)?)
     };
+    let settings = if args.direct {
+        settings.for_direct()
+    } else {
+        settings
+    };
     let driver = crate::boot::ready_driver(&settings).await?;
     let mode = match model {
         None => Mode::direct(

@@ -171,6 +171,11 @@ async fn serve(
     } else {
         Some(crate::boot::model(&settings).map_err(crate::bad_input)?)
     };
+    let settings = if mcp.direct {
+        settings.for_direct()
+    } else {
+        settings
+    };
     let driver = crate::boot::ready_driver(&settings).await?;
     announce_image(&driver, endpoints, &admission.metrics).await;
     let runner = match model {

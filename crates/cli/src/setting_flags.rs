@@ -42,6 +42,17 @@ pub(crate) struct SettingFlags {
     /// seed's). A `wait` or a slow page needs less than this; the task's own limit still holds.
     #[arg(long, env = "AIRLOCK_COMMAND_TIMEOUT", value_name = "SECONDS")]
     pub command_timeout: Option<u64>,
+    /// `--direct` only: seconds a session's browser may sit with no command before it is removed
+    /// (10–86400; default 300). On `serve` its MCP session is kept at least this long too.
+    #[arg(long, env = "AIRLOCK_DIRECT_IDLE_TIMEOUT", value_name = "SECONDS")]
+    pub direct_idle_timeout: Option<u64>,
+    /// `--direct` only: seconds a session's browser lasts at most, used or not (60–86400;
+    /// default 14400, four hours).
+    #[arg(long, env = "AIRLOCK_DIRECT_LIFETIME", value_name = "SECONDS")]
+    pub direct_lifetime: Option<u64>,
+    /// `--direct` only: commands a session may run (1–1000000; default 0, no limit).
+    #[arg(long, env = "AIRLOCK_DIRECT_MAX_STEPS", value_name = "N")]
+    pub direct_max_steps: Option<usize>,
     /// Tool calls a worker may make (1–500; default 40).
     #[arg(long, env = "AIRLOCK_MAX_STEPS", value_name = "N")]
     pub max_steps: Option<usize>,
@@ -184,6 +195,9 @@ pub(crate) struct FileSettings {
     pub(crate) timeout: Option<u64>,
     pub(crate) human_timeout: Option<u64>,
     pub(crate) command_timeout: Option<u64>,
+    pub(crate) direct_idle_timeout: Option<u64>,
+    pub(crate) direct_lifetime: Option<u64>,
+    pub(crate) direct_max_steps: Option<usize>,
     pub(crate) max_steps: Option<usize>,
     pub(crate) max_screenshots: Option<usize>,
     pub(crate) max_screenshot_bytes: Option<usize>,

@@ -82,6 +82,8 @@ pub(crate) struct Settings {
     /// Downloads up to this many bytes (`None`: off): a task's own for `task`, the most a
     /// request may ask for with `mcp` and `serve`.
     pub max_download_bytes: Option<u64>,
+    /// How long a `--direct` session's browser lasts.
+    pub direct: airlock_worker::DirectLimits,
     /// Every value with its source.
     pub shown: Vec<Shown>,
 }
@@ -226,6 +228,7 @@ impl Settings {
         let model_limits = r.model_limits(flags, &file)?;
         let (runtime, guide) = r.runtime_and_guide(flags, &file)?;
         let command_timeout = r.command_timeout(flags, &file)?;
+        let direct = r.direct(flags, &file)?;
         let limits = r.limits(flags, &file, model.as_deref())?;
         let max_download_bytes = r.download_budget(flags, &file)?;
         let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
@@ -256,6 +259,7 @@ impl Settings {
             scope,
             secrets,
             max_download_bytes,
+            direct,
             shown: r.shown,
         })
     }
@@ -284,7 +288,16 @@ impl Settings {
             secrets: self.secrets.clone(),
             max_download_bytes: self.max_download_bytes,
             routes: airlock_service::scope_request::RouteNames::of(&self.driver.routes),
+            direct: self.direct,
         }
+    }
+
+    /// For `--direct`: warm browsers whose containers last a direct session's lifetime, so a
+    /// session can take one.
+    pub(crate) fn for_direct(mut self) -> Self {
+        let pool = &mut self.driver.pool;
+        pool.task_timeout = pool.task_timeout.max(self.direct.lifetime);
+        self
     }
 }
 

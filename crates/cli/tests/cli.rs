@@ -115,6 +115,9 @@ fn settings_come_from_flags_then_env_then_file_then_defaults() {
     assert_eq!(row(&table, "max_answer_tokens"), ("4096", "default"));
     assert_eq!(row(&table, "model_timeout"), ("120 s", "default"));
     assert_eq!(row(&table, "command_timeout"), ("60 s", "default"));
+    assert_eq!(row(&table, "direct_idle_timeout"), ("300 s", "default"));
+    assert_eq!(row(&table, "direct_lifetime"), ("14400 s", "default"));
+    assert_eq!(row(&table, "direct_max_steps"), ("0 (no limit)", "default"));
     let guide = settings_table(airlock().args(["doctor", "--guide", "agent-browser"]));
     assert_eq!(row(&guide, "guide"), ("agent-browser", "flag"));
     let adaptive = settings_table(airlock().args(["doctor", "--pool-min", "1", "--pool-max", "4"]));
@@ -202,6 +205,16 @@ fn bad_values_name_the_setting_and_the_fix() {
             vec!["task", "x"],
             Some(("AIRLOCK_COMMAND_TIMEOUT", "601")),
             "--command-timeout 601 is out of range",
+        ),
+        (
+            vec!["mcp", "--direct", "--direct-idle-timeout", "5"],
+            None,
+            "--direct-idle-timeout 5 is out of range: use a value from 10 to 86400 seconds",
+        ),
+        (
+            vec!["mcp", "--direct"],
+            Some(("AIRLOCK_DIRECT_LIFETIME", "90000")),
+            "--direct-lifetime 90000 is out of range",
         ),
         (
             vec!["task", "x", "--guide", "full"],

@@ -284,7 +284,7 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
         "--direct",
         "--allow",
         &format!("127.0.0.1:{port}"),
-        "--max-steps",
+        "--direct-max-steps",
         "3",
     ]);
     client.initialize();
@@ -344,7 +344,9 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
         over["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("Step limit reached"),
+            .contains(
+                "Step limit reached: this session has used all 3 commands (direct_max_steps)"
+            ),
         "{over}"
     );
     assert!(client.finish().success());
@@ -355,8 +357,11 @@ fn direct_mode_gives_the_client_its_own_sealed_browser() {
     );
 }
 
+/// A direct session is held to its own limits, not a task's: with a task time limit of 5 s and
+/// a step limit of 2, it runs 45 commands and lasts until it has been idle for its idle time;
+/// then its browser is removed while the server runs, and the next call says why.
 #[test]
-fn a_direct_session_ends_at_the_task_time_limit_while_the_server_runs() {
+fn a_direct_session_lasts_until_left_idle_not_to_the_task_limits() {
     if !docker_ready() {
         return;
     }
@@ -368,6 +373,10 @@ fn a_direct_session_ends_at_the_task_time_limit_while_the_server_runs() {
         &format!("127.0.0.1:{port}"),
         "--timeout",
         "5",
+        "--max-steps",
+        "2",
+        "--direct-idle-timeout",
+        "10",
     ]);
     client.initialize();
     let pid = client.child.id();
@@ -375,25 +384,30 @@ fn a_direct_session_ends_at_the_task_time_limit_while_the_server_runs() {
     client.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}}));
     let (opened, _) = client.response(3);
     assert_eq!(opened["result"]["isError"], false, "{opened}");
+    for id in 4..49 {
+        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": ["get", "title"]}}}));
+        let (titled, _) = client.response(id);
+        assert_eq!(titled["result"]["isError"], false, "call {id}: {titled}");
+    }
     let browser = containers_of(pid);
     assert_eq!(browser.len(), 1);
-    // No more calls: the time limit alone removes the browser, and the server keeps running.
+    // No more calls: being idle removes the browser, and the server keeps running.
     assert!(
-        wait_until_removed(&browser[0], started_at, std::time::Duration::from_secs(60)),
-        "the browser outlived its time limit"
+        wait_until_removed(&browser[0], started_at, std::time::Duration::from_secs(90)),
+        "the browser outlived its idle time"
     );
     assert!(
         client.child.try_wait().unwrap().is_none(),
         "the server exited"
     );
-    client.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": ["snapshot"]}}}));
-    let (late, _) = client.response(4);
+    client.send(&json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {"name": "agent_browser", "arguments": {"args": ["snapshot"]}}}));
+    let (late, _) = client.response(50);
     assert_eq!(late["result"]["isError"], true, "{late}");
     assert!(
         late["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("time limit of 5 s"),
+            .contains("idle for 10 s (direct_idle_timeout)"),
         "{late}"
     );
     assert!(client.finish().success());

@@ -225,7 +225,13 @@ impl DockerDriver {
         if let Some(name) = &context.route {
             self.config.routes.named(name).map_err(DockerError::Route)?;
         }
-        let pool = self.pool.get();
+        // A warm browser's container outlives the pool's task time only: a session that may last
+        // longer (a `--direct` one) starts cold.
+        let need = context.limits.timeout + context.human_wait;
+        let pool = self
+            .pool
+            .get()
+            .filter(|_| need <= self.config.pool.task_timeout);
         if let Some(pool) = pool
             && let Some(prepared) = pool.take().await
         {

@@ -433,6 +433,7 @@ impl Server {
                 let started = DirectSession::start(
                     direct.browsers.as_ref(),
                     self.settings.limits,
+                    self.settings.direct,
                     self.settings.scope.clone(),
                     &self.shutdown,
                 )

@@ -183,7 +183,14 @@ pub fn build(parts: ServerParts) -> Built {
     let tracker = TaskTracker::new();
     let shutdown = CancellationToken::new();
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    // A `--direct` session's browser outlives a quiet spell as long as the operator allows: the
+    // MCP session that holds it must too.
+    let idle = if parts.mcp.direct {
+        SESSION_IDLE.max(parts.tasks.direct.idle)
+    } else {
+        SESSION_IDLE
+    };
+    sessions.session_config.keep_alive = Some(idle);
     let tasks = Arc::new(parts.tasks);
     let app = App {
         stateless: parts.mcp.stateless,

@@ -1,7 +1,7 @@
 //! What a server's tasks start from: the operator's limits, scope, secrets, downloads and routes.
 
 use airlock_policy::Scope;
-use airlock_worker::{Secrets, TaskLimits};
+use airlock_worker::{DirectLimits, Secrets, TaskLimits};
 
 /// The operator's settings every task of a server is held to.
 #[derive(Debug, Clone)]
@@ -16,4 +16,6 @@ pub struct TaskSettings {
     pub max_download_bytes: Option<u64>,
     /// The routes a request may pick by name.
     pub routes: crate::scope_request::RouteNames,
+    /// How long a `--direct` session's browser lasts.
+    pub direct: DirectLimits,
 }

@@ -67,7 +67,7 @@ pub use answer::{
     GIVE_ANSWER, MAX_ANSWER_BYTES, MAX_ANSWER_TRIES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH,
     OutputSchema, OutputSchemaError,
 };
-pub use direct::{DirectOutput, DirectSession};
+pub use direct::{DirectLimits, DirectOutput, DirectSession};
 pub use downloads::{Download, DownloadRefusal, Downloads, MAX_DOWNLOAD_BYTES_CEILING};
 pub use egress_record::{
     EGRESS_LIST_LIMIT, EgressAllowed, EgressBytes, EgressFailure, EgressRecord, EgressRefusal,

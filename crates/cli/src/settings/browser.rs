@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use airlock_driver_docker::{Guide, PoolConfig};
+use airlock_worker::DirectLimits;
 use anyhow::bail;
 
 use super::Resolver;
@@ -64,6 +65,63 @@ impl Resolver<'_> {
             );
         }
         Ok(timeout)
+    }
+
+    /// How long a `--direct` session's browser lasts.
+    pub(super) fn direct(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+    ) -> anyhow::Result<DirectLimits> {
+        let defaults = DirectLimits::default();
+        let idle = self.seconds(
+            ("direct_idle_timeout", "AIRLOCK_DIRECT_IDLE_TIMEOUT"),
+            flags.direct_idle_timeout,
+            file.direct_idle_timeout,
+            defaults.idle,
+        );
+        if !(10..=86_400).contains(&idle.as_secs()) {
+            bail!(
+                "--direct-idle-timeout {} is out of range: use a value from 10 to 86400 seconds (AIRLOCK_DIRECT_IDLE_TIMEOUT)",
+                idle.as_secs()
+            );
+        }
+        let lifetime = self.seconds(
+            ("direct_lifetime", "AIRLOCK_DIRECT_LIFETIME"),
+            flags.direct_lifetime,
+            file.direct_lifetime,
+            defaults.lifetime,
+        );
+        if !(60..=86_400).contains(&lifetime.as_secs()) {
+            bail!(
+                "--direct-lifetime {} is out of range: use a value from 60 to 86400 seconds (AIRLOCK_DIRECT_LIFETIME)",
+                lifetime.as_secs()
+            );
+        }
+        let max_steps = self.pick(
+            "direct_max_steps",
+            "AIRLOCK_DIRECT_MAX_STEPS",
+            flags.direct_max_steps,
+            file.direct_max_steps,
+            0,
+            |v| {
+                if *v == 0 {
+                    "0 (no limit)".to_owned()
+                } else {
+                    v.to_string()
+                }
+            },
+        );
+        if max_steps > 1_000_000 {
+            bail!(
+                "--direct-max-steps {max_steps} is out of range: use 1 to 1000000, or 0 for no limit (AIRLOCK_DIRECT_MAX_STEPS)"
+            );
+        }
+        Ok(DirectLimits {
+            idle,
+            lifetime,
+            max_steps: (max_steps > 0).then_some(max_steps),
+        })
     }
 
     pub(super) fn pool(

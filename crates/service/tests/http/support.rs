@@ -167,6 +167,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
                 all: vec!["direct".into(), "corp".into()],
                 default: "direct".into(),
             },
+            direct: airlock_worker::DirectLimits::default(),
         },
         keeping: Keeping::default(),
     });

@@ -1,8 +1,7 @@
-//! A browser driven directly by its caller (`airlock mcp --direct`).
+//! A browser driven directly by its caller (`airlock mcp --direct`): outputs held to the task
+//! limits, its life to its own (idle time, lifetime, a step limit only when set).
 
 use super::*;
-
-// A browser driven directly by its caller (`airlock mcp --direct`): the same limits as a task.
 
 fn text_of(output: &DirectOutput) -> String {
     output
@@ -14,12 +13,19 @@ fn text_of(output: &DirectOutput) -> String {
 }
 
 async fn direct(limits: TaskLimits) -> (DirectSession, Arc<Observed>, CancellationToken) {
+    living(limits, DirectLimits::default()).await
+}
+
+async fn living(
+    limits: TaskLimits,
+    life: DirectLimits,
+) -> (DirectSession, Arc<Observed>, CancellationToken) {
     let observed = Arc::new(Observed::default());
     let driver = FakeDriver {
         observed: Arc::clone(&observed),
     };
     let cancel = CancellationToken::new();
-    let session = DirectSession::start(&driver, limits, Scope::default(), &cancel)
+    let session = DirectSession::start(&driver, limits, life, Scope::default(), &cancel)
         .await
         .unwrap();
     (session, observed, cancel)
@@ -100,36 +106,77 @@ async fn a_direct_session_shows_output_as_a_worker_would_see_it() {
 }
 
 #[tokio::test]
-async fn a_direct_session_counts_its_steps() {
+async fn a_direct_session_has_no_step_limit_unless_one_is_set() {
+    // The task's step limit does not apply: an agent driving its own browser makes many calls.
     let limits = TaskLimits {
         max_steps: 2,
         ..TaskLimits::default()
     };
     let (session, observed, _) = direct(limits).await;
+    for _ in 0..5 {
+        assert!(!session.call("echo", json!({"text": "x"})).await.is_error);
+    }
+    assert_eq!(observed.tool_started.load(Ordering::SeqCst), 5);
+    session.end().await;
+
+    let life = DirectLimits {
+        max_steps: Some(2),
+        ..DirectLimits::default()
+    };
+    let (session, observed, _) = living(TaskLimits::default(), life).await;
     for _ in 0..2 {
         assert!(!session.call("echo", json!({"text": "x"})).await.is_error);
     }
     let third = session.call("echo", json!({"text": "x"})).await;
-    assert!(third.is_error && text_of(&third).contains("Step limit reached"));
+    assert!(third.is_error && text_of(&third).contains("direct_max_steps"));
     assert_eq!(observed.tool_started.load(Ordering::SeqCst), 2);
     session.end().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_direct_session_ends_at_its_time_limit_with_or_without_calls() {
-    let limits = TaskLimits {
-        timeout: Duration::from_secs(5),
-        ..TaskLimits::default()
+async fn a_direct_session_lasts_while_used_and_ends_when_left_idle() {
+    let life = DirectLimits {
+        idle: Duration::from_secs(60),
+        lifetime: Duration::from_secs(3600),
+        max_steps: None,
     };
-    // Idle: the browser goes at the time limit although no call comes.
-    let (idle, observed, _) = direct(limits).await;
+    let (session, observed, _) = living(TaskLimits::default(), life).await;
+    // Used every 50 s for 20 minutes: four times the task time limit, never idle for 60 s.
+    for _ in 0..24 {
+        tokio::time::sleep(Duration::from_secs(50)).await;
+        assert!(!session.call("echo", json!({"text": "x"})).await.is_error);
+    }
+    assert_eq!(observed.disposed.load(Ordering::SeqCst), 0);
+    // A command running longer than the idle time does not count as idle.
+    let hung = tokio::time::timeout(Duration::from_secs(90), session.call("hang", json!({}))).await;
+    assert!(hung.is_err(), "the command still ran after 90 s");
+    assert_eq!(observed.disposed.load(Ordering::SeqCst), 0);
+    // Left alone: gone after its idle time, and the next call says why.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(observed.disposed.load(Ordering::SeqCst), 1);
+    let late = session.call("echo", json!({"text": "x"})).await;
+    assert!(
+        late.is_error && text_of(&late).contains("idle for 60 s (direct_idle_timeout)"),
+        "{late:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_direct_session_ends_at_its_lifetime_with_or_without_calls() {
+    let life = DirectLimits {
+        idle: Duration::from_secs(600),
+        lifetime: Duration::from_secs(5),
+        max_steps: None,
+    };
+    // Idle: the browser goes at its lifetime although no call comes.
+    let (idle, observed, _) = living(TaskLimits::default(), life).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(observed.disposed.load(Ordering::SeqCst), 1);
     let late = idle.call("echo", json!({"text": "x"})).await;
-    assert!(late.is_error && text_of(&late).contains("time limit of 5 s"));
+    assert!(late.is_error && text_of(&late).contains("lifetime of 5 s"));
 
-    // Busy: a command still running at the time limit is stopped, and the browser goes.
-    let (busy, observed, _) = direct(limits).await;
+    // Busy: a command still running at the lifetime is stopped, and the browser goes.
+    let (busy, observed, _) = living(TaskLimits::default(), life).await;
     let hung = busy.call("hang", json!({})).await;
     assert!(
         hung.is_error && text_of(&hung).contains("ran out"),
