@@ -100,6 +100,7 @@ fn lease_limits(args: &ServiceArgs) -> anyhow::Result<LeaseLimits> {
     Ok(LeaseLimits {
         lease: Duration::from_secs(args.cdp_timeout),
         idle: Duration::from_secs(args.cdp_idle_timeout),
+        dialogs: args.cdp_dialogs,
     })
 }
 

@@ -169,9 +169,9 @@ impl CdpWatch {
 
     fn take_id(&mut self) -> i64 {
         let id = self.next_id;
-        // Past i32::MAX Chromium would not read the id: start the range again (any answer to
-        // an id that old has long arrived).
-        self.next_id = if id >= i64::from(i32::MAX) {
+        // Past its range (the dialog answers' ids follow it; past i32::MAX Chromium would not
+        // read an id) start the range again: any answer to an id that old has long arrived.
+        self.next_id = if id >= crate::cdp_dialogs::DIALOG_ID_BASE - 1 {
             SERVER_ID_BASE
         } else {
             id + 1

@@ -37,6 +37,7 @@
 //! ```
 
 mod cdp;
+mod cdp_dialogs;
 mod cdp_message;
 mod cdp_table;
 mod cdp_watch;
@@ -56,6 +57,9 @@ use airlock_address::{HostError, NotPublic};
 
 pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
+};
+pub use cdp_dialogs::{
+    DIALOG_ID_BASE, DialogAnswers, DialogSetting, DialogSettingError, DialogStep,
 };
 pub use cdp_message::MAX_JSON_ELEMENTS;
 pub use cdp_watch::{

@@ -139,6 +139,16 @@ pub(super) struct ServiceArgs {
         default_value_t = 300
     )]
     pub(super) cdp_idle_timeout: u64,
+    /// Who answers a page's JavaScript dialogs (alert, confirm, prompt, beforeunload) on a CDP
+    /// lease: `client` (default; as any browser), or `accept`/`dismiss`, answered by the server
+    /// at once, the client never hearing of them.
+    #[arg(
+        long,
+        env = "AIRLOCK_CDP_DIALOGS",
+        value_name = "WHO",
+        default_value = "client"
+    )]
+    pub(super) cdp_dialogs: airlock_policy::DialogSetting,
     /// CDP browsers kept ready before clients connect (0–8; default 0 for `serve`, 1 for `cdp`).
     #[arg(long, env = "AIRLOCK_CDP_POOL_SIZE", value_name = "N")]
     pub(super) cdp_pool_size: Option<usize>,

@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod dialogs;
 mod lease_live;
 mod limits;
 mod memory;
@@ -693,6 +694,10 @@ fn bad_lease_limits_are_refused_with_the_fix() {
             "--cdp-idle-timeout 90 is out of range",
         ),
         (vec!["--cdp-pool-size", "9"], "--cdp-pool-size 9 is over 8"),
+        (
+            vec!["--cdp-dialogs", "yes"],
+            "`yes` is not a dialog setting: use accept, dismiss or client",
+        ),
         (
             vec!["--listen", "0.0.0.0:0", "--allowed-host", "a.example"],
             "AIRLOCK_TOKENS",

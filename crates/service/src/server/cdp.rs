@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_policy::{CdpGuard, Verdict};
+use airlock_policy::{CdpGuard, DialogAnswers, DialogStep, Verdict};
 use axum::body::Body;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Extension, Request, State};
@@ -39,6 +39,8 @@ pub struct LeaseLimits {
     pub lease: Duration,
     /// A lease with no message either way for this long ends.
     pub idle: Duration,
+    /// Who answers a page's JavaScript dialogs: the client, or the server at once.
+    pub dialogs: airlock_policy::DialogSetting,
 }
 
 /// `GET /json/version` (also under `/cdp/`): where to connect, in Chromium's shape.
@@ -281,6 +283,7 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
     metrics.cdp_leases.inc();
     let limits = app.cdp;
     let mut guard = CdpGuard::new();
+    let mut dialogs = DialogAnswers::new(limits.dialogs);
     let deadline = tokio::time::Instant::now() + limits.lease;
     let mut idle_until = tokio::time::Instant::now() + limits.idle;
     let end = loop {
@@ -326,7 +329,7 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
                 match from_browser {
                     Some(Ok(message)) => {
                         log_refusals(browser.as_ref(), metrics);
-                        let mut both = Both { socket: &mut socket, guard: &mut guard, browser: browser.as_mut() };
+                        let mut both = Both { socket: &mut socket, guard: &mut guard, browser: browser.as_mut(), dialogs: &mut dialogs };
                         match both.pass(&mut view, message).await {
                             Ok(true) => idle_until = tokio::time::Instant::now() + limits.idle,
                             // The live view's own messages are not the client's traffic: a
@@ -370,10 +373,10 @@ async fn serve_lease(app: App, lease: Lease, mut socket: WebSocket) {
     drop(slot);
     metrics.cdp_leases.dec();
     metrics.cdp_ended(end.label());
-    log_end(&container, end, &guard);
+    log_end(&container, end, &guard, dialogs.answered());
 }
 
-fn log_end(container: &str, end: End, guard: &CdpGuard) {
+fn log_end(container: &str, end: End, guard: &CdpGuard, dialogs_answered: u64) {
     let record: Vec<String> = guard
         .record()
         .iter()
@@ -384,6 +387,7 @@ fn log_end(container: &str, end: End, guard: &CdpGuard) {
         end = end.label(),
         guard_record = ?record,
         unrecorded = guard.unrecorded(),
+        dialogs_answered,
         "a CDP lease ended; its browser is removed"
     );
 }
@@ -428,13 +432,26 @@ struct Both<'a> {
     socket: &'a mut WebSocket,
     guard: &'a mut CdpGuard,
     browser: &'a mut dyn CdpLease,
+    dialogs: &'a mut DialogAnswers,
 }
 
 impl Both<'_> {
-    /// Pass one browser message on: to the client, or (the live view's own) to the view, which
-    /// may answer the browser and hand back messages for the client. `Ok(true)` when the client
+    /// Pass one browser message on: to the client, or (a dialog the operator's setting answers,
+    /// and the reply to that answer) nowhere, or (the live view's own) to the view, which may
+    /// answer the browser and hand back messages for the client. `Ok(true)` when the client
     /// got something; `Err` with how the lease ends when either side is gone.
     async fn pass(&mut self, view: &mut LeaseView, message: String) -> Result<bool, End> {
+        match self.dialogs.step(&message) {
+            DialogStep::Pass => {}
+            DialogStep::Keep => return Ok(false),
+            DialogStep::Answer(answer) => {
+                return if to_browser(self.browser, &[answer]).await {
+                    Ok(false)
+                } else {
+                    Err(End::BrowserExited)
+                };
+            }
+        }
         let Some(taken) = view.take(&message) else {
             self.tell_client(message).await?;
             return Ok(true);

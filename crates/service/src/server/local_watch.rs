@@ -88,6 +88,7 @@ pub async fn start(
         cdp: cdp::LeaseLimits {
             lease: Duration::ZERO,
             idle: Duration::ZERO,
+            dialogs: airlock_policy::DialogSetting::Client,
         },
         // Loopback, no tokens: the Host and Origin checks; who may see the task is the
         // session's rule below.

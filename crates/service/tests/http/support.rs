@@ -152,6 +152,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
         cdp: LeaseLimits {
             lease: Duration::from_secs(60),
             idle: Duration::from_secs(30),
+            dialogs: airlock_policy::DialogSetting::Client,
         },
         callers,
         admission: Arc::clone(&admission),
