@@ -301,6 +301,19 @@ impl Settings {
     }
 }
 
+/// How a count where 0 has a meaning of its own is shown: `0 (off)`, or the number.
+pub(super) fn zero_means<T: std::fmt::Display + PartialEq + From<u8>>(
+    meaning: &'static str,
+) -> impl Fn(&T) -> String {
+    move |v| {
+        if *v == T::from(0) {
+            format!("0 ({meaning})")
+        } else {
+            v.to_string()
+        }
+    }
+}
+
 impl Resolver<'_> {
     /// `max_download_bytes`: `None` (off) unless set to 1 byte or more.
     fn download_budget(
@@ -314,13 +327,7 @@ impl Resolver<'_> {
             flags.max_download_bytes,
             file.max_download_bytes,
             0,
-            |v| {
-                if *v == 0 {
-                    "0 (off)".to_owned()
-                } else {
-                    v.to_string()
-                }
-            },
+            zero_means("off"),
         );
         if bytes > MAX_DOWNLOAD_BYTES_CEILING {
             bail!(
@@ -403,13 +410,7 @@ impl Resolver<'_> {
                 flags.max_task_tokens,
                 file.max_task_tokens,
                 defaults.max_task_tokens,
-                |v| {
-                    if *v == 0 {
-                        "0 (no budget)".to_owned()
-                    } else {
-                        v.to_string()
-                    }
-                },
+                zero_means("no budget"),
             ),
             max_image_side: self.pick(
                 "max_image_side",
@@ -448,6 +449,28 @@ impl Resolver<'_> {
         Duration::from_secs(self.pick(name, env, flag, file, default.as_secs(), |v| {
             format!("{v} s")
         }))
+    }
+
+    /// [`Self::seconds`], refused with the range and where to set it when outside `range`.
+    pub(super) fn seconds_within(
+        &mut self,
+        (name, env): (&'static str, &'static str),
+        flag: Option<u64>,
+        file: Option<u64>,
+        default: Duration,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> anyhow::Result<Duration> {
+        let value = self.seconds((name, env), flag, file, default);
+        if !range.contains(&value.as_secs()) {
+            bail!(
+                "--{} {} is out of range: use a value from {} to {} seconds ({env})",
+                name.replace('_', "-"),
+                value.as_secs(),
+                range.start(),
+                range.end()
+            );
+        }
+        Ok(value)
     }
 
     /// The scope, and the secrets (which it must cover).

@@ -180,14 +180,12 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
 
 /// `--output-schema`'s file, read and checked.
 fn output_schema(path: &std::path::Path) -> anyhow::Result<airlock_worker::OutputSchema> {
-    use std::io::Read;
     // Pretty-printed, a schema within the compact bound fits in this many times over.
-    let most = u64::try_from(airlock_worker::MAX_SCHEMA_BYTES * 8).unwrap_or(u64::MAX);
-    let mut text = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(most + 1).read_to_end(&mut text))
+    let most = airlock_worker::MAX_SCHEMA_BYTES * 8;
+    let text = std::fs::File::open(path)
+        .and_then(|file| airlock_service::state_file::read_bounded(file, most))
         .with_context(|| format!("--output-schema: reading {}", path.display()))?;
-    if text.len() as u64 > most {
+    if text.len() > most {
         anyhow::bail!(
             "--output-schema: {} is over {most} bytes; a schema is at most {} bytes as compact JSON",
             path.display(),

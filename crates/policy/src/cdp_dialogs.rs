@@ -11,11 +11,7 @@
 
 use serde_json::{Value, json};
 
-/// Command ids the server answers dialogs with: above the live view's (which count up from
-/// [`crate::SERVER_ID_BASE`] to just below this) and up to Chromium's 32-bit limit.
-pub const DIALOG_ID_BASE: i64 = 2_100_000_000;
-/// The highest such id; past it the ids wrap to the base (a lease answers far fewer dialogs).
-const DIALOG_ID_LAST: i64 = 2_147_483_647;
+use crate::cdp_ids::{DIALOG_ID_BASE, DIALOG_IDS, leading_id, next_in};
 
 /// Who answers a lease's JavaScript dialogs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -133,11 +129,7 @@ impl DialogAnswers {
         if let Some(session) = event.get("sessionId").and_then(Value::as_str) {
             answer["sessionId"] = Value::String(session.to_owned());
         }
-        self.next_id = if self.next_id >= DIALOG_ID_LAST {
-            DIALOG_ID_BASE
-        } else {
-            self.next_id + 1
-        };
+        self.next_id = next_in(self.next_id, &DIALOG_IDS);
         self.answered += 1;
         DialogStep::Answer(answer.to_string())
     }
@@ -145,15 +137,7 @@ impl DialogAnswers {
 
 /// Whether `message` is the browser's reply to one of the server's answers.
 fn is_answer_reply(message: &str) -> bool {
-    // Chromium writes the id first: `{"id":2100000000,...`.
-    let digits: String = message
-        .trim_start_matches("{\"id\":")
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse::<i64>()
-        .is_ok_and(|id| (DIALOG_ID_BASE..=DIALOG_ID_LAST).contains(&id))
+    leading_id(message).is_some_and(|id| DIALOG_IDS.contains(&id))
 }
 
 #[cfg(test)]

@@ -88,7 +88,7 @@ pub(crate) fn read_command(text: &str) -> Result<Command, (Option<i64>, String)>
         return Err((None, "a command needs an integer `id`".to_owned()));
     };
     let with_id = |reason: &str| (Some(id), reason.to_owned());
-    if id >= crate::cdp_watch::SERVER_ID_BASE {
+    if id >= crate::cdp_ids::SERVER_ID_BASE {
         return Err(with_id(
             "ids from 2000000000 up are the server's own (its live view's commands): number commands below it",
         ));

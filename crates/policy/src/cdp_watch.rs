@@ -18,9 +18,8 @@ use std::collections::VecDeque;
 
 use serde_json::{Value, json};
 
-/// Command ids from here up are the server's own (Chromium reads ids as 32-bit integers).
-/// Clients count up from 1.
-pub const SERVER_ID_BASE: i64 = 2_000_000_000;
+use crate::cdp_ids::{SERVER_ID_BASE, WATCH_IDS, leading_id, next_in};
+
 /// The largest screencast frame kept, as base64 (a 1280×720 JPEG is about 100 KB).
 pub const MAX_FRAME_BASE64: usize = 6 * 1024 * 1024;
 /// Frames per second a watch of a page asks for (a task's or a lease's): enough to follow a
@@ -169,13 +168,7 @@ impl CdpWatch {
 
     fn take_id(&mut self) -> i64 {
         let id = self.next_id;
-        // Past its range (the dialog answers' ids follow it; past i32::MAX Chromium would not
-        // read an id) start the range again: any answer to an id that old has long arrived.
-        self.next_id = if id >= crate::cdp_dialogs::DIALOG_ID_BASE - 1 {
-            SERVER_ID_BASE
-        } else {
-            id + 1
-        };
+        self.next_id = next_in(id, &WATCH_IDS);
         id
     }
 
@@ -329,13 +322,6 @@ fn attached_target(text: &str) -> Option<String> {
             .as_str()?
             .to_owned(),
     )
-}
-
-/// An answer's id, read from its first bytes (`{"id":N,`): Chromium writes it first.
-fn leading_id(text: &str) -> Option<i64> {
-    let rest = text.strip_prefix("{\"id\":")?;
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    rest.get(..digits)?.parse().ok()
 }
 
 /// The session a message is about: the `sessionId` it ends with (Chromium writes a session's
@@ -570,7 +556,5 @@ mod tests {
         watch.next_id = i64::from(i32::MAX);
         assert_eq!(watch.take_id(), i64::from(i32::MAX));
         assert_eq!(watch.take_id(), SERVER_ID_BASE);
-        assert_eq!(leading_id(r#"{"id":12,"result":{}}"#), Some(12));
-        assert_eq!(leading_id(r#"{"method":"x"}"#), None);
     }
 }

@@ -38,6 +38,7 @@
 
 mod cdp;
 mod cdp_dialogs;
+mod cdp_ids;
 mod cdp_message;
 mod cdp_table;
 mod cdp_watch;
@@ -58,13 +59,10 @@ use airlock_address::{HostError, NotPublic};
 pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
 };
-pub use cdp_dialogs::{
-    DIALOG_ID_BASE, DialogAnswers, DialogSetting, DialogSettingError, DialogStep,
-};
+pub use cdp_dialogs::{DialogAnswers, DialogSetting, DialogSettingError, DialogStep};
+pub use cdp_ids::{DIALOG_ID_BASE, SERVER_ID_BASE};
 pub use cdp_message::MAX_JSON_ELEMENTS;
-pub use cdp_watch::{
-    CdpWatch, LIVE_MAX_FPS, MAX_FRAME_BASE64, MAX_LIVE_WATCHES, SERVER_ID_BASE, WatchAction,
-};
+pub use cdp_watch::{CdpWatch, LIVE_MAX_FPS, MAX_FRAME_BASE64, MAX_LIVE_WATCHES, WatchAction};
 pub use command::{
     AllowedCommand, CommandRefusal, allowed_commands, check_command, refused_commands,
     refused_flags,

@@ -7,7 +7,7 @@ use airlock_driver_docker::{Guide, PoolConfig};
 use airlock_worker::DirectLimits;
 use anyhow::bail;
 
-use super::Resolver;
+use super::{Resolver, zero_means};
 use crate::setting_flags::{FileSettings, SettingFlags};
 
 impl Resolver<'_> {
@@ -52,19 +52,13 @@ impl Resolver<'_> {
         flags: &SettingFlags,
         file: &FileSettings,
     ) -> anyhow::Result<Duration> {
-        let timeout = self.seconds(
+        self.seconds_within(
             ("command_timeout", "AIRLOCK_COMMAND_TIMEOUT"),
             flags.command_timeout,
             file.command_timeout,
             airlock_driver_docker::DEFAULT_COMMAND_TIMEOUT,
-        );
-        if !(5..=600).contains(&timeout.as_secs()) {
-            bail!(
-                "--command-timeout {} is out of range: use a value from 5 to 600 seconds (AIRLOCK_COMMAND_TIMEOUT)",
-                timeout.as_secs()
-            );
-        }
-        Ok(timeout)
+            5..=600,
+        )
     }
 
     /// How long a `--direct` session's browser lasts.
@@ -74,43 +68,27 @@ impl Resolver<'_> {
         file: &FileSettings,
     ) -> anyhow::Result<DirectLimits> {
         let defaults = DirectLimits::default();
-        let idle = self.seconds(
+        let idle = self.seconds_within(
             ("direct_idle_timeout", "AIRLOCK_DIRECT_IDLE_TIMEOUT"),
             flags.direct_idle_timeout,
             file.direct_idle_timeout,
             defaults.idle,
-        );
-        if !(10..=86_400).contains(&idle.as_secs()) {
-            bail!(
-                "--direct-idle-timeout {} is out of range: use a value from 10 to 86400 seconds (AIRLOCK_DIRECT_IDLE_TIMEOUT)",
-                idle.as_secs()
-            );
-        }
-        let lifetime = self.seconds(
+            10..=86_400,
+        )?;
+        let lifetime = self.seconds_within(
             ("direct_lifetime", "AIRLOCK_DIRECT_LIFETIME"),
             flags.direct_lifetime,
             file.direct_lifetime,
             defaults.lifetime,
-        );
-        if !(60..=86_400).contains(&lifetime.as_secs()) {
-            bail!(
-                "--direct-lifetime {} is out of range: use a value from 60 to 86400 seconds (AIRLOCK_DIRECT_LIFETIME)",
-                lifetime.as_secs()
-            );
-        }
+            60..=86_400,
+        )?;
         let max_steps = self.pick(
             "direct_max_steps",
             "AIRLOCK_DIRECT_MAX_STEPS",
             flags.direct_max_steps,
             file.direct_max_steps,
             0,
-            |v| {
-                if *v == 0 {
-                    "0 (no limit)".to_owned()
-                } else {
-                    v.to_string()
-                }
-            },
+            zero_means("no limit"),
         );
         if max_steps > 1_000_000 {
             bail!(
@@ -138,14 +116,13 @@ impl Resolver<'_> {
             0,
             ToString::to_string,
         );
-        let pool_max_age = self.pick(
-            "pool_max_age",
-            "AIRLOCK_POOL_MAX_AGE",
+        let pool_max_age = self.seconds_within(
+            ("pool_max_age", "AIRLOCK_POOL_MAX_AGE"),
             flags.pool_max_age,
             file.pool_max_age,
-            600,
-            |v| format!("{v} s"),
-        );
+            Duration::from_secs(600),
+            10..=86_400,
+        )?;
         if pool_size > 8 {
             bail!(
                 "--pool-size {pool_size} is over 8: each warm browser holds a container's memory; use 0 to 8 (AIRLOCK_POOL_SIZE)"
@@ -158,12 +135,9 @@ impl Resolver<'_> {
             flags.pool_max,
             file.pool_max,
             0,
-            |v| {
-                if *v == 0 {
-                    "the pool size".to_owned()
-                } else {
-                    v.to_string()
-                }
+            |v| match v {
+                0 => "the pool size".to_owned(),
+                _ => v.to_string(),
             },
         );
         if pool_max > 8 || (pool_max != 0 && pool_max < pool_size) {
@@ -171,15 +145,10 @@ impl Resolver<'_> {
                 "--pool-max {pool_max} must be from the pool size ({pool_size}) to 8: the pool grows from its size to this while tasks arrive (AIRLOCK_POOL_MAX)"
             );
         }
-        if !(10..=86_400).contains(&pool_max_age) {
-            bail!(
-                "--pool-max-age {pool_max_age} is out of range: use 10 to 86400 seconds (AIRLOCK_POOL_MAX_AGE)"
-            );
-        }
         Ok(PoolConfig {
             size: pool_size,
             max_size: pool_max,
-            max_age: Duration::from_secs(pool_max_age),
+            max_age: pool_max_age,
             task_timeout,
             // `serve` and `cdp` set the CDP pool from their own flags.
             ..PoolConfig::default()
