@@ -36,6 +36,7 @@
 //! assert!(check_command(&args).is_err());
 //! ```
 
+mod browser_settings;
 mod cdp;
 mod cdp_dialogs;
 mod cdp_ids;
@@ -56,6 +57,10 @@ use std::net::IpAddr;
 
 use airlock_address::{HostError, NotPublic};
 
+pub use browser_settings::{
+    BrowserSettings, BrowserSettingsError, ColorScheme, DEVICES, Geolocation, MAX_SCALE,
+    MAX_VIEWPORT, MIN_VIEWPORT_SIDE, Viewport,
+};
 pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,
 };
