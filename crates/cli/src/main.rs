@@ -2,6 +2,7 @@
 
 mod boot;
 mod browse_cmd;
+mod browser_flags;
 mod docker_browsers;
 mod doctor_cmd;
 mod egress_check;

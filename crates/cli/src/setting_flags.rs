@@ -53,6 +53,10 @@ pub(crate) struct SettingFlags {
     /// `--direct` only: commands a session may run (1–1000000; default 0, no limit).
     #[arg(long, env = "AIRLOCK_DIRECT_MAX_STEPS", value_name = "N")]
     pub direct_max_steps: Option<usize>,
+    /// The largest viewport a task may ask for, as WIDTHxHEIGHT (up to 3840x2160; default
+    /// 1920x1080). Each pixel is the browser's memory.
+    #[arg(long, env = "AIRLOCK_MAX_VIEWPORT", value_name = "WxH")]
+    pub max_viewport: Option<String>,
     /// Tool calls a worker may make (1–500; default 40).
     #[arg(long, env = "AIRLOCK_MAX_STEPS", value_name = "N")]
     pub max_steps: Option<usize>,
@@ -198,6 +202,7 @@ pub(crate) struct FileSettings {
     pub(crate) direct_idle_timeout: Option<u64>,
     pub(crate) direct_lifetime: Option<u64>,
     pub(crate) direct_max_steps: Option<usize>,
+    pub(crate) max_viewport: Option<String>,
     pub(crate) max_steps: Option<usize>,
     pub(crate) max_screenshots: Option<usize>,
     pub(crate) max_screenshot_bytes: Option<usize>,

@@ -84,6 +84,8 @@ pub(crate) struct Settings {
     pub max_download_bytes: Option<u64>,
     /// How long a `--direct` session's browser lasts.
     pub direct: airlock_worker::DirectLimits,
+    /// The largest viewport (width, height) a task may ask for.
+    pub max_viewport: (u32, u32),
     /// Every value with its source.
     pub shown: Vec<Shown>,
 }
@@ -229,6 +231,7 @@ impl Settings {
         let (runtime, guide) = r.runtime_and_guide(flags, &file)?;
         let command_timeout = r.command_timeout(flags, &file)?;
         let direct = r.direct(flags, &file)?;
+        let max_viewport = r.max_viewport(flags, &file)?;
         let limits = r.limits(flags, &file, model.as_deref())?;
         let max_download_bytes = r.download_budget(flags, &file)?;
         let pool = r.pool(flags, &file, limits.timeout + limits.human_timeout)?;
@@ -260,6 +263,7 @@ impl Settings {
             secrets,
             max_download_bytes,
             direct,
+            max_viewport,
             shown: r.shown,
         })
     }
@@ -289,6 +293,7 @@ impl Settings {
             max_download_bytes: self.max_download_bytes,
             routes: airlock_service::scope_request::RouteNames::of(&self.driver.routes),
             direct: self.direct,
+            max_viewport: self.max_viewport,
         }
     }
 

@@ -57,6 +57,8 @@ pub(crate) struct TaskArgs {
     #[arg(long, value_name = "FILE")]
     output_schema: Option<PathBuf>,
     #[command(flatten)]
+    browser: crate::browser_flags::BrowserFlags,
+    #[command(flatten)]
     settings: SettingFlags,
 }
 
@@ -99,6 +101,10 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
         .map(output_schema)
         .transpose()
         .map_err(crate::bad_input)?;
+    let browser = args
+        .browser
+        .settings(settings.max_viewport)
+        .map_err(crate::bad_input)?;
     let model = crate::boot::model(&settings).map_err(crate::bad_input)?;
     let driver = crate::boot::ready_driver(&settings).await?;
     let progress: airlock_worker::ProgressSink = Arc::new(|progress| {
@@ -132,6 +138,7 @@ pub(crate) async fn run(args: &TaskArgs, matches: &ArgMatches) -> anyhow::Result
         max_download_bytes: settings.max_download_bytes,
         route: None,
         output_schema,
+        browser,
     };
     let (mut result, record) = if args.live {
         let browsers = Arc::new(crate::docker_browsers::DockerBrowsers(Arc::clone(&driver)));

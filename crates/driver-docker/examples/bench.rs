@@ -374,6 +374,7 @@ async fn context_run(
         max_download_bytes: None,
         route: None,
         output_schema: None,
+        browser: airlock_worker::BrowserSettings::default(),
     };
     let result = runner.run(request, CancellationToken::new()).await.unwrap();
     assert_eq!(

@@ -196,6 +196,16 @@ pub enum DockerError {
         /// What agent-browser said.
         why: String,
     },
+    /// The task's browser settings could not be applied.
+    #[error(
+        "setting the task's browser ({setting}) failed: {why}; leave that setting out, or report this with the image's agent-browser version"
+    )]
+    BrowserSettings {
+        /// The setting, as agent-browser's words.
+        setting: String,
+        /// What agent-browser said.
+        why: String,
+    },
     /// A caller's file could not be placed in the container.
     #[error("placing the file `{name}` in the browser's container failed: {why}")]
     PlaceFile {

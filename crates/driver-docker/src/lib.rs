@@ -226,16 +226,18 @@ impl DockerDriver {
             self.config.routes.named(name).map_err(DockerError::Route)?;
         }
         // A warm browser's container outlives the pool's task time only: a session that may last
-        // longer (a `--direct` one) starts cold.
+        // longer (a `--direct` one) starts cold. So does one whose locale or time zone its
+        // browser must launch with (a warm one launched with the defaults).
         let need = context.limits.timeout + context.human_wait;
         let pool = self
             .pool
             .get()
-            .filter(|_| need <= self.config.pool.task_timeout);
+            .filter(|_| need <= self.config.pool.task_timeout && !context.browser.needs_launch());
         if let Some(pool) = pool
             && let Some(prepared) = pool.take().await
         {
             let prepared = self.with_route(prepared, context.route.as_deref()).await?;
+            let prepared = self.with_browser_settings(prepared, &context).await?;
             let prepared = self.with_state(prepared, &context).await?;
             return Ok(self.maker.bind(prepared, context, true));
         }
@@ -251,10 +253,16 @@ impl DockerDriver {
         let lifetime = context.limits.timeout + context.human_wait + self.config.lifetime_grace;
         let mut prepared = self
             .maker
-            .prepare(lifetime, None, Kind::AgentBrowser)
+            .prepare(
+                lifetime,
+                None,
+                Kind::AgentBrowser,
+                context.browser.launch_env(),
+            )
             .await?;
         prepared.first_answer = first_answer.disarm();
         let prepared = self.with_route(prepared, context.route.as_deref()).await?;
+        let prepared = self.with_browser_settings(prepared, &context).await?;
         let prepared = self.with_state(prepared, &context).await?;
         Ok(self.maker.bind(prepared, context, false))
     }
@@ -273,6 +281,31 @@ impl DockerDriver {
                 Err(error.into())
             }
         }
+    }
+
+    /// The session's browser set as the task asked (removed if that fails), before its state
+    /// loads: agent-browser's `set` commands hold for the tabs opened later too.
+    async fn with_browser_settings(
+        &self,
+        prepared: session::Prepared,
+        context: &TaskContext,
+    ) -> Result<session::Prepared, DriverError> {
+        let commands = prepared.commands().clone();
+        let commands = runner::DriverCommands {
+            commands: &commands,
+            timeout: self.config.command_timeout,
+        };
+        for command in context.browser.set_commands() {
+            if let Err(why) = commands.run(&command, None).await {
+                prepared.dispose(&self.maker.unasked).await;
+                return Err(DockerError::BrowserSettings {
+                    setting: command[1..].join(" "),
+                    why,
+                }
+                .into());
+            }
+        }
+        Ok(prepared)
     }
 
     /// The session with the task's starting state loaded and its files placed (removed if that
@@ -324,7 +357,10 @@ impl DockerDriver {
             return Ok(prepared.into_cdp(true, scope, &self.maker.unasked));
         }
         let lifetime = lease + self.config.lifetime_grace;
-        let prepared = self.maker.prepare(lifetime, None, Kind::Cdp).await?;
+        let prepared = self
+            .maker
+            .prepare(lifetime, None, Kind::Cdp, Vec::new())
+            .await?;
         let prepared = self.with_route(prepared, route).await?;
         Ok(prepared.into_cdp(false, scope, &self.maker.unasked))
     }

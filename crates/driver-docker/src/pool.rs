@@ -339,7 +339,7 @@ async fn fill(shared: Arc<Shared>) {
             let began = Instant::now();
             let made = shared
                 .maker
-                .prepare(shared.lifetime, Some(patience()), shared.kind)
+                .prepare(shared.lifetime, Some(patience()), shared.kind, Vec::new())
                 .await;
             if made.is_ok() {
                 lock(&shared.demand).made(began.elapsed());

@@ -154,6 +154,7 @@ impl Maker {
         lifetime: Duration,
         pool: Option<Yield<'_>>,
         kind: Kind,
+        launch_env: Vec<String>,
     ) -> Result<Prepared, DriverError> {
         let warm = pool.is_some();
         let task_id = task_id();
@@ -171,6 +172,7 @@ impl Maker {
             browser_sandbox: self.config.browser_sandbox,
             runtime: self.config.runtime.clone(),
             extra_ca: !self.config.ca_certs.is_empty(),
+            launch_env,
         };
         let name = options.name();
         // From here on, everything made is undone by the guard unless the session takes it over.
@@ -565,8 +567,12 @@ mod tests {
             .build();
         let mut created = docker.events(Some(options));
         let since = std::time::SystemTime::now();
-        let mut prepare =
-            Box::pin(maker.prepare(Duration::from_secs(60), None, Kind::AgentBrowser));
+        let mut prepare = Box::pin(maker.prepare(
+            Duration::from_secs(60),
+            None,
+            Kind::AgentBrowser,
+            Vec::new(),
+        ));
         // Run the start until Docker has made its container, then abandon it there.
         let name = tokio::select! {
             done = &mut prepare => panic!("the start finished first: {:?}", done.err()),

@@ -76,6 +76,9 @@ pub struct ContainerOptions {
     pub runtime: String,
     /// Whether the browser trusts an extra CA (the driver writes it before the launch).
     pub extra_ca: bool,
+    /// What the browser launches with for its task's settings (`NAME=value`: a locale, a time
+    /// zone; checked by the policy); empty for a browser made ahead of any task.
+    pub launch_env: Vec<String>,
 }
 
 /// Where the driver writes the operator's extra CA in the container (its tmpfs), before the
@@ -191,6 +194,7 @@ pub fn container_spec(options: &ContainerOptions) -> ContainerCreateBody {
                     .extra_ca
                     .then(|| format!("AGENT_BROWSER_CA_CERT={CA_DIR}/{CA_NAME}")),
             )
+            .chain(options.launch_env.iter().cloned())
             .collect(),
         ),
         labels: Some(labels),

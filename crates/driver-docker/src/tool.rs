@@ -234,6 +234,9 @@ impl AgentBrowserTool {
             Ok(allowed) => allowed,
             Err(refusal) => return Ok(ToolOutput::refused(refusal.to_string())),
         };
+        if let Some(why) = self.context.browser.refusal(&input.args) {
+            return Ok(ToolOutput::refused(format!("{why}.")));
+        }
         if let Some(answer) = self.with_secrets(&input.args, allowed.command).await {
             return Ok(answer);
         }

@@ -20,6 +20,7 @@ fn options(runtime: &str) -> ContainerOptions {
         browser_sandbox: true,
         runtime: runtime.into(),
         extra_ca: false,
+        launch_env: Vec::new(),
     }
 }
 

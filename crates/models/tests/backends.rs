@@ -559,6 +559,7 @@ async fn usage_of_a_task(model: Arc<dyn Model>) -> airlock_worker::TaskResult {
         max_download_bytes: None,
         route: None,
         output_schema: None,
+        browser: airlock_worker::BrowserSettings::default(),
     };
     runner
         .run(request, airlock_worker::CancellationToken::new())

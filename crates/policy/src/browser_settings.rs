@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 pub const MIN_VIEWPORT_SIDE: u32 = 240;
 /// The largest viewport an operator may allow (4K): every pixel is the container's memory.
 pub const MAX_VIEWPORT: (u32, u32) = (3840, 2160);
+/// The viewport ceiling unless the operator sets one (`--max-viewport`): a desktop's full HD.
+pub const DEFAULT_MAX_VIEWPORT: (u32, u32) = (1920, 1080);
 /// The largest device scale factor (screenshots grow with its square).
 pub const MAX_SCALE: f64 = 3.0;
 /// The mobile devices agent-browser emulates (viewport, scale, touch and user agent).

@@ -58,8 +58,8 @@ use std::net::IpAddr;
 use airlock_address::{HostError, NotPublic};
 
 pub use browser_settings::{
-    BrowserSettings, BrowserSettingsError, ColorScheme, DEVICES, Geolocation, MAX_SCALE,
-    MAX_VIEWPORT, MIN_VIEWPORT_SIDE, Viewport,
+    BrowserSettings, BrowserSettingsError, ColorScheme, DEFAULT_MAX_VIEWPORT, DEVICES, Geolocation,
+    MAX_SCALE, MAX_VIEWPORT, MIN_VIEWPORT_SIDE, Viewport,
 };
 pub use cdp::{
     CdpGuard, HISTORY_ASKED_LIMIT, HISTORY_LIMIT, RECORD_LIMIT, Recorded, Verdict, page_refusal,

@@ -75,6 +75,12 @@ struct BrowserTaskInput {
     /// Omitted: a report only.
     #[serde(default)]
     output_schema: Option<serde_json::Value>,
+    /// How the browser is set for this task: `viewport` {width, height, scale?} or a mobile
+    /// `device` (`iPhone 15`, `Pixel 7`, …), `locale` (`fr-FR`), `time_zone` (`Europe/Paris`),
+    /// `geolocation` {latitude, longitude}, `color_scheme` (`light`, `dark`). The worker cannot
+    /// change what is set here. Omitted: a 1280×720 desktop, en-US, UTC, light.
+    #[serde(default)]
+    browser: airlock_policy::BrowserSettings,
 }
 
 const TASK_DESCRIPTION: &str = "Do a task in a real web browser that is sealed off from this machine \
@@ -289,6 +295,7 @@ impl Server {
             max_download_bytes: input.max_download_bytes,
             route: input.route.as_deref(),
             output_schema: input.output_schema,
+            browser: input.browser,
             ..Asked::default()
         };
         let caller = Caller {
@@ -296,6 +303,7 @@ impl Server {
             configured: &self.settings.secrets,
             max_download_bytes: self.settings.max_download_bytes,
             routes: &self.settings.routes,
+            max_viewport: self.settings.max_viewport,
         };
         prepare(input.task, input.url, asked, caller)
     }
@@ -309,7 +317,7 @@ impl Server {
         let input: BrowserTaskInput = serde_json::from_value(arguments).map_err(|e| {
             McpError::invalid_params(
                 format!(
-                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?, route?, output_schema?}}: {e}"
+                    "browser_task takes {{task, url?, allowed_domains?, blocked_domains?, secrets?, context?, max_download_bytes?, route?, output_schema?, browser?}}: {e}"
                 ),
                 None,
             )

@@ -45,6 +45,8 @@ pub struct Caller<'a> {
     pub max_download_bytes: Option<u64>,
     /// The routes the operator configured.
     pub routes: &'a RouteNames,
+    /// The largest viewport a request may set (`--max-viewport`).
+    pub max_viewport: (u32, u32),
 }
 
 /// The names of the operator's routes (never where they lead or their credentials): what a

@@ -113,6 +113,8 @@ pub struct App {
     max_download_bytes: Option<u64>,
     /// The routes a request may pick (`--route`).
     routes: crate::scope_request::RouteNames,
+    /// The largest viewport a request may set (`--max-viewport`).
+    max_viewport: (u32, u32),
     /// The tasks of `/v1/tasks`, each token's own.
     book: Arc<crate::task_book::TaskBook>,
     /// The open CDP leases, each its token's own.
@@ -210,6 +212,7 @@ pub fn build(parts: ServerParts) -> Built {
         secrets: tasks.secrets.clone(),
         max_download_bytes: tasks.max_download_bytes,
         routes: tasks.routes.clone(),
+        max_viewport: tasks.max_viewport,
         book: crate::task_book::TaskBook::new(parts.keeping.tasks, parts.keeping.bytes),
         leases: Arc::default(),
         sign_ins: Arc::new(sign_ins::SignIns::new(parts.tls)),

@@ -23,6 +23,7 @@ pub(crate) struct Asked<'a> {
     pub max_download_bytes: Option<u64>,
     pub route: Option<&'a str>,
     pub output_schema: Option<serde_json::Value>,
+    pub browser: airlock_policy::BrowserSettings,
 }
 
 /// A request ready to run, with what must outlive it.
@@ -48,6 +49,10 @@ pub(crate) fn prepare(
         .output_schema
         .map(OutputSchema::new)
         .transpose()
+        .map_err(|e| e.to_string())?;
+    let browser = asked
+        .browser
+        .check(caller.max_viewport)
         .map_err(|e| e.to_string())?;
     let max_download_bytes = download_limit(asked.max_download_bytes, caller.max_download_bytes)?;
     let secrets = task_secrets(
@@ -87,6 +92,7 @@ pub(crate) fn prepare(
             max_download_bytes,
             route,
             output_schema,
+            browser,
         },
         lease,
         give_state: asked.return_state,

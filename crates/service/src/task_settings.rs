@@ -18,4 +18,6 @@ pub struct TaskSettings {
     pub routes: crate::scope_request::RouteNames,
     /// How long a `--direct` session's browser lasts.
     pub direct: DirectLimits,
+    /// The largest viewport (width, height) a request may set (`--max-viewport`).
+    pub max_viewport: (u32, u32),
 }

@@ -30,7 +30,7 @@
 //!     turns: vec![ScriptedTurn { text: "Nothing to browse.".into(), ..Default::default() }],
 //! });
 //! let runner = TaskRunner::new(Arc::new(Empty), Arc::new(model), TaskLimits::default()).unwrap();
-//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default(), max_download_bytes: None, route: None, output_schema: None };
+//! let request = TaskRequest { task: "Say hello".into(), url: None, scope: Default::default(), secrets: Default::default(), state: None, return_state: false, uploads: Default::default(), max_download_bytes: None, route: None, output_schema: None, browser: Default::default() };
 //! let result = runner.run(request, CancellationToken::new()).await.unwrap();
 //! assert_eq!(result.ended, Ended::Completed);
 //! assert_eq!(result.report, "Nothing to browse.");
@@ -62,7 +62,7 @@ mod token_estimate;
 mod uploads;
 mod window;
 
-pub use airlock_policy::{DomainPattern, HumanInput, Scope, ScopeError};
+pub use airlock_policy::{BrowserSettings, DomainPattern, HumanInput, Scope, ScopeError};
 pub use answer::{
     GIVE_ANSWER, MAX_ANSWER_BYTES, MAX_ANSWER_TRIES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH,
     OutputSchema, OutputSchemaError,

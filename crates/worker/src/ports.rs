@@ -225,6 +225,9 @@ pub struct TaskContext {
     /// The operator's route (by name) the browser's traffic leaves by (`None`: the default):
     /// a driver with routes picks it before the task's first command, or refuses to start.
     pub route: Option<String>,
+    /// How the browser is set: a driver applies it before the task's first command and keeps
+    /// the worker from changing what it fixes, or refuses to start.
+    pub browser: airlock_policy::BrowserSettings,
     /// The task's secrets: the driver types them on their sites; every record this context
     /// keeps is scrubbed of them.
     pub secrets: Secrets,
@@ -258,6 +261,7 @@ impl TaskContext {
             limits,
             scope: Scope::default(),
             route: None,
+            browser: airlock_policy::BrowserSettings::default(),
             secrets: Secrets::default(),
             state_in: None,
             return_state: false,
@@ -277,6 +281,13 @@ impl TaskContext {
     #[must_use]
     pub fn with_scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// The same context with its browser set so.
+    #[must_use]
+    pub fn with_browser(mut self, browser: airlock_policy::BrowserSettings) -> Self {
+        self.browser = browser;
         self
     }
 

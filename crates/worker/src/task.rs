@@ -45,6 +45,10 @@ pub struct TaskRequest {
     /// A JSON Schema the answer must match: the worker hands it to `give_answer`, the result
     /// carries it as `data`; `None`: a report only.
     pub output_schema: Option<crate::answer::OutputSchema>,
+    /// How the browser is set (viewport or device, locale, time zone, geolocation, colour
+    /// scheme), checked by the caller against its ceiling; the driver applies it before the first
+    /// command and the worker cannot change what it fixes. Default: the browser's own.
+    pub browser: airlock_policy::BrowserSettings,
 }
 
 /// How a task ended.

@@ -102,6 +102,34 @@ impl Resolver<'_> {
         })
     }
 
+    /// The largest viewport a task may ask for.
+    pub(super) fn max_viewport(
+        &mut self,
+        flags: &SettingFlags,
+        file: &FileSettings,
+    ) -> anyhow::Result<(u32, u32)> {
+        let (default_width, default_height) = airlock_policy::DEFAULT_MAX_VIEWPORT;
+        let given = self.pick(
+            "max_viewport",
+            "AIRLOCK_MAX_VIEWPORT",
+            flags.max_viewport.clone(),
+            file.max_viewport.clone(),
+            format!("{default_width}x{default_height}"),
+            Clone::clone,
+        );
+        let (max_width, max_height) = airlock_policy::MAX_VIEWPORT;
+        let side = airlock_policy::MIN_VIEWPORT_SIDE;
+        given
+            .split_once('x')
+            .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)))
+            .filter(|(w, h)| (side..=max_width).contains(w) && (side..=max_height).contains(h))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--max-viewport `{given}` is not a viewport this server can give: write WIDTHxHEIGHT, each side from {side} up to {max_width}x{max_height} (AIRLOCK_MAX_VIEWPORT)"
+                )
+            })
+    }
+
     pub(super) fn pool(
         &mut self,
         flags: &SettingFlags,

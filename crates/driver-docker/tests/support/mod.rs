@@ -264,6 +264,7 @@ pub(crate) fn wait_task() -> airlock_worker::TaskRequest {
         max_download_bytes: None,
         route: None,
         output_schema: None,
+        browser: airlock_worker::BrowserSettings::default(),
     }
 }
 

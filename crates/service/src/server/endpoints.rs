@@ -339,6 +339,7 @@ async fn tasks(State(app): State<App>, request: Request) -> Response<Body> {
         configured: &app.secrets,
         max_download_bytes: app.max_download_bytes,
         routes: &app.routes,
+        max_viewport: app.max_viewport,
     };
     tasks_api::run(&parts.headers, body, service, caller).await
 }

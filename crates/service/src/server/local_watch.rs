@@ -106,6 +106,7 @@ pub async fn start(
         secrets: settings.secrets.clone(),
         max_download_bytes: settings.max_download_bytes,
         routes: settings.routes.clone(),
+        max_viewport: settings.max_viewport,
         book,
         leases: Arc::default(),
         sign_ins: Arc::new(SignIns::new(false)),

@@ -72,6 +72,13 @@ pub(super) struct TaskBody {
     /// Omitted: a report only.
     #[serde(default)]
     output_schema: Option<serde_json::Value>,
+    /// How the browser is set for this task: `viewport` {width, height, scale?} or a mobile
+    /// `device` (`iPhone 15`, `Pixel 7`, …), `locale` (`fr-FR`), `time_zone` (`Europe/Paris`),
+    /// `geolocation` {latitude, longitude}, `color_scheme` (`light`, `dark`); each within the
+    /// operator's ceiling (`--max-viewport`). The worker cannot change what is set here, and the
+    /// task's record keeps it. Omitted: a 1280×720 desktop, en-US, UTC, light.
+    #[serde(default)]
+    browser: airlock_policy::BrowserSettings,
     /// Wait for the task and answer with its result (the default), or answer `202` at once
     /// with its `id` and `links` (`false`), to follow it with `GET /v1/tasks/{id}` and its
     /// `events`, cancel it with `DELETE`, and fetch its record when it is done.
@@ -201,6 +208,7 @@ impl TaskBody {
             max_download_bytes: self.max_download_bytes,
             route: self.route.as_deref(),
             output_schema: self.output_schema,
+            browser: self.browser,
         };
         prepare(self.task, self.url, asked, caller)
     }

@@ -169,6 +169,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
                 default: "direct".into(),
             },
             direct: airlock_worker::DirectLimits::default(),
+            max_viewport: airlock_policy::DEFAULT_MAX_VIEWPORT,
         },
         keeping: Keeping::default(),
     });

@@ -45,6 +45,12 @@ pub struct FlightRecord {
     pub started_at_unix_ms: u64,
     /// The sites it was confined to (empty lists: no limit of that kind).
     pub scope: ScopeReport,
+    /// How the browser was set for the task (omitted: the browser's defaults).
+    #[serde(
+        default,
+        skip_serializing_if = "airlock_policy::BrowserSettings::is_default"
+    )]
+    pub browser: airlock_policy::BrowserSettings,
     /// Every step (tool call), in order.
     pub steps: Vec<RecordedStep>,
     /// Every model turn, in order.

@@ -173,6 +173,7 @@ impl TaskRunner {
         let context = TaskContext::new(cancel.child_token(), self.limits)
             .with_scope(request.scope.clone())
             .with_route(request.route.clone())
+            .with_browser(request.browser.clone())
             .with_secrets(request.secrets.clone().hiding(&hidden))
             .with_state(request.state.clone(), request.return_state)
             .with_uploads(request.uploads.clone())

@@ -25,6 +25,7 @@ fn answering(data: &Value, report: &str) -> ScriptedCall {
 async fn run_with_schema(setup: &Setup, schema: OutputSchema) -> TaskResult {
     let request = TaskRequest {
         output_schema: Some(schema),
+        browser: airlock_worker::BrowserSettings::default(),
         ..request()
     };
     setup
@@ -212,6 +213,7 @@ async fn the_answer_is_scrubbed_of_the_tasks_secrets() {
         secrets: Secrets::new(vec![secret]).unwrap(),
         url: Some("https://shop.example/".into()),
         output_schema: Some(schema),
+        browser: airlock_worker::BrowserSettings::default(),
         ..request()
     };
     let result = setup

@@ -264,6 +264,7 @@ fn request() -> TaskRequest {
         max_download_bytes: None,
         route: None,
         output_schema: None,
+        browser: airlock_worker::BrowserSettings::default(),
     }
 }
 

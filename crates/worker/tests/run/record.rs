@@ -123,6 +123,7 @@ fn signed_in_request() -> TaskRequest {
         max_download_bytes: None,
         route: None,
         output_schema: None,
+        browser: airlock_worker::BrowserSettings::default(),
     }
 }
 

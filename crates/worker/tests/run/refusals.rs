@@ -187,6 +187,7 @@ async fn an_empty_task_is_refused() {
                 max_download_bytes: None,
                 route: None,
                 output_schema: None,
+                browser: airlock_worker::BrowserSettings::default(),
             },
             CancellationToken::new(),
         )
@@ -207,6 +208,7 @@ async fn a_download_budget_of_nothing_or_past_the_ceiling_is_refused_before_any_
                     max_download_bytes: Some(given),
                     route: None,
                     output_schema: None,
+                    browser: airlock_worker::BrowserSettings::default(),
                     ..request()
                 },
                 CancellationToken::new(),

@@ -70,6 +70,7 @@ async fn the_system_prompt_and_tools_are_the_same_bytes_whatever_the_task_adds()
         max_download_bytes: Some(1024),
         route: None,
         output_schema: None,
+        browser: airlock_worker::BrowserSettings::default(),
         ..request()
     };
     added
