@@ -4,13 +4,16 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::sync::{Arc, Mutex};
 
-/// One request a site heard: the `Host` header it named (lower case) and the path.
+/// One request a site heard: the `Host` header it named (lower case), the path, and the
+/// languages the browser asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Heard {
     /// The `Host` header, such as `alt.lab:8080`.
     pub host: String,
     /// The request path, such as `/a.png`.
     pub path: String,
+    /// The `Accept-Language` header, if any, such as `fr-FR,fr;q=0.9`.
+    pub accept_language: Option<String>,
 }
 
 /// The requests a site heard, in order.
@@ -40,12 +43,15 @@ pub fn site(pages: impl FnOnce(u16) -> HashMap<&'static str, Page>) -> (u16, See
                     return;
                 }
                 let mut host = String::new();
+                let mut accept_language = None;
                 let mut line = String::new();
                 while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    if let Some((name, value)) = line.split_once(':')
-                        && name.eq_ignore_ascii_case("host")
-                    {
-                        host = value.trim().to_ascii_lowercase();
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("host") {
+                            host = value.trim().to_ascii_lowercase();
+                        } else if name.eq_ignore_ascii_case("accept-language") {
+                            accept_language = Some(value.trim().to_owned());
+                        }
                     }
                     line.clear();
                 }
@@ -53,6 +59,7 @@ pub fn site(pages: impl FnOnce(u16) -> HashMap<&'static str, Page>) -> (u16, See
                 record.lock().unwrap().push(Heard {
                     host,
                     path: path.clone(),
+                    accept_language,
                 });
                 let (status, extra, body) = pages.get(path.as_str()).cloned().unwrap_or((
                     "404 Not Found",

@@ -1,0 +1,166 @@
+//! A task's browser settings, read back from a real page in the sealed browser: the
+//! `Accept-Language` the lab heard, and `navigator.language`, the time zone, the viewport, the
+//! colour scheme, touch and the geolocation the page itself saw. The worker cannot set again
+//! what the caller fixed, and the record keeps the settings. Needs Docker, the image and a
+//! non-root user; `cargo xtask integration` runs it with those required.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use airlock_testkit::docker::docker_ready;
+use airlock_testkit::site::site;
+use serde_json::{Value, json};
+
+/// The page writes what it sees into `#seen` and its title becomes `ready` once the
+/// geolocation request is answered (or refused).
+const PAGE: &str = r"<html><head><title>waiting</title></head><body><p id='seen'>nothing yet</p><script>
+const parts = [
+  'lang=' + navigator.language,
+  'tz=' + Intl.DateTimeFormat().resolvedOptions().timeZone,
+  'width=' + innerWidth,
+  'dark=' + matchMedia('(prefers-color-scheme: dark)').matches,
+  'touch=' + navigator.maxTouchPoints,
+];
+const done = (place) => {
+  document.getElementById('seen').textContent = parts.concat([place]).join(' ');
+  document.title = 'ready';
+};
+navigator.geolocation.getCurrentPosition(
+  (p) => done('geo=' + p.coords.latitude + ',' + p.coords.longitude),
+  (e) => done('geo-refused=' + e.code),
+  { timeout: 10000 });
+</script></body></html>";
+
+/// Runs `airlock task` with `flags` on the lab page; the scripted worker reads the page, is
+/// shown `expected`, then tries `set_again` and is shown `refused`.
+fn run_task(
+    flags: &[&str],
+    expected: &[String],
+    set_again: &[&str],
+    refused: &str,
+) -> (Value, Vec<Option<String>>, tempfile::TempDir) {
+    let (port, seen) = site(|_| HashMap::from([("/", ("200 OK", String::new(), PAGE.to_owned()))]));
+    let url = format!("http://127.0.0.1:{port}/");
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", url]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "--fn", "document.title === 'ready'"]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["get", "text", "#seen"]}}]},
+        {"expect": {"shown_contains": expected}, "tool_calls": [{"name": "agent_browser", "input": {"args": set_again}}]},
+        {"expect": {"shown_contains": [refused]}, "text": "The page saw the settings."}
+    ]});
+    let script_path = dir.path().join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let record = dir.path().join("record");
+    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args(["task", "Read what the page sees", "--url", &url, "--json"])
+        .args(["--model", &format!("script:{}", script_path.display())])
+        .args(["--allow", &format!("127.0.0.1:{port}")])
+        .arg("--record")
+        .arg(&record)
+        .args(flags)
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["ended"], "completed", "{result}");
+    let languages = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|heard| heard.path == "/")
+        .map(|heard| heard.accept_language.clone())
+        .collect();
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(record.join("record.json")).unwrap()).unwrap();
+    (record, languages, dir)
+}
+
+#[test]
+fn the_page_sees_the_locale_zone_viewport_scheme_and_place_the_caller_set() {
+    if !docker_ready() {
+        return;
+    }
+    let flags = [
+        "--viewport",
+        "812x640",
+        "--locale",
+        "fr-FR",
+        "--time-zone",
+        "Asia/Tokyo",
+        "--geolocation",
+        "48.8566,2.3522",
+        "--color-scheme",
+        "dark",
+    ];
+    let expected = [
+        "lang=fr-FR",
+        "tz=Asia/Tokyo",
+        "width=812",
+        "dark=true",
+        "geo=48.8566,2.3522",
+    ]
+    .map(str::to_owned);
+    let (record, languages, _dir) = run_task(
+        &flags,
+        &expected,
+        &["set", "media", "light"],
+        "the colour scheme is fixed for this task",
+    );
+    assert!(!languages.is_empty());
+    for language in &languages {
+        assert!(
+            language
+                .as_deref()
+                .is_some_and(|l| l.starts_with("fr-FR,fr")),
+            "{languages:?}"
+        );
+    }
+    assert_eq!(
+        record["browser"],
+        json!({
+            "viewport": {"width": 812, "height": 640},
+            "locale": "fr-FR",
+            "time_zone": "Asia/Tokyo",
+            "geolocation": {"latitude": 48.8566, "longitude": 2.3522},
+            "color_scheme": "dark"
+        })
+    );
+}
+
+#[test]
+fn a_device_sets_a_touch_viewport_and_the_defaults_stay_otherwise() {
+    if !docker_ready() {
+        return;
+    }
+    // Pixel 7's CSS width, touch, and the browser's own language, zone and scheme otherwise.
+    let expected = [
+        "lang=en-US",
+        "tz=UTC",
+        "width=412",
+        "dark=false",
+        "touch=",
+        "geo-refused=",
+    ]
+    .map(str::to_owned);
+    let (record, languages, _dir) = run_task(
+        &["--device", "pixel 7"],
+        &expected,
+        &["set", "viewport", "1280", "720"],
+        "the viewport is fixed for this task",
+    );
+    assert!(
+        languages
+            .iter()
+            .all(|l| l.as_deref().is_none_or(|l| l.starts_with("en-US"))),
+        "{languages:?}"
+    );
+    assert_eq!(record["browser"], json!({"device": "Pixel 7"}));
+}
