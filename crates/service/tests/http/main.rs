@@ -441,3 +441,52 @@ async fn a_task_with_an_output_schema_answers_with_its_data_and_a_bad_schema_is_
     let body_schema = &document["components"]["schemas"]["TaskBody"]["properties"];
     assert!(body_schema.get("output_schema").is_some(), "{body_schema}");
 }
+
+#[tokio::test]
+async fn a_tasks_browser_settings_reach_its_driver_and_bad_ones_are_400() {
+    let served = serve(Setup {
+        turns: vec![airlock_worker::ScriptedTurn {
+            text: "Done.".into(),
+            ..airlock_worker::ScriptedTurn::default()
+        }],
+        ..Setup::default()
+    })
+    .await;
+    let token = bearer(TOKEN);
+    for (bad, says) in [
+        (
+            json!({"viewport": {"width": 4000, "height": 600}}),
+            "browser.viewport 4000x600 is out of range",
+        ),
+        (
+            json!({"device": "Nokia 3310"}),
+            "browser.device `Nokia 3310`",
+        ),
+        (json!({"time_zone": "Mars/Olympus"}), "browser.time_zone"),
+        (json!({"locale": "not a tag"}), "browser.locale"),
+        (json!({"zoom": 2}), "unknown field `zoom`"),
+    ] {
+        let body = json!({"task": "Say done", "browser": bad}).to_string();
+        let refused = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+        assert_eq!(refused.status, 400, "{refused:?}");
+        assert!(refused.error().contains(says), "{refused:?}");
+    }
+    assert!(
+        served.browsers.settings.lock().unwrap().is_empty(),
+        "a refused setting started no browser"
+    );
+    let asked = json!({"device": "iphone 15", "locale": "de-CH", "time_zone": "Europe/Zurich", "color_scheme": "dark"});
+    let body = json!({"task": "Say done", "browser": asked}).to_string();
+    let answered = request(&served, "POST", "/v1/tasks", &[&token, JSON], &body).await;
+    assert_eq!(answered.status, 200, "{answered:?}");
+    let given = served.browsers.settings.lock().unwrap().clone();
+    assert_eq!(given.len(), 1);
+    // Checked on the way: the device as agent-browser spells it.
+    assert_eq!(given[0].device.as_deref(), Some("iPhone 15"));
+    assert_eq!(given[0].time_zone.as_deref(), Some("Europe/Zurich"));
+    let document = request(&served, "GET", "/v1/openapi.json", &[&token], "")
+        .await
+        .json();
+    let body_schema = &document["components"]["schemas"]["TaskBody"]["properties"];
+    assert!(body_schema.get("browser").is_some(), "{body_schema}");
+}

@@ -30,6 +30,8 @@ pub(crate) struct GatedBrowsers {
     pub(crate) asked: Notify,
     /// The route each task asked its browser for, in order.
     pub(crate) routes: std::sync::Mutex<Vec<Option<String>>>,
+    /// The browser settings each task asked for, in order.
+    pub(crate) settings: std::sync::Mutex<Vec<airlock_worker::BrowserSettings>>,
 }
 
 struct Nothing;
@@ -48,6 +50,7 @@ impl BrowserDriver for GatedBrowsers {
     fn start(&self, context: TaskContext) -> BoxFuture<'_, Result<BrowserSession, DriverError>> {
         Box::pin(async move {
             self.routes.lock().unwrap().push(context.route.clone());
+            self.settings.lock().unwrap().push(context.browser.clone());
             self.asked.notify_one();
             let permit = self.starts.acquire().await.map_err(DriverError::new)?;
             permit.forget();
@@ -133,6 +136,7 @@ pub(crate) async fn serve(setup: Setup) -> Served {
         starts: Semaphore::new(setup.open_starts),
         asked: Notify::new(),
         routes: std::sync::Mutex::default(),
+        settings: std::sync::Mutex::default(),
     });
     let model = ScriptedModel::new(Script { turns: setup.turns });
     let limits = TaskLimits::default();
