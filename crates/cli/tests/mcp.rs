@@ -116,8 +116,9 @@ impl Client {
     }
 }
 
-/// `browser_task` with an `output_schema` on stdio: the answer is the structured content's
-/// `data`; a bad schema is refused naming the field, before any browser starts.
+/// `browser_task` with an `output_schema` and browser settings on stdio: the answer is the
+/// structured content's `data`; a bad schema or setting is refused naming the field, before any
+/// browser starts.
 #[test]
 fn browser_task_answers_with_data_matching_its_output_schema() {
     if !docker_ready() {
@@ -143,8 +144,20 @@ fn browser_task_answers_with_data_matching_its_output_schema() {
             .contains("output_schema is not a JSON Schema"),
         "{refused}"
     );
+    // So is a browser setting out of range.
+    client.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "browser_task", "arguments": {"task": "What does tea cost?", "browser": {"viewport": {"width": 9000, "height": 600}}}}}));
+    let (refused, _) = client.response(4);
+    assert!(
+        refused
+            .to_string()
+            .contains("browser.viewport 9000x600 is out of range"),
+        "{refused}"
+    );
+    // A task with settings runs with them applied (read back from pages in browser_settings.rs).
     client.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "browser_task", "arguments": {"task": "What does tea cost?", "output_schema": schema}}}));
+        "name": "browser_task", "arguments": {"task": "What does tea cost?", "output_schema": schema,
+            "browser": {"viewport": {"width": 800, "height": 600}, "color_scheme": "dark"}}}}));
     let (call, _) = client.response(3);
     let structured = &call["result"]["structuredContent"];
     assert_eq!(
