@@ -24,6 +24,8 @@ pub(crate) struct BrowseArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
+    browser: crate::browser_flags::BrowserFlags,
+    #[command(flatten)]
     settings: SettingFlags,
 }
 
@@ -33,9 +35,14 @@ pub(crate) async fn run(args: &BrowseArgs, matches: &ArgMatches) -> anyhow::Resu
     if let Some(out) = &args.out {
         crate::output::prepare_dir(out).map_err(crate::bad_input)?;
     }
+    let browser = args
+        .browser
+        .settings(settings.max_viewport)
+        .map_err(crate::bad_input)?;
     let driver = crate::boot::ready_driver(&settings).await?;
     let context = TaskContext::new(CancellationToken::new(), settings.limits)
-        .with_scope(settings.scope.clone());
+        .with_scope(settings.scope.clone())
+        .with_browser(browser);
     let session = driver.start(context.clone()).await?;
     let tool = &session.tools[0];
     let call = |args: serde_json::Value| tool.execute(json!({"args": args}));

@@ -164,3 +164,49 @@ fn a_device_sets_a_touch_viewport_and_the_defaults_stay_otherwise() {
     );
     assert_eq!(record["browser"], json!({"device": "Pixel 7"}));
 }
+
+#[test]
+fn browse_takes_a_viewport_and_its_screenshot_has_its_device_pixels() {
+    if !docker_ready() {
+        return;
+    }
+    let (port, _) = site(|_| HashMap::from([("/", ("200 OK", String::new(), PAGE.to_owned()))]));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shots");
+    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args(["browse", &format!("http://127.0.0.1:{port}/")])
+        .args(["--allow", &format!("127.0.0.1:{port}")])
+        .args(["--viewport", "500x400@2", "--out"])
+        .arg(&out)
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shot = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "png"))
+        .expect("a screenshot");
+    let png = std::fs::read(shot).unwrap();
+    // The PNG header's IHDR: width and height, big-endian, at bytes 16 and 20.
+    let side = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    assert_eq!((side(16), side(20)), (1000, 800));
+
+    // A viewport over the ceiling is bad input, named, before any browser starts.
+    let output = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
+        .args(["browse", &format!("http://127.0.0.1:{port}/")])
+        .args(["--viewport", "500x400", "--max-viewport", "400x400"])
+        .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--viewport 500x400 is out of range") && stderr.contains("400x400"),
+        "{stderr}"
+    );
+}
