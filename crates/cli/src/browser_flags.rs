@@ -11,7 +11,7 @@ pub(crate) struct BrowserFlags {
     /// --max-viewport. Not with --device.
     #[arg(long, value_name = "WxH[@SCALE]", conflicts_with = "device")]
     viewport: Option<String>,
-    /// A mobile device to emulate (`iPhone 15`, `Pixel 7`, …): its viewport, scale, touch and
+    /// A mobile device to emulate (`iPhone 15`, `Pixel 7`, …): its viewport, scale and
     /// user agent.
     #[arg(long, value_name = "NAME")]
     device: Option<String>,

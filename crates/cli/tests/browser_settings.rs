@@ -1,6 +1,6 @@
 //! A task's browser settings, read back from a real page in the sealed browser: the
 //! `Accept-Language` the lab heard, and `navigator.language`, the time zone, the viewport, the
-//! colour scheme, touch and the geolocation the page itself saw. The worker cannot set again
+//! colour scheme and the geolocation the page itself saw. The worker cannot set again
 //! what the caller fixed, and the record keeps the settings. Needs Docker, the image and a
 //! non-root user; `cargo xtask integration` runs it with those required.
 
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 /// The page writes what it sees into `#seen` and its title becomes `ready` once the
 /// geolocation request is answered (or refused).
-const PAGE: &str = r"<html><head><title>waiting</title></head><body><p id='seen'>nothing yet</p><script>
+const PAGE: &str = r"<html><head><meta name='viewport' content='width=device-width'><title>waiting</title></head><body><p id='seen'>nothing yet</p><script>
 const parts = [
   'lang=' + navigator.language,
   'tz=' + Intl.DateTimeFormat().resolvedOptions().timeZone,
@@ -136,17 +136,18 @@ fn the_page_sees_the_locale_zone_viewport_scheme_and_place_the_caller_set() {
 }
 
 #[test]
-fn a_device_sets_a_touch_viewport_and_the_defaults_stay_otherwise() {
+fn a_device_sets_its_viewport_and_the_defaults_stay_otherwise() {
     if !docker_ready() {
         return;
     }
-    // Pixel 7's CSS width, touch, and the browser's own language, zone and scheme otherwise.
+    // Pixel 7's CSS width and user agent's scale, and the browser's own language, zone and
+    // scheme otherwise; with no position set, a page asking for one gets none (the container has
+    // no position of its own).
     let expected = [
         "lang=en-US",
         "tz=UTC",
         "width=412",
         "dark=false",
-        "touch=",
         "geo-refused=",
     ]
     .map(str::to_owned);
