@@ -161,6 +161,16 @@ impl Drop for Served {
             signal(self.child.id(), "-TERM");
             let _ = self.child.wait();
         }
+        // A failed test shows what the server said (the harness shows a failed test's output).
+        if std::thread::panicking() {
+            let log = self.log.lock().map(|log| log.clone()).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let from = lines.len().saturating_sub(200);
+            eprintln!("--- the server's last {} log lines ---", lines.len() - from);
+            for line in &lines[from..] {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
