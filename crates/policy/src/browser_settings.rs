@@ -288,11 +288,12 @@ impl BrowserSettings {
     /// the caller fixed. `None`: it may.
     #[must_use]
     pub fn refusal(&self, args: &[String]) -> Option<String> {
-        let mut words = args.iter().filter(|arg| !arg.starts_with('-'));
-        if words.next().map(String::as_str) != Some("set") {
+        // Read as the command policy reads them: a value flag's value is not the command.
+        let words = crate::command::operands(args).ok()?;
+        if words.first() != Some(&"set") {
             return None;
         }
-        let fixed = match words.next()?.as_str() {
+        let fixed = match *words.get(1)? {
             "viewport" | "device" if self.viewport.is_some() || self.device.is_some() => {
                 "the viewport"
             }
@@ -422,6 +423,7 @@ mod tests {
             &["set", "viewport", "100", "100"][..],
             &["set", "device", "iPhone 15"],
             &["--json", "set", "geo", "0", "0"],
+            &["--timeout", "5", "set", "media", "light"],
             &["set", "geolocation", "0", "0"],
             &["set", "media", "light"],
         ] {

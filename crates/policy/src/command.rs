@@ -198,7 +198,7 @@ fn check_subcommand<'a>(
 
 /// Check every flag anywhere in the list and return the operands (arguments that are not flags
 /// or flag values), in order.
-fn operands(args: &[String]) -> Result<Vec<&str>, CommandRefusal> {
+pub(crate) fn operands(args: &[String]) -> Result<Vec<&str>, CommandRefusal> {
     // Refused flags first, wherever they stand, even where they could pass for another flag's value.
     for arg in args.iter().filter(|arg| is_flag(arg)) {
         let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
