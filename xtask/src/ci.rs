@@ -5,6 +5,7 @@
 //! command.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
@@ -30,14 +31,33 @@ pub(crate) fn run() -> anyhow::Result<()> {
             "the tests install packages, start dockerd, make a swarm and restart the daemon: run as root (sudo cargo xtask ci)"
         );
     }
-    crate::docker::run()?;
-    crate::docker::install(TEST_PACKAGES, "what the tests need")?;
+    let started = Instant::now();
+    let mut took: Vec<(String, Duration)> = Vec::new();
+    let mut timed = |name: &str, step: &mut dyn FnMut() -> anyhow::Result<()>| {
+        let start = Instant::now();
+        let result = step();
+        let spent = start.elapsed();
+        eprintln!("== {name}: {} s", spent.as_secs());
+        took.push((name.to_owned(), spent));
+        result
+    };
+    timed("setup", &mut || {
+        crate::docker::run()?;
+        crate::docker::install(TEST_PACKAGES, "what the tests need")
+    })?;
     eprintln!("== toolchain");
     run_loud(Command::new(cargo()).arg("--version"))?;
     if !succeeds(Command::new(cargo()).args(["clippy", "--version"])) {
         run_loud(Command::new("rustup").args(["component", "add", "clippy", "rustfmt"]))?;
     }
-    crate::front_door_fresh::check()?;
+    timed(
+        "front door, as a user",
+        &mut crate::front_door_fresh::as_a_user_from_nothing,
+    )?;
+    timed(
+        "front door, as root",
+        &mut crate::front_door_fresh::as_root_from_no_image,
+    )?;
     eprintln!("== the tests");
     for args in [
         &["fmt", "--all", "--", "--check"][..],
@@ -56,8 +76,15 @@ pub(crate) fn run() -> anyhow::Result<()> {
         // Last: the soak restarts the Docker daemon.
         &["xtask", "soak", "--tasks", "10", "--serve-tasks", "20"],
     ] {
-        run_loud(Command::new(cargo()).args(args))?;
+        timed(&args.join(" "), &mut || {
+            run_loud(Command::new(cargo()).args(args))
+        })?;
     }
+    // Where the time went, so a slower CI shows which step grew.
+    for (name, spent) in &took {
+        eprintln!("{:>6} s  {name}", spent.as_secs());
+    }
+    eprintln!("{:>6} s  in all", started.elapsed().as_secs());
     eprintln!("== every test passed");
     Ok(())
 }

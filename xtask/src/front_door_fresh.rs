@@ -32,7 +32,7 @@ pub(crate) fn check() -> anyhow::Result<()> {
 
 /// A user in the docker group, in their own clone with their own toolchain and cargo home, runs
 /// `cargo xtask browse` with neither the browser image nor the base on the daemon.
-fn as_a_user_from_nothing() -> anyhow::Result<()> {
+pub(crate) fn as_a_user_from_nothing() -> anyhow::Result<()> {
     eprintln!("== the front door from nothing: cargo xtask browse, as {TEST_USER} (not root)");
     crate::integration::ensure_test_user()?;
     let subuids = std::fs::read_to_string("/etc/subuid").unwrap_or_default();
@@ -101,7 +101,7 @@ fn as_a_user_from_nothing() -> anyhow::Result<()> {
 }
 
 /// Root runs `cargo xtask browse` with the browser image removed.
-fn as_root_from_no_image() -> anyhow::Result<()> {
+pub(crate) fn as_root_from_no_image() -> anyhow::Result<()> {
     eprintln!("== the front door from no image: cargo xtask browse, as root");
     // The tag goes; its layers, which the user's build just made, stay in Docker's build cache,
     // so this rebuild takes seconds instead of the minutes the user's proof already spent.
