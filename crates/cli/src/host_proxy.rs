@@ -77,7 +77,7 @@ fn split_credentials(key: &str, value: &str) -> anyhow::Result<(String, Option<C
     };
     let mut url = url::Url::parse(&text).map_err(|_| {
         anyhow::anyhow!(
-            "{key} is not a proxy URL: write http://host:port or socks5://host:port (credentials may go before an @)"
+            "{key} is not a proxy URL: write http://host:port, https://host:port or socks5://host:port (credentials may go before an @)"
         )
     })?;
     let decoded = |part: &str| percent_decode_str(part).decode_utf8_lossy().into_owned();

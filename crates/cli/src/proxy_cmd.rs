@@ -33,6 +33,11 @@ pub(crate) struct ProxyArgs {
     #[arg(long = "nameserver", value_name = "ADDR")]
     nameservers: Vec<SocketAddr>,
 
+    /// Trust this CA (a PEM file: certificates only) as well as the public roots for TLS to an
+    /// `https://` parent (a company's proxy is usually signed by the company's CA). Repeatable.
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    ca_certs: Vec<PathBuf>,
+
     /// Print each decision as a JSON object instead of a line of text.
     #[arg(long)]
     json: bool,
@@ -142,8 +147,11 @@ pub(crate) async fn run(args: &ProxyArgs) -> anyhow::Result<()> {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         ..airlock_proxy::ProxyLimits::default()
     };
+    let parent_cas =
+        crate::settings::ca::read_ca_files(&args.ca_certs).map_err(crate::bad_input)?;
     let mut config = ProxyConfig::new(policy)
         .with_routes(routes)
+        .with_parent_cas(parent_cas)
         .with_limits(limits)
         .with_events(Arc::new(move |event| {
             // The printer only goes away at shutdown, when losing the last lines is harmless.

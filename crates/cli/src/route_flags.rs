@@ -7,7 +7,8 @@ use clap::Args;
 /// Parents (company proxies) and the route destinations take.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct RouteFlags {
-    /// A route through a company's proxy: `NAME=http://host:port` (HTTP CONNECT) or
+    /// A route through a company's proxy: `NAME=http://host:port` (HTTP CONNECT),
+    /// `NAME=https://host:port` (HTTP CONNECT over TLS to the proxy) or
     /// `NAME=socks5://host:port`. Repeatable. Airlock still resolves and vets every destination
     /// and asks the parent for the vetted address. Credentials never go in the URL: see
     /// --parent-credentials.

@@ -146,7 +146,8 @@ pub(crate) struct SettingFlags {
     pub routes: crate::route_flags::RouteFlags,
     /// Trust this CA (a PEM file: certificates only) in the sealed browser as well as the public
     /// roots, for a parent that inspects TLS with the company's CA. Repeatable. agent-browser's
-    /// own fetches (`read`) trust it too; nothing on the host changes.
+    /// own fetches (`read`) trust it too, and so does the proxy's TLS to an `https://` parent;
+    /// nothing on the host changes.
     #[arg(
         long = "ca-cert",
         env = "AIRLOCK_CA_CERTS",
@@ -234,7 +235,8 @@ pub(crate) struct FileSettings {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileParent {
-    /// `http://host:port` or `socks5://host:port`.
+    /// `http://host:port`, `https://host:port` (the proxy spoken to over TLS) or
+    /// `socks5://host:port`.
     pub(crate) url: String,
     /// Sites this route always carries.
     #[serde(default)]

@@ -16,7 +16,7 @@ use crate::setting_flags::FileSettings;
 pub(crate) use crate::setting_flags::SettingFlags;
 
 mod browser;
-mod ca;
+pub(crate) mod ca;
 mod model;
 mod routes;
 

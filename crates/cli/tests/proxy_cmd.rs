@@ -217,3 +217,57 @@ fn a_parents_route_carries_what_the_stand_alone_proxy_allows_and_its_log_says_so
     runtime.block_on(squid.logged(&format!("CONNECT 127.0.0.1:{site}")));
     terminate(child);
 }
+
+#[test]
+fn an_https_parent_is_reached_with_the_ca_given_and_a_bad_ca_file_is_named() {
+    use airlock_testkit::parents::{PASSWORD, USER, squid_tls};
+    let site = airlock_testkit::site::simple_site("Lab", "Through the parent's TLS.");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let squid = runtime.block_on(squid_tls(""));
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("corp");
+    std::fs::write(&credentials, format!("{USER}:{PASSWORD}\n")).unwrap();
+    let socket = dir.path().join("egress.sock");
+    let parent = |proxy: &mut Command| {
+        proxy
+            .args(["--allow", &format!("127.0.0.1:{site}")])
+            .args(["--parent", &format!("corp=https://{}", squid.address)])
+            .arg("--parent-credentials")
+            .arg(format!("corp=file:{}", credentials.display()))
+            .args(["--route", "corp", "--socket"])
+            .arg(&socket);
+    };
+    let key = dir.path().join("key.pem");
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let mut refused = proxy_command();
+    refused.arg("proxy").arg("--ca-cert").arg(&key);
+    parent(&mut refused);
+    let output = refused.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--ca-cert") && stderr.contains("key.pem"),
+        "{stderr}"
+    );
+
+    let (child, first) = start_proxy(|proxy| {
+        parent(proxy);
+        proxy.arg("--ca-cert").arg(squid.tls_ca())
+    });
+    assert!(first.contains("listening on"), "{first}");
+    let mut stream = UnixStream::connect(&socket).unwrap();
+    write!(
+        stream,
+        "GET http://127.0.0.1:{site}/ HTTP/1.1\r\nHost: 127.0.0.1:{site}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.contains("Through the parent's TLS."), "{response}");
+    runtime.block_on(squid.logged(&format!("CONNECT 127.0.0.1:{site}")));
+    terminate(child);
+}

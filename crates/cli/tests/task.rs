@@ -646,3 +646,70 @@ fn an_inspecting_parents_https_page_loads_only_with_its_ca() {
         "{untrusted}"
     );
 }
+
+/// A task on a route through a parent reached over TLS (squid's `https_port`, its certificate
+/// signed by a CA of its own): with that CA given as `--ca-cert` the page is reached through the
+/// parent; without it the parent's certificate is refused before it hears anything, and the
+/// task's failures say so.
+#[test]
+fn a_task_reaches_its_site_through_a_parent_over_tls_only_when_its_ca_is_given() {
+    use airlock_testkit::parents::{PASSWORD, USER, squid_tls};
+    if !docker_ready() {
+        return;
+    }
+    let port = simple_site("Routed over TLS", "Reached through the proxy's TLS.");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let squid = runtime.block_on(squid_tls(""));
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("corp.credentials");
+    std::fs::write(&credentials, format!("{USER}:{PASSWORD}\n")).unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", format!("http://127.0.0.1:{port}/")]}}]},
+        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["get", "text", "body"]}}]},
+        {"text": "Done."}
+    ]});
+    let run = |ca: bool, record: &str| {
+        let mut command = task_command(dir.path(), &script, port);
+        command
+            .args(["--parent", &format!("corp=https://{}", squid.address)])
+            .arg("--parent-credentials")
+            .arg(format!("corp=file:{}", credentials.display()))
+            .args(["--route", "corp", "--json", "--record"])
+            .arg(dir.path().join(record));
+        if ca {
+            command.arg("--ca-cert").arg(squid.tls_ca());
+        }
+        let output = command.output().unwrap();
+        let result: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+        let record = std::fs::read_to_string(dir.path().join(record).join("record.json")).unwrap();
+        (result, record)
+    };
+
+    let (refused, record) = run(false, "untrusted");
+    assert_eq!(
+        refused["egress_failures"][0]["class"], "parent-tls",
+        "{refused}"
+    );
+    assert!(!record.contains("Reached through the proxy"), "{record}");
+    assert!(
+        !squid.access_log().contains("CONNECT"),
+        "an untrusted parent heard a request: {}",
+        squid.access_log()
+    );
+
+    let (result, record) = run(true, "trusted");
+    assert_eq!(result["ended"], "completed", "{result}");
+    assert!(
+        record.contains("Reached through the proxy's TLS"),
+        "{record}"
+    );
+    assert!(
+        result["egress_bytes_by_route"]["corp"]["down"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{result}"
+    );
+    runtime.block_on(squid.logged(&format!("CONNECT 127.0.0.1:{port}")));
+}

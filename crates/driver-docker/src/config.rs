@@ -27,7 +27,7 @@ pub struct DriverConfig {
     /// proxies. Every session's proxy starts with them; a task may pick its route by name.
     pub routes: Routes,
     /// Extra CA certificates (DER) the browser trusts beside the public roots, for a parent that
-    /// inspects TLS; empty for none.
+    /// inspects TLS, and the proxy trusts for TLS to an `https://` parent; empty for none.
     pub ca_certs: Vec<Vec<u8>>,
     /// Container limits.
     pub resources: Resources,

@@ -341,6 +341,7 @@ impl Maker {
         let sink = Arc::clone(&pending);
         let mut proxy_config = ProxyConfig::new(self.config.egress.clone())
             .with_routes(self.config.routes.clone())
+            .with_parent_cas(self.config.ca_certs.clone())
             .with_dir_tag(owner::dir_tag())
             .with_limits(self.config.proxy_limits)
             .with_events(Arc::new(move |event| unseen_egress::record(&sink, event)));

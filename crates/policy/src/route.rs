@@ -25,6 +25,10 @@ pub const MAX_ROUTES: usize = 32;
 pub enum ParentKind {
     /// An HTTP proxy: `CONNECT host:port` over plain TCP.
     HttpConnect,
+    /// An HTTP proxy reached over TLS (`https://` to the proxy itself): the same `CONNECT`, and
+    /// its credentials, inside a TLS session whose certificate must check out against the public
+    /// roots or the operator's CAs.
+    HttpsConnect,
     /// A SOCKS5 server (RFC 1928), with username and password (RFC 1929) when given.
     Socks5,
 }
@@ -104,8 +108,8 @@ impl Route {
         }
     }
 
-    /// A route named `name` through the parent at `url` (`http://host:port` or
-    /// `socks5://host:port`), serving `sites`.
+    /// A route named `name` through the parent at `url` (`http://host:port`,
+    /// `https://host:port` or `socks5://host:port`), serving `sites`.
     ///
     /// # Errors
     /// A bad name, a URL that is not a parent's, credentials written into it, or a bad pattern.
@@ -152,6 +156,7 @@ impl Route {
             Some(parent) => {
                 let scheme = match parent.kind {
                     ParentKind::HttpConnect => "http",
+                    ParentKind::HttpsConnect => "https",
                     ParentKind::Socks5 => "socks5",
                 };
                 format!(
@@ -293,9 +298,9 @@ pub enum RouteError {
     /// `direct` is always there and cannot be redefined.
     #[error("route `direct` is built in (it dials the vetted address): name yours differently")]
     DirectTaken,
-    /// A parent URL that is not `http://host:port` or `socks5://host:port`.
+    /// A parent URL that is not `http://host:port`, `https://host:port` or `socks5://host:port`.
     #[error(
-        "route `{route}`: `{url}` is not a parent proxy: write http://host:port (HTTP CONNECT) or socks5://host:port"
+        "route `{route}`: `{url}` is not a parent proxy: write http://host:port (HTTP CONNECT), https://host:port (HTTP CONNECT over TLS) or socks5://host:port"
     )]
     BadUrl {
         /// The route.
@@ -361,6 +366,7 @@ fn parse_parent(route: &str, url: &str) -> Result<Parent, RouteError> {
     let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
     let kind = match scheme.to_ascii_lowercase().as_str() {
         "http" => ParentKind::HttpConnect,
+        "https" => ParentKind::HttpsConnect,
         "socks5" | "socks5h" => ParentKind::Socks5,
         _ => return Err(bad()),
     };
@@ -406,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn a_parent_is_an_http_or_socks5_url_with_a_port() {
+    fn a_parent_is_an_http_https_or_socks5_url_with_a_port() {
         let route = corp();
         let parent = route.parent.as_ref().unwrap();
         assert_eq!(parent.kind, ParentKind::HttpConnect);
@@ -418,7 +424,15 @@ mod tests {
         assert_eq!(socks.parent.unwrap().kind, ParentKind::Socks5);
         let v6 = Route::parse("v6", "http://[::1]:3128", &[], Resolution::Pinned).unwrap();
         assert_eq!(v6.parent.unwrap().host, "::1");
+        let tls =
+            Route::parse("t", "HTTPS://Proxy.Corp.Test:8443", &[], Resolution::Pinned).unwrap();
+        assert_eq!(tls.parent.as_ref().unwrap().kind, ParentKind::HttpsConnect);
+        assert_eq!(
+            tls.describe(),
+            "route `t` (through https://proxy.corp.test:8443)"
+        );
         for bad in [
+            "https://proxy",
             "proxy:3128",
             "ftp://proxy:21",
             "http://proxy",

@@ -108,6 +108,8 @@ pub struct ProxyConfig {
     pub resolver: Option<Arc<dyn Resolver>>,
     /// How connections are made; plain TCP by default.
     pub connector: Arc<dyn Connector>,
+    /// CA certificates (DER) trusted besides the public roots for TLS to `https://` parents.
+    pub parent_cas: Vec<Vec<u8>>,
     /// Who hears about every decision.
     pub events: Option<EventSink>,
     /// Where the private socket directory is made; the system temp dir by default.
@@ -124,6 +126,7 @@ impl std::fmt::Debug for ProxyConfig {
             .field("routes", &self.routes)
             .field("limits", &self.limits)
             .field("custom_resolver", &self.resolver.is_some())
+            .field("parent_cas", &self.parent_cas.len())
             .field("events", &self.events.is_some())
             .field("socket_parent", &self.socket_parent)
             .field("dir_tag", &self.dir_tag)
@@ -140,6 +143,7 @@ impl ProxyConfig {
             limits: ProxyLimits::default(),
             resolver: None,
             connector: Arc::new(TcpConnector),
+            parent_cas: Vec::new(),
             events: None,
             socket_parent: None,
             dir_tag: None,
@@ -150,6 +154,14 @@ impl ProxyConfig {
     #[must_use]
     pub fn with_routes(mut self, routes: Routes) -> Self {
         self.routes = routes;
+        self
+    }
+
+    /// Trust these CA certificates (DER) besides the public roots when speaking TLS to an
+    /// `https://` parent (a company's proxy is usually signed by the company's CA).
+    #[must_use]
+    pub fn with_parent_cas(mut self, certs: Vec<Vec<u8>>) -> Self {
+        self.parent_cas = certs;
         self
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     pub(crate) limits: ProxyLimits,
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) connector: Arc<dyn Connector>,
+    /// TLS to `https://` parents.
+    pub(crate) parent_tls: crate::parent_tls::ParentTls,
     pub(crate) events: Option<EventSink>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) shutdown: CancellationToken,

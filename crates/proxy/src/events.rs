@@ -72,7 +72,7 @@ pub enum Outcome {
 }
 
 /// Every class an [`Outcome::Failed`] may carry: a fixed set, which a metric may use as a label.
-pub const FAILURE_CLASSES: [&str; 15] = [
+pub const FAILURE_CLASSES: [&str; 16] = [
     "bad-request",
     "no-dns-answer",
     "dns-failed",
@@ -87,6 +87,7 @@ pub const FAILURE_CLASSES: [&str; 15] = [
     "parent-credentials",
     "parent-refused",
     "parent-failed",
+    "parent-tls",
     "parent-timeout",
 ];
 

@@ -42,11 +42,13 @@ mod events;
 mod http;
 mod network;
 mod parent;
+mod parent_tls;
 mod policy_cell;
 mod request;
 mod slot;
 mod stop;
 mod tunnel;
+mod upstream;
 mod vet;
 
 use std::io;
@@ -128,6 +130,17 @@ pub enum ProxyError {
         limit: &'static str,
         /// What it must be.
         why: &'static str,
+    },
+    /// A CA given for TLS to parents does not parse.
+    #[error(
+        "CA certificate {} for the parents' TLS does not parse ({reason}): give the CA's certificate as PEM",
+        index + 1
+    )]
+    ParentCa {
+        /// Which one (from 0, in the order given).
+        index: usize,
+        /// What was wrong with it.
+        reason: String,
     },
 }
 
@@ -258,6 +271,7 @@ impl EgressProxy {
         config: ProxyConfig,
     ) -> Result<Self, ProxyError> {
         config.limits.validate()?;
+        let parent_tls = parent_tls::ParentTls::new(&config.parent_cas)?;
         let resolver: Arc<dyn Resolver> = match config.resolver {
             Some(resolver) => resolver,
             None => Arc::new(HickoryResolver::system()?),
@@ -283,6 +297,7 @@ impl EgressProxy {
             limits: config.limits,
             resolver,
             connector: config.connector,
+            parent_tls,
             events: config.events,
             counters: Arc::clone(&counters),
             shutdown: shutdown.clone(),

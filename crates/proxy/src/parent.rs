@@ -11,8 +11,11 @@ use std::time::Duration;
 
 use airlock_policy::{Parent, ParentKind};
 use base64::Engine;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::parent_tls::ParentTls;
+use crate::upstream::Upstream;
 
 /// The largest answer head a parent may send to `CONNECT`.
 const MAX_ANSWER_HEAD: usize = 16 * 1024;
@@ -42,6 +45,11 @@ pub(crate) enum ParentError {
     /// The parent could not be reached.
     #[error("its parent proxy could not be reached: {0}")]
     Unreachable(std::io::Error),
+    /// TLS with an `https://` parent failed (its certificate, most often).
+    #[error(
+        "TLS with its parent proxy failed ({0}): its certificate must name the parent's host and chain to a public root or a CA given with --ca-cert"
+    )]
+    Tls(String),
     /// The parent asked for credentials, or refused the ones it was given (how it said so).
     #[error("its parent proxy refused the credentials ({0}): check the route's credentials file")]
     Credentials(&'static str),
@@ -53,13 +61,15 @@ pub(crate) enum ParentError {
     Garbled(&'static str),
 }
 
-/// A tunnel to `target` through `parent`, within `timeout` for the whole exchange.
+/// A tunnel to `target` through `parent`, within `timeout` for the whole exchange (TLS
+/// included).
 pub(crate) async fn tunnel(
     parent: &Parent,
     target: Target<'_>,
     timeout: Duration,
-) -> Result<TcpStream, TunnelStop> {
-    match tokio::time::timeout(timeout, open(parent, target)).await {
+    tls: &ParentTls,
+) -> Result<Upstream, TunnelStop> {
+    match tokio::time::timeout(timeout, open(parent, target, tls)).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => Err(TunnelStop::Failed(error)),
         Err(_) => Err(TunnelStop::TimedOut),
@@ -75,23 +85,35 @@ pub(crate) enum TunnelStop {
     TimedOut,
 }
 
-async fn open(parent: &Parent, target: Target<'_>) -> Result<TcpStream, ParentError> {
+async fn open(
+    parent: &Parent,
+    target: Target<'_>,
+    tls: &ParentTls,
+) -> Result<Upstream, ParentError> {
     let socket = TcpStream::connect((parent.host.as_str(), parent.port))
         .await
         .map_err(ParentError::Unreachable)?;
     // Tunnelled bytes are small writes both ways (TLS records), as on a direct connection.
     let _ = socket.set_nodelay(true);
     match parent.kind {
-        ParentKind::HttpConnect => http_connect(socket, parent, target).await,
-        ParentKind::Socks5 => socks5(socket, parent, target).await,
+        ParentKind::HttpConnect => http_connect(socket, parent, target)
+            .await
+            .map(Upstream::Plain),
+        ParentKind::HttpsConnect => {
+            let session = tls.connect(&parent.host, socket).await?;
+            http_connect(session, parent, target)
+                .await
+                .map(|session| Upstream::Tls(Box::new(session)))
+        }
+        ParentKind::Socks5 => socks5(socket, parent, target).await.map(Upstream::Plain),
     }
 }
 
-async fn http_connect(
-    mut socket: TcpStream,
+async fn http_connect<S: AsyncRead + AsyncWrite + Unpin>(
+    mut socket: S,
     parent: &Parent,
     target: Target<'_>,
-) -> Result<TcpStream, ParentError> {
+) -> Result<S, ParentError> {
     let mut head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
     if let Some(credentials) = &parent.credentials {
         let pair = format!("{}:{}", credentials.user, credentials.password);
@@ -103,6 +125,8 @@ async fn http_connect(
         .write_all(head.as_bytes())
         .await
         .map_err(ParentError::Unreachable)?;
+    // A TLS session holds what was written until flushed.
+    socket.flush().await.map_err(ParentError::Unreachable)?;
     let answer = read_head(&mut socket).await?;
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut response = httparse::Response::new(&mut headers);
@@ -124,8 +148,8 @@ async fn http_connect(
 }
 
 /// The answer's head, read a byte at a time so nothing past it (the destination's first bytes)
-/// is taken from the socket.
-async fn read_head(socket: &mut TcpStream) -> Result<Vec<u8>, ParentError> {
+/// is taken from the socket (over TLS, it stays in the session's buffer).
+async fn read_head(socket: &mut (impl AsyncRead + Unpin)) -> Result<Vec<u8>, ParentError> {
     let mut head = Vec::with_capacity(256);
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

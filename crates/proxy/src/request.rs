@@ -156,7 +156,7 @@ impl Shared {
     async fn exchange(
         &self,
         request: Request<Incoming>,
-        upstream: Bounded<tokio::net::TcpStream>,
+        upstream: Bounded<crate::upstream::Upstream>,
         closing: Option<ClosingReport>,
     ) -> Result<Response<ProxyBody>, hyper::Error> {
         let (mut sender, connection) =

@@ -139,6 +139,7 @@ impl Stop {
                 ParentError::Credentials(_) => "parent-credentials",
                 ParentError::Refused(_) => "parent-refused",
                 ParentError::Garbled(_) => "parent-failed",
+                ParentError::Tls(_) => "parent-tls",
             },
             Self::ParentTimedOut { .. } => "parent-timeout",
             Self::UpstreamFailed(_) => "upstream-failed",
@@ -209,6 +210,7 @@ mod tests {
             (parent(ParentError::Credentials("407")), 502),
             (parent(ParentError::Refused("403".into())), 502),
             (parent(ParentError::Garbled("no status line")), 502),
+            (parent(ParentError::Tls("UnknownIssuer".into())), 502),
             (
                 parent(ParentError::Unreachable(
                     std::io::ErrorKind::ConnectionRefused.into(),

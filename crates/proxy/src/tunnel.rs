@@ -2,7 +2,9 @@
 //! `splice(2)` through a pipe, so they are never copied into the proxy. The pipe is made when a
 //! direction has bytes to move and closed as soon as it has none, so an idle tunnel holds no
 //! buffer at all: two registered sockets and a small task. The idle time-out, the byte cap and
-//! the byte counters hold as they do on every bounded stream.
+//! the byte counters hold as they do on every bounded stream. A tunnel inside a TLS session with
+//! an `https://` parent cannot be spliced (the proxy must decrypt and encrypt): its bytes are
+//! copied through a [`Bounded`] stream, which keeps the same limits.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -17,8 +19,9 @@ use tokio::time::Instant;
 use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
-use crate::bounded::{ByteCounters, Way};
+use crate::bounded::{Bounded, ByteCounters, Way};
 use crate::client::Client;
+use crate::upstream::Upstream;
 
 /// The most bytes one splice moves, and the pipe's capacity (a read then never waits on it).
 /// Four times the default pipe: a bulk transfer takes a quarter of the system calls, and the
@@ -75,7 +78,7 @@ impl Shared {
 /// The two sockets of an open tunnel and its limits.
 pub(crate) struct Tunnel {
     pub(crate) client: Client,
-    pub(crate) upstream: TcpStream,
+    pub(crate) upstream: Upstream,
     /// What the client sent after its CONNECT head, read by the HTTP parser already.
     pub(crate) early: Bytes,
     pub(crate) idle: Duration,
@@ -88,13 +91,28 @@ impl Tunnel {
     /// Move bytes both ways until both sides have finished, either fails, the tunnel idles past
     /// its time-out or the proxy stops.
     pub(crate) async fn run(self, shutdown: &CancellationToken) -> io::Result<()> {
+        let upstream = match self.upstream {
+            Upstream::Plain(socket) => socket,
+            Upstream::Tls(session) => {
+                let upstream = Bounded::new(
+                    Upstream::Tls(session),
+                    self.idle,
+                    self.budget,
+                    self.counters,
+                );
+                return tokio::select! {
+                    result = copied(self.client, upstream, self.early) => result,
+                    () = shutdown.cancelled() => Ok(()),
+                };
+            }
+        };
         let shared = Shared {
             budget: AtomicU64::new(self.budget),
             last_progress_ms: AtomicU64::new(0),
             opened: Instant::now(),
             counters: self.counters,
         };
-        let (upstream, early) = (self.upstream, self.early);
+        let early = self.early;
         let moved = async {
             match self.client {
                 Either::Left(unix) => both_ways(&unix, &upstream, early, &shared).await,
@@ -107,6 +125,21 @@ impl Tunnel {
             () = shutdown.cancelled() => Ok(()),
         }
     }
+}
+
+/// Both ways through the proxy's own buffers, for an upstream the kernel cannot splice.
+async fn copied(
+    mut client: Client,
+    mut upstream: Bounded<Upstream>,
+    early: Bytes,
+) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    upstream.write_all(&early).await?;
+    upstream.flush().await?;
+    drop(early);
+    tokio::io::copy_bidirectional(&mut client, &mut upstream)
+        .await
+        .map(|_| ())
 }
 
 async fn both_ways(

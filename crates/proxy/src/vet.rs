@@ -11,7 +11,7 @@ use crate::bounded::Bounded;
 use crate::connection::Shared;
 use crate::parent::{Target, TunnelStop};
 use crate::stop::Stop;
-use tokio::net::TcpStream;
+use crate::upstream::Upstream;
 
 /// A destination that passed, and the route it leaves by.
 #[derive(Debug)]
@@ -41,7 +41,7 @@ impl Shared {
     pub(crate) async fn open(
         &self,
         decision: Decision,
-    ) -> Result<(Bounded<TcpStream>, SocketAddr, String), Stop> {
+    ) -> Result<(Bounded<Upstream>, SocketAddr, String), Stop> {
         let vetted = self.vet(decision).await?;
         let (stream, address) = self.connect(&vetted).await?;
         Ok((stream, address, vetted.route.name))
@@ -99,7 +99,7 @@ impl Shared {
     pub(crate) async fn connect(
         &self,
         vetted: &Vetted,
-    ) -> Result<(Bounded<TcpStream>, SocketAddr), Stop> {
+    ) -> Result<(Bounded<Upstream>, SocketAddr), Stop> {
         let port = vetted.port;
         let opened = match (&vetted.reach, &vetted.route.parent) {
             (Reach::Name(name), Some(parent)) => {
@@ -146,11 +146,11 @@ impl Shared {
     }
 
     /// A direct connection to a vetted address.
-    async fn dial(&self, address: SocketAddr) -> Result<TcpStream, Stop> {
+    async fn dial(&self, address: SocketAddr) -> Result<Upstream, Stop> {
         match tokio::time::timeout(self.limits.connect_timeout, self.connector.connect(address))
             .await
         {
-            Ok(Ok(stream)) => Ok(stream),
+            Ok(Ok(stream)) => Ok(Upstream::Plain(stream)),
             Ok(Err(source)) => Err(Stop::ConnectFailed { address, source }),
             Err(_) => Err(Stop::ConnectTimedOut { address }),
         }
@@ -162,17 +162,22 @@ impl Shared {
         route: &Route,
         parent: &airlock_policy::Parent,
         target: Target<'_>,
-    ) -> Result<TcpStream, Stop> {
-        crate::parent::tunnel(parent, target, self.limits.connect_timeout)
-            .await
-            .map_err(|stop| match stop {
-                TunnelStop::Failed(error) => Stop::Parent {
-                    route: route.name.clone(),
-                    error,
-                },
-                TunnelStop::TimedOut => Stop::ParentTimedOut {
-                    route: route.name.clone(),
-                },
-            })
+    ) -> Result<Upstream, Stop> {
+        crate::parent::tunnel(
+            parent,
+            target,
+            self.limits.connect_timeout,
+            &self.parent_tls,
+        )
+        .await
+        .map_err(|stop| match stop {
+            TunnelStop::Failed(error) => Stop::Parent {
+                route: route.name.clone(),
+                error,
+            },
+            TunnelStop::TimedOut => Stop::ParentTimedOut {
+                route: route.name.clone(),
+            },
+        })
     }
 }

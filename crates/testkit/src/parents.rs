@@ -1,5 +1,5 @@
 //! Real parent proxies on loopback, from Debian: squid (HTTP CONNECT, basic auth, its own access
-//! log and hosts file) and microsocks (SOCKS5 with a username and password). Each runs in the
+//! log and hosts file; over plain TCP, or over TLS on its `https_port`) and microsocks (SOCKS5 with a username and password). Each runs in the
 //! foreground as a child process and is killed when dropped.
 
 use std::net::SocketAddr;
@@ -131,6 +131,23 @@ async fn listening(address: SocketAddr, child: &mut Child) {
 /// squid on loopback asking for [`USER`] and [`PASSWORD`]; `hosts` is its own hosts file (for
 /// names the parent resolves).
 pub async fn squid(hosts: &str) -> ParentProxy {
+    squid_on(hosts, Listener::Plain).await
+}
+
+/// squid as [`squid`] does, spoken to over TLS (`https_port`, Debian's GnuTLS build) with a
+/// certificate for `127.0.0.1` signed by a CA of its own ([`ParentProxy::tls_ca`]).
+pub async fn squid_tls(hosts: &str) -> ParentProxy {
+    squid_on(hosts, Listener::Tls).await
+}
+
+/// How squid listens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    Plain,
+    Tls,
+}
+
+async fn squid_on(hosts: &str, listener: Listener) -> ParentProxy {
     let program = installed("squid", "squid");
     let helper = Path::new("/usr/lib/squid/basic_ncsa_auth");
     assert!(helper.exists(), "squid's basic_ncsa_auth is missing");
@@ -151,8 +168,23 @@ pub async fn squid(hosts: &str) -> ParentProxy {
     std::fs::write(path("passwd"), format!("{USER}:{}", hashed.trim())).unwrap();
     std::fs::write(path("hosts"), hosts).unwrap();
     let port = free_port();
+    let listen = match listener {
+        Listener::Plain => format!("http_port 127.0.0.1:{port}"),
+        Listener::Tls => {
+            let (_, cert, key) =
+                crate::certs::signed_by_a_new_ca(dir.path(), "/CN=squid.test", "IP:127.0.0.1");
+            // squid reads it as root at start; a test key, readable like the rest.
+            std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .unwrap();
+            format!(
+                "https_port 127.0.0.1:{port} tls-cert={} tls-key={}",
+                cert.display(),
+                key.display()
+            )
+        }
+    };
     let config = format!(
-        "http_port 127.0.0.1:{port}
+        "{listen}
 pid_filename {pid}
 access_log stdio:{access}
 cache_log {cache}
@@ -273,6 +305,11 @@ pub async fn mitmproxy() -> ParentProxy {
 }
 
 impl ParentProxy {
+    /// The CA (PEM) that signed a TLS parent's certificate ([`squid_tls`]).
+    pub fn tls_ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
     /// The CA certificate (PEM) an inspecting parent signs with.
     pub fn ca_cert(&self) -> PathBuf {
         self.dir.path().join("mitmproxy-ca-cert.pem")

@@ -40,18 +40,23 @@ impl Resolver<'_> {
                 }
             },
         );
-        let mut certs = Vec::new();
-        for path in &paths {
-            certs.extend(read_ca_file(path)?);
-        }
-        if certs.len() > MAX_CA_CERTS {
-            anyhow::bail!(
-                "--ca-cert: {} certificates in all, over {MAX_CA_CERTS}: give the company's CA and its intermediates only",
-                certs.len()
-            );
-        }
-        Ok(certs)
+        read_ca_files(&paths)
     }
+}
+
+/// The certificates of every file, in order, each checked, at most [`MAX_CA_CERTS`] in all.
+pub(crate) fn read_ca_files(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut certs = Vec::new();
+    for path in paths {
+        certs.extend(read_ca_file(path)?);
+    }
+    if certs.len() > MAX_CA_CERTS {
+        anyhow::bail!(
+            "--ca-cert: {} certificates in all, over {MAX_CA_CERTS}: give the company's CA and its intermediates only",
+            certs.len()
+        );
+    }
+    Ok(certs)
 }
 
 /// The certificates of one PEM file, each checked.

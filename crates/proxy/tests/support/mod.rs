@@ -160,7 +160,18 @@ impl Harness {
         policy: EgressPolicy,
         limits: ProxyLimits,
         routes: airlock_policy::Routes,
+        network: (Arc<ScriptedResolver>, Arc<MappedConnector>),
+    ) -> Self {
+        Self::start_routed_trusting(policy, limits, routes, network, Vec::new())
+    }
+
+    /// As [`Self::start_routed`], trusting `parent_cas` (DER) for TLS to `https://` parents.
+    pub(crate) fn start_routed_trusting(
+        policy: EgressPolicy,
+        limits: ProxyLimits,
+        routes: airlock_policy::Routes,
         (resolver, connector): (Arc<ScriptedResolver>, Arc<MappedConnector>),
+        parent_cas: Vec<Vec<u8>>,
     ) -> Self {
         let events: Arc<Mutex<Vec<ProxyEvent>>> = Arc::default();
         let sink = Arc::clone(&events);
@@ -169,6 +180,7 @@ impl Harness {
             .with_limits(limits)
             .with_resolver(resolver.clone())
             .with_connector(connector.clone())
+            .with_parent_cas(parent_cas)
             .with_events(Arc::new(move |event| sink.lock().unwrap().push(event)));
         let proxy = EgressProxy::start(config).unwrap();
         Self {
