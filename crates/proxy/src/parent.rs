@@ -100,7 +100,10 @@ async fn open(
             .await
             .map(Upstream::Plain),
         ParentKind::HttpsConnect => {
-            let session = tls.connect(&parent.host, socket).await?;
+            let session = tls
+                .connect(&parent.host, socket)
+                .await
+                .map_err(ParentError::Tls)?;
             http_connect(session, parent, target)
                 .await
                 .map(|session| Upstream::Tls(Box::new(session)))

@@ -12,7 +12,6 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 use crate::ProxyError;
-use crate::parent::ParentError;
 
 /// How the proxy speaks TLS to its parents.
 #[derive(Clone)]
@@ -45,17 +44,17 @@ impl ParentTls {
     }
 
     /// A TLS session on `socket` with the parent named `host` (a name or an address, as the
-    /// operator wrote it; the certificate must carry it).
+    /// operator wrote it; the certificate must carry it), or why there is none.
     pub(crate) async fn connect(
         &self,
         host: &str,
         socket: TcpStream,
-    ) -> Result<TlsStream<TcpStream>, ParentError> {
+    ) -> Result<TlsStream<TcpStream>, String> {
         let name = ServerName::try_from(host.to_owned())
-            .map_err(|_| ParentError::Tls(format!("`{host}` is not a name TLS can check")))?;
+            .map_err(|_| format!("`{host}` is not a name TLS can check"))?;
         self.0
             .connect(name, socket)
             .await
-            .map_err(|error| ParentError::Tls(error.to_string()))
+            .map_err(|error| error.to_string())
     }
 }
