@@ -50,6 +50,11 @@ pub(crate) fn run() -> anyhow::Result<()> {
     if !succeeds(Command::new(cargo()).args(["clippy", "--version"])) {
         run_loud(Command::new("rustup").args(["component", "add", "clippy", "rustfmt"]))?;
     }
+    // Root's build of what `cargo xtask browse` compiles: the user's proof starts from a copy of
+    // it (front_door_fresh.rs says why), and root's proof and the tests reuse it.
+    timed("compiling airlock", &mut || {
+        run_loud(Command::new(cargo()).args(["build", "-p", "airlock"]))
+    })?;
     timed(
         "front door, as a user",
         &mut crate::front_door_fresh::as_a_user_from_nothing,

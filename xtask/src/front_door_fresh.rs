@@ -4,6 +4,15 @@
 //! the browser image removed. Each must build what is missing and end with a lab page (reached
 //! through an explicit `--allow`) seen through the seal. `airlock browse` alone, as a user from a
 //! directory it does not own and through sudo, is `cargo xtask integration`'s front door.
+//!
+//! The user's proof is about the user's rights (the docker group, mmdebstrap's unprivileged
+//! mode, a cargo home and data directory of their own), not about compiling the same crates a
+//! second time on the same machine, which took CI a quarter of an hour. So when root's cargo home
+//! is one the user can reach (CI puts it in `/opt/airlock-ci/cargo`), the user's clone starts with
+//! a copy of root's `target/debug` and the user's own copy of the cargo home is mounted, for the
+//! user's command alone, at root's path: cargo knows a crate's build by its source's path, so the
+//! dependencies are reused and the user compiles only Airlock's own crates. Elsewhere (a cargo
+//! home under `/root`) the user compiles everything, as before.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -47,6 +56,7 @@ pub(crate) fn as_a_user_from_nothing() -> anyhow::Result<()> {
     remove_image(&default_tag(), Layers::Drop);
     remove_image(LOCAL_BASE, Layers::Drop);
     let toolchain = user_toolchain()?;
+    let shared_path = shared_cargo_home()?;
     let home = Home::new()?;
     let clone = home.path.join("airlock");
     // The user's clone of what is committed; no hard links, so the chown below touches only it.
@@ -66,13 +76,43 @@ pub(crate) fn as_a_user_from_nothing() -> anyhow::Result<()> {
             .arg(cargo_registry()?)
             .arg(&cargo_home),
     )?;
+    if shared_path.is_some() {
+        let built = workspace_root().join("target/debug");
+        eprintln!(
+            "  the user's clone starts from a copy of {} (the dependencies root built)",
+            built.display()
+        );
+        std::fs::create_dir(clone.join("target"))?;
+        run_loud(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&built)
+                .arg(clone.join("target")),
+        )?;
+    }
     run_loud(
         Command::new("chown")
             .args(["-R", &format!("{TEST_USER}:{TEST_USER}")])
             .arg(&home.path),
     )?;
     let (url, allow) = lab_page();
-    let mut browse = Command::new("runuser");
+    let mut browse = match &shared_path {
+        // A mount namespace of the command's own: the user's copy is seen at root's path, and
+        // nothing outside the command sees the mount.
+        Some(shared) => {
+            let mut command = Command::new("unshare");
+            command
+                .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+                .arg("sh")
+                .arg(&cargo_home)
+                .arg(shared)
+                .arg("runuser");
+            command
+        }
+        None => Command::new("runuser"),
+    };
+    let seen_cargo_home = shared_path.as_deref().unwrap_or(&cargo_home);
     browse
         .args(["-u", TEST_USER, "--", "env", "-i"])
         .arg(format!("HOME={}", home.path.display()))
@@ -80,7 +120,7 @@ pub(crate) fn as_a_user_from_nothing() -> anyhow::Result<()> {
             "PATH={}/bin:/usr/local/bin:/usr/bin:/bin",
             toolchain.display()
         ))
-        .arg(format!("CARGO_HOME={}", cargo_home.display()))
+        .arg(format!("CARGO_HOME={}", seen_cargo_home.display()))
         .arg("CARGO_NET_OFFLINE=true")
         .args(["cargo", "xtask", "browse", &url, "--allow", &allow])
         .current_dir(&clone);
@@ -229,13 +269,30 @@ fn user_toolchain() -> anyhow::Result<PathBuf> {
     Ok(copy)
 }
 
-/// Root's cargo registry (crates and index), which `cargo fetch` has filled.
-fn cargo_registry() -> anyhow::Result<PathBuf> {
-    let home = std::env::var_os("CARGO_HOME")
+/// Root's cargo home.
+fn root_cargo_home() -> anyhow::Result<PathBuf> {
+    std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo")))
-        .context("neither CARGO_HOME nor HOME is set")?;
-    Ok(home.join("registry"))
+        .context("neither CARGO_HOME nor HOME is set")
+}
+
+/// Root's cargo registry (crates and index), which `cargo fetch` has filled.
+fn cargo_registry() -> anyhow::Result<PathBuf> {
+    Ok(root_cargo_home()?.join("registry"))
+}
+
+/// Root's cargo home, when the user could be shown their copy of it at the same path: every
+/// directory above it is one others may pass through (not `/root`, which is 0700).
+fn shared_cargo_home() -> anyhow::Result<Option<PathBuf>> {
+    let home = root_cargo_home()?;
+    let Ok(home) = home.canonicalize() else {
+        return Ok(None);
+    };
+    let passable = home.ancestors().skip(1).all(|dir| {
+        std::fs::metadata(dir).is_ok_and(|meta| meta.permissions().mode() & 0o001 != 0)
+    });
+    Ok(passable.then_some(home))
 }
 
 /// The user's private home for the proof (0700), removed however the proof ends.
