@@ -289,9 +289,10 @@ fn shared_cargo_home() -> anyhow::Result<Option<PathBuf>> {
     let Ok(home) = home.canonicalize() else {
         return Ok(None);
     };
-    let passable = home.ancestors().skip(1).all(|dir| {
-        std::fs::metadata(dir).is_ok_and(|meta| meta.permissions().mode() & 0o001 != 0)
-    });
+    let passable = home
+        .ancestors()
+        .skip(1)
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|meta| meta.permissions().mode() & 0o001 != 0));
     Ok(passable.then_some(home))
 }
 
