@@ -9,6 +9,10 @@
 //! attach and detach events naming that session) is taken out before the client could read it.
 //! This is a state machine without I/O: it says what to send and reads what arrives.
 //!
+//! A page at rest sends a screencast one frame when it starts, if Chromium's copy of the surface
+//! succeeds; on a busy machine it can fail, and then nothing comes until the page changes. So the
+//! watch also asks for one screenshot when it starts, shown unless a screencast frame came first.
+//!
 //! Telling the watch's messages apart costs nearly nothing for the client's: Chromium writes an
 //! answer's `id` first and a session's `sessionId` last, so an answer is read by its first bytes
 //! and an event by its last; only the rare `Target.attachedToTarget`/`detachedFromTarget` events
@@ -69,6 +73,9 @@ pub enum WatchAction {
     /// Pass this on to the client after all: an attach event the watch held while its own
     /// attach was under way, which turned out to be the client's.
     ToClient(String),
+    /// The page as it was when the watch started (a screenshot, JPEG in base64): show it; no
+    /// acknowledgement is due.
+    Still(String),
 }
 
 /// One lease's watch.
@@ -81,6 +88,8 @@ pub struct CdpWatch {
     /// Attach events for the watched target that came while its attach was under way: the
     /// watch's own is one of them, and which one is known only from the attach's answer.
     held: Vec<String>,
+    /// The id of the starting screenshot, until it is answered or a screencast frame comes.
+    still: Option<i64>,
 }
 
 impl Default for CdpWatch {
@@ -90,6 +99,7 @@ impl Default for CdpWatch {
             state: State::Idle,
             retired: VecDeque::new(),
             held: Vec::new(),
+            still: None,
         }
     }
 }
@@ -227,8 +237,17 @@ impl CdpWatch {
                             "params": {"format": "jpeg", "quality": 70, "maxWidth": FRAME_WIDTH, "maxHeight": FRAME_HEIGHT},
                             "sessionId": session,
                         });
+                        let still = self.take_id();
+                        let capture = json!({
+                            "id": still,
+                            "method": "Page.captureScreenshot",
+                            "params": {"format": "jpeg", "quality": 70},
+                            "sessionId": session,
+                        });
+                        self.still = Some(still);
                         self.state = State::Watching(session);
                         actions.push(WatchAction::Send(start.to_string()));
+                        actions.push(WatchAction::Send(capture.to_string()));
                     }
                     None => {
                         self.state = State::Idle;
@@ -239,7 +258,18 @@ impl CdpWatch {
                 }
                 actions
             }
-            // Answers to the screencast's start, acks and detaches: nothing to do.
+            State::Watching(_) if self.still == Some(id) => {
+                self.still = None;
+                let data = parse(text).and_then(|answer| {
+                    Some(answer.get("result")?.get("data")?.as_str()?.to_owned())
+                });
+                match data {
+                    Some(data) if data.len() <= MAX_FRAME_BASE64 => vec![WatchAction::Still(data)],
+                    _ => Vec::new(),
+                }
+            }
+            // Answers to the screencast's start, acks and detaches, and a screenshot a frame
+            // overtook: nothing to do.
             _ => Vec::new(),
         }
     }
@@ -266,6 +296,8 @@ impl CdpWatch {
                     return Vec::new();
                 };
                 let session = session.clone();
+                // A frame is newer than the starting screenshot could be.
+                self.still = None;
                 let Some(frame) = params.get("sessionId").and_then(Value::as_i64) else {
                     return Vec::new();
                 };
@@ -395,8 +427,44 @@ mod tests {
             attach[0]["id"]
         );
         let start = sent(&watch.read(&answer).unwrap());
-        assert_eq!(start.len(), 1, "our own attach event is dropped: {start:?}");
+        assert_eq!(start.len(), 2, "our own attach event is dropped: {start:?}");
+        assert_eq!(start[1]["method"], "Page.captureScreenshot");
+        assert_eq!(start[1]["sessionId"], "OURS");
+        assert!(start[1]["id"].as_i64().unwrap() >= SERVER_ID_BASE);
         start[0].clone()
+    }
+
+    /// The starting screenshot's id, from a watch that has just started.
+    fn still_id(watch: &CdpWatch) -> i64 {
+        watch.still.unwrap()
+    }
+
+    #[test]
+    fn a_page_at_rest_is_shown_by_the_starting_screenshot_unless_a_frame_came_first() {
+        let mut watch = CdpWatch::new();
+        watching(&mut watch);
+        let still = still_id(&watch);
+        let answer =
+            format!(r#"{{"id":{still},"result":{{"data":"/9j/BB=="}},"sessionId":"OURS"}}"#);
+        assert_eq!(
+            watch.read(&answer),
+            Some(vec![WatchAction::Still("/9j/BB==".into())])
+        );
+
+        let mut overtaken = CdpWatch::new();
+        watching(&mut overtaken);
+        let still = still_id(&overtaken);
+        let frame = r#"{"method":"Page.screencastFrame","params":{"data":"/9j/AA==","sessionId":1},"sessionId":"OURS"}"#;
+        assert!(matches!(
+            overtaken.read(frame).unwrap().as_slice(),
+            [WatchAction::Frame { .. }]
+        ));
+        let late = format!(r#"{{"id":{still},"result":{{"data":"/9j/BB=="}},"sessionId":"OURS"}}"#);
+        assert_eq!(
+            overtaken.read(&late),
+            Some(Vec::new()),
+            "older than the frame"
+        );
     }
 
     #[test]
@@ -465,7 +533,8 @@ mod tests {
         );
         let actions = watch.read(&answer).unwrap();
         assert_eq!(actions[0], WatchAction::ToClient(clients.to_owned()));
-        assert_eq!(actions.len(), 2, "{actions:?}");
+        // Then the screencast's start and the starting screenshot.
+        assert_eq!(actions.len(), 3, "{actions:?}");
     }
 
     #[test]

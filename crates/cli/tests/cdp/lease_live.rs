@@ -56,11 +56,12 @@ impl Lines {
 
     /// Frames until one whose colour passes `wanted` (it must come before the viewer closes).
     fn frame_until(&mut self, wanted: impl Fn((u64, u64, u64)) -> bool) -> (u64, u64, u64) {
+        let mut seen = Vec::new();
         loop {
             let line = self.next();
             assert!(
                 !line.is_empty() && !line.starts_with("closed") && !line.starts_with("text"),
-                "the viewer got {line:?} before the frame it waited for"
+                "the viewer got {line:?} before the frame it waited for, after frames of these colours: {seen:?}"
             );
             let jpeg = base64::engine::general_purpose::STANDARD
                 .decode(&line)
@@ -69,6 +70,7 @@ impl Lines {
             if wanted(colour) {
                 return colour;
             }
+            seen.push(colour);
         }
     }
 }

@@ -157,6 +157,7 @@ impl LeaseView {
             match action {
                 WatchAction::Send(command) => taken.to_browser.push(command),
                 WatchAction::ToClient(event) => taken.to_client.push(event),
+                WatchAction::Still(jpeg_base64) => self.show(&jpeg_base64),
                 WatchAction::NoPage => {
                     if self.frames.receiver_count() > 0 {
                         self.look_at = Some(Instant::now() + LOOK_AGAIN);
