@@ -142,6 +142,9 @@ pub enum ProxyError {
         /// What was wrong with it.
         reason: String,
     },
+    /// The TLS library refused its own defaults for parents (a build of rustls without them).
+    #[error("TLS to parents cannot be set up ({0}): rebuild with rustls' ring provider")]
+    ParentTls(String),
 }
 
 /// A running egress proxy. Stop it with [`EgressProxy::stop`]; dropping it also ends every

@@ -31,15 +31,15 @@ impl ParentTls {
                     reason: error.to_string(),
                 })?;
         }
-        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        let config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|error| ProxyError::ParentCa {
-                index: 0,
-                reason: error.to_string(),
-            })?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        // The ring provider the workspace builds rustls with; its defaults are what rustls
+        // calls safe. (`ClientConfig::builder` would need a process-wide provider installed.)
+        let config = ClientConfig::builder_with_provider(Arc::new(
+            tokio_rustls::rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| ProxyError::ParentTls(error.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
         Ok(Self(TlsConnector::from(Arc::new(config))))
     }
 

@@ -167,25 +167,5 @@ async fn a_tunnel_inside_the_tls_session_is_cut_at_the_byte_cap() {
         .unwrap();
     let head = read_head(&mut client).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let payload = vec![7_u8; 512 * 1024];
-    let (mut read, mut write) = client.split();
-    let ((), echoed) = tokio::join!(
-        async {
-            // The proxy stops at the cap and closes: the rest may not be accepted.
-            let _ = write.write_all(&payload).await;
-        },
-        async {
-            let mut echoed = Vec::new();
-            let _ = within(read.read_to_end(&mut echoed)).await;
-            echoed
-        }
-    );
-    let stats = harness.proxy.stats();
-    assert!(
-        stats.bytes_up + stats.bytes_down <= cap,
-        "{} up and {} down through a {cap}-byte cap",
-        stats.bytes_up,
-        stats.bytes_down
-    );
-    assert!(echoed.len() < payload.len(), "{}", echoed.len());
+    support::cut_at_the_cap(&harness, &mut client, cap).await;
 }

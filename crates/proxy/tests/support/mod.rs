@@ -289,3 +289,29 @@ pub(crate) fn status_of(response: &str) -> u16 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
 }
+
+/// Push 512 KiB through an open tunnel to an echo server on `client`: the proxy must cut it at
+/// `cap` bytes in both directions together, so less comes back than went.
+pub(crate) async fn cut_at_the_cap(harness: &Harness, client: &mut UnixStream, cap: u64) {
+    let payload = vec![7_u8; 512 * 1024];
+    let (mut read, mut write) = client.split();
+    let ((), echoed) = tokio::join!(
+        async {
+            // The proxy stops reading at the cap and closes: the rest may not be accepted.
+            let _ = write.write_all(&payload).await;
+        },
+        async {
+            let mut echoed = Vec::new();
+            let _ = within(read.read_to_end(&mut echoed)).await;
+            echoed
+        }
+    );
+    let stats = harness.proxy.stats();
+    assert!(
+        stats.bytes_up + stats.bytes_down <= cap,
+        "{} up and {} down through a {cap}-byte cap",
+        stats.bytes_up,
+        stats.bytes_down
+    );
+    assert!(echoed.len() < payload.len(), "{}", echoed.len());
+}
