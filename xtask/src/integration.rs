@@ -5,20 +5,26 @@
 //!
 //! Every integration-test binary of the workspace, and each library's unit tests, run whole, with
 //! Docker required (`AIRLOCK_REQUIRE_DOCKER=1`: a test whose prerequisites are missing fails
-//! instead of skipping).
+//! instead of skipping). Each binary runs its tests one at a time; two binaries run side by side
+//! (a machine's tests must hold on a busy machine anyway), except those in [`ALONE`], which look
+//! at the daemon as a whole and run by themselves afterwards.
 //! The summary's rows are the tests that asked for Docker (recorded by the test kit's gate), so a
 //! new Docker test shows up by itself. An ignored test, a filtered one, an integration binary that
 //! runs no test, a failed one, or a proxy directory left in the temp dir fails the run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 
+mod binary_run;
+
 use crate::util::{egress_dirs, is_root, run_loud, succeeds, workspace_root};
+use binary_run::{BinaryRun, run_binary};
 
 /// The user the docker tests run as when xtask is started as root.
 pub(crate) const TEST_USER: &str = "airlock-test";
@@ -108,16 +114,35 @@ const GVISOR_SCENARIOS: &[&str] = &[
     "scenario_4_refused_commands_and_flags_get_reasons",
 ];
 
-/// What one test binary reported, read from libtest's plain output.
-#[derive(Debug, Default)]
-struct BinaryRun {
-    /// `(test, "ok" | "FAILED" | "ignored")`, in order.
-    results: Vec<(String, String)>,
-    /// The `N filtered out` count of the summary line.
-    filtered: usize,
-    /// Whether the binary exited 0.
-    passed: bool,
-}
+/// Test binaries that run by themselves, after the others, each for the reason given: they
+/// judge the daemon as a whole, so another binary's containers at the same time would fail them.
+const ALONE: &[(&str, &str, &str)] = &[
+    (
+        "airlock",
+        "scenarios",
+        "no task container left, a SIGKILLed host's orphans",
+    ),
+    ("airlock", "accounts", "no task container left"),
+    (
+        "airlock",
+        "mcp",
+        "a SIGKILLed server's orphans, removed by `airlock cleanup`",
+    ),
+    ("airlock", "cli", "`airlock cleanup`"),
+    (
+        "airlock-driver-docker",
+        "docker",
+        "every task container listed, a killed owner's orphans",
+    ),
+    ("airlock-gate", "gate", "orphan cleanup through the gate"),
+];
+
+/// Binaries started first among those that run side by side: the longest, so the two lanes end
+/// near the same time. Any other binary follows in name order.
+const LONGEST_FIRST: &[(&str, &str)] = &[("airlock", "serve"), ("airlock", "cdp")];
+
+/// How many test binaries run at once, outside [`ALONE`].
+const LANES: usize = 2;
 
 pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {
@@ -143,7 +168,7 @@ pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     let root_text = root.display().to_string();
     // Every test binary runs, as the non-root user, with Docker required: a Docker test in any
     // binary, old or new, runs for real here (as root it would only skip).
-    let mut runs = Vec::new();
+    let mut runs: Vec<Run> = Vec::new();
     let env = [
         ("AIRLOCK_REQUIRE_DOCKER", "1"),
         ("AIRLOCK_DOCKER_TESTS_LOG", log.as_str()),
@@ -158,19 +183,7 @@ pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         ("AIRLOCK_TEST_ARTIFACTS", artifacts_text.as_str()),
     ];
     let test_command = |binary: &str| test_command(binary, as_root, &root, &env);
-    for ((package, target), binary) in &binaries {
-        let mut test = test_command(binary);
-        eprintln!("== {package} / {target}");
-        let started = Instant::now();
-        let run = run_binary(&mut test)?;
-        runs.push((
-            package.clone(),
-            target.clone(),
-            binary.clone(),
-            run,
-            started.elapsed(),
-        ));
-    }
+    runs.extend(run_every_binary(&binaries, &test_command)?);
     // The end-to-end scenarios once more, with every container under gVisor.
     let mut gvisor = Vec::new();
     if let Some(scenarios) = binaries.get(&("airlock".to_owned(), "scenarios".to_owned())) {
@@ -178,7 +191,7 @@ pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
             eprintln!("== {name} under gVisor (runsc)");
             let mut test = test_command(scenarios);
             test.env("AIRLOCK_RUNTIME", "runsc").args(["--exact", name]);
-            gvisor.push((*name, run_binary(&mut test)?));
+            gvisor.push((*name, run_binary(&mut test, None)?));
         }
     }
     let recorded = std::fs::read_to_string(&log).unwrap_or_default();
@@ -229,11 +242,62 @@ pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One binary's run: package, target, executable, what it reported and how long it took.
+type Run = (String, String, String, BinaryRun, Duration);
+
+/// Run every test binary: [`LANES`] at a time, then those in [`ALONE`] one by one.
+fn run_every_binary(
+    binaries: &BTreeMap<(String, String), String>,
+    test_command: &(dyn Fn(&str) -> Command + Sync),
+) -> anyhow::Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    let (side_by_side, alone) = in_running_order(binaries);
+    let queue = Mutex::new(side_by_side.into_iter());
+    let finished = Mutex::new(Vec::new());
+    std::thread::scope(|lanes| {
+        for _ in 0..LANES {
+            lanes.spawn(|| {
+                loop {
+                    // The lock is held only to take the next binary.
+                    let next = queue.lock().map(|mut queue| queue.next());
+                    let Ok(Some(((package, target), binary))) = next else {
+                        break;
+                    };
+                    let started = Instant::now();
+                    let mut output = Vec::new();
+                    let run = run_binary(&mut test_command(&binary), Some(&mut output));
+                    // Whole, once it ends: two binaries' lines interleaved would be unreadable.
+                    let shown = format!("== {package} / {target}\n{}", output.join("\n"));
+                    println!("{shown}");
+                    if let Ok(mut finished) = finished.lock() {
+                        finished.push((package, target, binary, run, started.elapsed()));
+                    }
+                }
+            });
+        }
+    });
+    let mut finished = finished
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a lane of test binaries panicked"))?;
+    finished.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    for (package, target, binary, run, took) in finished {
+        runs.push((package, target, binary, run?, took));
+    }
+    for ((package, target), binary) in alone {
+        let why = ALONE
+            .iter()
+            .find(|&&(p, t, _)| p == package && t == target)
+            .map_or("", |&(.., why)| why);
+        eprintln!("== {package} / {target} (alone: {why})");
+        let started = Instant::now();
+        let run = run_binary(&mut test_command(&binary), None)?;
+        runs.push((package, target, binary, run, started.elapsed()));
+    }
+    Ok(runs)
+}
+
 /// Print the summary table and return what is wrong with the runs.
-fn report(
-    runs: &[(String, String, String, BinaryRun, std::time::Duration)],
-    docker_tests: &BTreeSet<(String, String)>,
-) -> Vec<String> {
+fn report(runs: &[Run], docker_tests: &BTreeSet<(String, String)>) -> Vec<String> {
     let mut problems = Vec::new();
     println!("\n| Docker test | binary | result |\n|---|---|---|");
     for (package, target, binary, run, _) in runs {
@@ -272,10 +336,23 @@ fn report(
     let total: usize = runs.iter().map(|(.., run, _)| run.results.len()).sum();
     let seconds: f64 = runs.iter().map(|(.., took)| took.as_secs_f64()).sum();
     println!(
-        "\n{} Docker tests among {total} tests in {} binaries, as a non-root user, {seconds:.0} s",
+        "\n{} Docker tests among {total} tests in {} binaries, as a non-root user, {seconds:.0} s of the binaries' time (two run at once)",
         docker_tests.len(),
         runs.len()
     );
+    let mut slowest: Vec<(&str, &str, Duration)> = runs
+        .iter()
+        .flat_map(|(_, target, _, run, _)| {
+            run.took
+                .iter()
+                .map(move |(test, took)| (target.as_str(), test.as_str(), *took))
+        })
+        .collect();
+    slowest.sort_by_key(|&(.., took)| std::cmp::Reverse(took));
+    println!("\n| slowest test | binary | s |\n|---|---|---|");
+    for (target, test, took) in slowest.iter().take(12) {
+        println!("| {test} | {target} | {:.0} |", took.as_secs_f64());
+    }
     if docker_tests.is_empty() {
         problems.push("no test asked for Docker: the gate did not record any".to_owned());
     }
@@ -317,67 +394,23 @@ fn test_command(binary: &str, as_root: bool, root: &Path, env: &[(&str, &str)]) 
     test
 }
 
-/// Run one test binary, echoing its output, and read each test's result from it.
-fn run_binary(command: &mut Command) -> anyhow::Result<BinaryRun> {
-    use std::io::BufRead;
-    let mut child = command
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("could not start {}", crate::util::display(command)))?;
-    let mut run = BinaryRun::default();
-    let mut reader = ResultReader::default();
-    if let Some(stdout) = child.stdout.take() {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let line = line?;
-            println!("{line}");
-            reader.line(&line, &mut run);
-        }
-    }
-    run.passed = child.wait()?.success();
-    Ok(run)
-}
-
-/// Reads libtest's plain output. A test's own child processes (the docker CLI) write past
-/// libtest's capture, so a line can read `test NAME ... <their output>` with the result on a
-/// later line of its own: the result is one of libtest's words, never whatever ends the line.
-#[derive(Debug, Default)]
-struct ResultReader {
-    /// A test whose result has not been printed yet.
-    pending: Option<String>,
-}
-
-impl ResultReader {
-    fn line(&mut self, line: &str, run: &mut BinaryRun) {
-        let is_result = |text: &str| {
-            matches!(text, "ok" | "FAILED" | "ignored") || text.starts_with("ignored, ")
-        };
-        if let Some(rest) = line.strip_prefix("test ")
-            && let Some((name, tail)) = rest.split_once(" ... ")
-        {
-            let tail = tail.trim();
-            if is_result(tail) {
-                run.results.push((name.to_owned(), tail.to_owned()));
-                self.pending = None;
-            } else {
-                // Someone else's output came first; libtest's word follows on its own line,
-                // possibly after more of it.
-                self.pending = Some(name.to_owned());
-            }
-            return;
-        }
-        if let Some(summary) = line.strip_prefix("test result: ") {
-            run.filtered = summary
-                .split(';')
-                .find_map(|part| part.trim().strip_suffix(" filtered out"))
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or(0);
-            return;
-        }
-        if self.pending.is_some() && is_result(line.trim()) {
-            let name = self.pending.take().unwrap_or_default();
-            run.results.push((name, line.trim().to_owned()));
-        }
-    }
+/// The binaries of each kind, in the order they start: those that may run side by side
+/// (longest first), then those that run alone.
+type Binaries = Vec<((String, String), String)>;
+fn in_running_order(binaries: &BTreeMap<(String, String), String>) -> (Binaries, Binaries) {
+    let is =
+        |(package, target): &(String, String), (p, t): (&str, &str)| package == p && target == t;
+    let (alone, mut side_by_side): (Binaries, Binaries) = binaries
+        .iter()
+        .map(|(key, binary)| (key.clone(), binary.clone()))
+        .partition(|(key, _)| ALONE.iter().any(|&(p, t, _)| is(key, (p, t))));
+    side_by_side.sort_by_key(|(key, _)| {
+        LONGEST_FIRST
+            .iter()
+            .position(|&named| is(key, named))
+            .unwrap_or(LONGEST_FIRST.len())
+    });
+    (side_by_side, alone)
 }
 
 /// A fresh directory the test user can write its record into.
@@ -438,47 +471,4 @@ pub(crate) fn ensure_test_user() -> anyhow::Result<()> {
     }
     run_loud(Command::new("usermod").args(["-aG", "docker", TEST_USER]))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn read(output: &str) -> BinaryRun {
-        let mut run = BinaryRun::default();
-        let mut reader = ResultReader::default();
-        for line in output.lines() {
-            reader.line(line, &mut run);
-        }
-        run
-    }
-
-    #[test]
-    fn a_result_is_libtests_word_even_when_a_test_printed_first() {
-        let run = read(
-            "running 3 tests\n\
-             test a_dead_warm_browser_is_replaced ... airlock-task-27ff6b74cf6629e20\n\
-             ok\n\
-             test plain ... ok\n\
-             test noisy_failure ... kill: No such process\n\
-             more noise\n\
-             FAILED\n\
-             test skipped ... ignored, needs a GPU\n\
-             \n\
-             test result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 3 filtered out; finished in 1.00s\n",
-        );
-        assert_eq!(
-            run.results,
-            vec![
-                (
-                    "a_dead_warm_browser_is_replaced".to_owned(),
-                    "ok".to_owned()
-                ),
-                ("plain".to_owned(), "ok".to_owned()),
-                ("noisy_failure".to_owned(), "FAILED".to_owned()),
-                ("skipped".to_owned(), "ignored, needs a GPU".to_owned()),
-            ]
-        );
-        assert_eq!(run.filtered, 3);
-    }
 }

@@ -63,6 +63,10 @@ impl Served {
     pub(crate) fn start_with_env(args: &[String], tokens: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("airlock"))
             .args(args)
+            // A test's server is stopped when the test ends, often with a task or a session
+            // still running on purpose: a short drain keeps each of those from costing the
+            // default minute. A test of the drain passes `--drain-timeout` (the flag wins).
+            .env("AIRLOCK_DRAIN_TIMEOUT", "3")
             .envs(env.iter().copied())
             .env("AIRLOCK_CONFIG", "/nonexistent/airlock.toml")
             .env("AIRLOCK_TOKENS", tokens)
