@@ -6,8 +6,8 @@
 //! Every integration-test binary of the workspace, and each library's unit tests, run whole, with
 //! Docker required (`AIRLOCK_REQUIRE_DOCKER=1`: a test whose prerequisites are missing fails
 //! instead of skipping). Each binary runs its tests one at a time; two binaries run side by side
-//! (a machine's tests must hold on a busy machine anyway), except those in [`ALONE`], which look
-//! at the daemon as a whole and run by themselves afterwards.
+//! (a machine's tests must hold on a busy machine anyway), except what `lanes.rs` names, which looks
+//! at the daemon as a whole and runs by itself afterwards.
 //! The summary's rows are the tests that asked for Docker (recorded by the test kit's gate), so a
 //! new Docker test shows up by itself. An ignored test, a filtered one, an integration binary that
 //! runs no test, a failed one, or a proxy directory left in the temp dir fails the run.
@@ -15,16 +15,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
 
 mod binary_run;
+mod lanes;
 
 use crate::util::{egress_dirs, is_root, run_loud, succeeds, workspace_root};
-use binary_run::{BinaryRun, run_binary};
+use binary_run::run_binary;
+use lanes::Run;
 
 /// The user the docker tests run as when xtask is started as root.
 pub(crate) const TEST_USER: &str = "airlock-test";
@@ -114,36 +115,6 @@ const GVISOR_SCENARIOS: &[&str] = &[
     "scenario_4_refused_commands_and_flags_get_reasons",
 ];
 
-/// Test binaries that run by themselves, after the others, each for the reason given: they
-/// judge the daemon as a whole, so another binary's containers at the same time would fail them.
-const ALONE: &[(&str, &str, &str)] = &[
-    (
-        "airlock",
-        "scenarios",
-        "no task container left, a SIGKILLed host's orphans",
-    ),
-    ("airlock", "accounts", "no task container left"),
-    (
-        "airlock",
-        "mcp",
-        "a SIGKILLed server's orphans, removed by `airlock cleanup`",
-    ),
-    ("airlock", "cli", "`airlock cleanup`"),
-    (
-        "airlock-driver-docker",
-        "docker",
-        "every task container listed, a killed owner's orphans",
-    ),
-    ("airlock-gate", "gate", "orphan cleanup through the gate"),
-];
-
-/// Binaries started first among those that run side by side: the longest, so the two lanes end
-/// near the same time. Any other binary follows in name order.
-const LONGEST_FIRST: &[(&str, &str)] = &[("airlock", "serve"), ("airlock", "cdp")];
-
-/// How many test binaries run at once, outside [`ALONE`].
-const LANES: usize = 2;
-
 pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
     if !succeeds(Command::new("docker").arg("version")) {
         bail!(
@@ -183,7 +154,7 @@ pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         ("AIRLOCK_TEST_ARTIFACTS", artifacts_text.as_str()),
     ];
     let test_command = |binary: &str| test_command(binary, as_root, &root, &env);
-    runs.extend(run_every_binary(&binaries, &test_command)?);
+    runs.extend(lanes::run_every_binary(&binaries, &test_command)?);
     // The end-to-end scenarios once more, with every container under gVisor.
     let mut gvisor = Vec::new();
     if let Some(scenarios) = binaries.get(&("airlock".to_owned(), "scenarios".to_owned())) {
@@ -240,60 +211,6 @@ pub(crate) fn run(args: &IntegrationArgs) -> anyhow::Result<()> {
         bail!("{} integration problem(s)", problems.len());
     }
     Ok(())
-}
-
-/// One binary's run: package, target, executable, what it reported and how long it took.
-type Run = (String, String, String, BinaryRun, Duration);
-
-/// Run every test binary: [`LANES`] at a time, then those in [`ALONE`] one by one.
-fn run_every_binary(
-    binaries: &BTreeMap<(String, String), String>,
-    test_command: &(dyn Fn(&str) -> Command + Sync),
-) -> anyhow::Result<Vec<Run>> {
-    let mut runs = Vec::new();
-    let (side_by_side, alone) = in_running_order(binaries);
-    let queue = Mutex::new(side_by_side.into_iter());
-    let finished = Mutex::new(Vec::new());
-    std::thread::scope(|lanes| {
-        for _ in 0..LANES {
-            lanes.spawn(|| {
-                loop {
-                    // The lock is held only to take the next binary.
-                    let next = queue.lock().map(|mut queue| queue.next());
-                    let Ok(Some(((package, target), binary))) = next else {
-                        break;
-                    };
-                    let started = Instant::now();
-                    let mut output = Vec::new();
-                    let run = run_binary(&mut test_command(&binary), Some(&mut output));
-                    // Whole, once it ends: two binaries' lines interleaved would be unreadable.
-                    let shown = format!("== {package} / {target}\n{}", output.join("\n"));
-                    println!("{shown}");
-                    if let Ok(mut finished) = finished.lock() {
-                        finished.push((package, target, binary, run, started.elapsed()));
-                    }
-                }
-            });
-        }
-    });
-    let mut finished = finished
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a lane of test binaries panicked"))?;
-    finished.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    for (package, target, binary, run, took) in finished {
-        runs.push((package, target, binary, run?, took));
-    }
-    for ((package, target), binary) in alone {
-        let why = ALONE
-            .iter()
-            .find(|&&(p, t, _)| p == package && t == target)
-            .map_or("", |&(.., why)| why);
-        eprintln!("== {package} / {target} (alone: {why})");
-        let started = Instant::now();
-        let run = run_binary(&mut test_command(&binary), None)?;
-        runs.push((package, target, binary, run, started.elapsed()));
-    }
-    Ok(runs)
 }
 
 /// Print the summary table and return what is wrong with the runs.
@@ -392,25 +309,6 @@ fn test_command(binary: &str, as_root: bool, root: &Path, env: &[(&str, &str)]) 
         .envs(env.iter().copied())
         .args(["--test-threads", "1"]);
     test
-}
-
-/// The binaries of each kind, in the order they start: those that may run side by side
-/// (longest first), then those that run alone.
-type Binaries = Vec<((String, String), String)>;
-fn in_running_order(binaries: &BTreeMap<(String, String), String>) -> (Binaries, Binaries) {
-    let is =
-        |(package, target): &(String, String), (p, t): (&str, &str)| package == p && target == t;
-    let (alone, mut side_by_side): (Binaries, Binaries) = binaries
-        .iter()
-        .map(|(key, binary)| (key.clone(), binary.clone()))
-        .partition(|(key, _)| ALONE.iter().any(|&(p, t, _)| is(key, (p, t))));
-    side_by_side.sort_by_key(|(key, _)| {
-        LONGEST_FIRST
-            .iter()
-            .position(|&named| is(key, named))
-            .unwrap_or(LONGEST_FIRST.len())
-    });
-    (side_by_side, alone)
 }
 
 /// A fresh directory the test user can write its record into.

@@ -3,7 +3,8 @@
 //! behind its HAProxy balancer (HTTPS, with a certificate made for the proof and given as a
 //! secret), and then, with the official MCP Python SDK through the balancer's published port:
 //!
-//! 1. six tasks at once complete, and both replicas' `/metrics` show some of them;
+//! 1. six tasks at once complete, both replicas' `/metrics` show some of them, and squid (the
+//!    company proxy every task's route goes through, `parent.rs`) logged each page load;
 //! 2. a wrong token is refused at the balancer's address, plain HTTP gets no answer there, and a
 //!    CDP client's `?token=` is in no container's log;
 //! 3. one replica's container is killed mid-task: its tasks fail with an error, the other
@@ -27,6 +28,7 @@ use crate::util::{free_port, output, run_loud, succeeds, workspace_root};
 
 mod followed;
 mod manifests;
+mod parent;
 mod proofs;
 
 use manifests::check_manifests;
@@ -50,8 +52,8 @@ const TLS_SECRET: &str = "airlock_tls";
 /// placeholder; the stack reads it as a file all the same).
 const MODEL_KEY_SECRET: &str = "airlock_model_key";
 
-/// What the proof adds to the stack: a scripted worker, a lab page inside the stack, light
-/// settings for a 2-core machine. `DIR` is the folder of its files (relative paths in a second
+/// What the proof adds to the stack: a scripted worker, a lab page inside the stack, a company
+/// proxy every task goes through, light settings for a 2-core machine. `DIR` is the folder of its files (relative paths in a second
 /// stack file would be read from the first one's folder).
 const PROOF_STACK: &str = r#"version: "3.8"
 services:
@@ -61,6 +63,12 @@ services:
       AIRLOCK_ALLOW: lab:8000
       AIRLOCK_MAX_STEPS: "2"
       AIRLOCK_POOL_SIZE: "0"
+      # Every task through the company proxy below (parent.rs).
+      AIRLOCK_PARENTS: corp=http://parent:3128
+      AIRLOCK_PARENT_CREDENTIALS: corp=file:/run/secrets/airlock_parent
+      AIRLOCK_ROUTE: corp
+    secrets:
+      - airlock_parent
     deploy:
       update_config:
         # The stack's 20 s watch after each replica's update, shortened for the proof.
@@ -78,11 +86,29 @@ services:
         mode: 0444
     networks:
       - airlock
+  parent:
+    image: airlock-cluster-parent:${AIRLOCK_VERSION}
+    configs:
+      - source: parent_conf
+        target: /etc/squid/proof.conf
+        mode: 0444
+      - source: parent_passwd
+        target: /etc/squid/proof.passwd
+        mode: 0444
+    networks:
+      - airlock
+secrets:
+  airlock_parent:
+    external: true
 configs:
   script:
     file: DIR/script.json
   lab_page:
     file: DIR/index.html
+  parent_conf:
+    file: DIR/squid.conf
+  parent_passwd:
+    file: DIR/parent.passwd
 "#;
 
 /// Something the proof made, undone when it ends.
@@ -136,6 +162,7 @@ fn undo(step: Step) {
         Step::Secret => {
             let _ = Command::new("docker")
                 .args(["secret", "rm", SECRET, MODEL_KEY_SECRET, TLS_SECRET])
+                .arg(parent::PARENT_SECRET)
                 .status();
         }
         Step::StateDir => {
@@ -167,10 +194,11 @@ pub(crate) fn run() -> anyhow::Result<()> {
     let version = env!("CARGO_PKG_VERSION");
     crate::image::run(&crate::image::ImageArgs::for_integration())?;
     crate::image::run(&crate::image::ImageArgs::for_cluster())?;
-    build_balancer(&root, version)?;
+    let base = build_balancer(&root, version)?;
+    parent::build_image(&root.join("target/cluster"), base, version)?;
 
     let mut made = Made::default();
-    let (host, token, ca) = deploy(&root, version, &mut made)?;
+    let (host, token, ca, password) = deploy(&root, version, &mut made)?;
     let client = Client {
         python,
         script: root.join("crates/cli/tests/support/mcp_http_client.py"),
@@ -180,11 +208,12 @@ pub(crate) fn run() -> anyhow::Result<()> {
         ca,
     };
     spread(&client)?;
+    parent::through_the_parent(&client)?;
     followed::followed(&client)?;
     refused(&client)?;
     cleartext_refused(&client)?;
     gated()?;
-    no_token_in_logs(&client)?;
+    no_token_in_logs(&client, &password)?;
     kill_one(&client, &mut made)?;
     rolling_update(&client, &mut made, version)?;
 
@@ -218,13 +247,13 @@ fn swarm_state() -> anyhow::Result<String> {
 }
 
 /// Make the swarm, the host directory and the secrets, deploy the stack, and wait until both
-/// replicas are ready behind the balancer. The balancer's address, the token, and the
-/// certificate clients trust for it.
+/// replicas are ready behind the balancer. The balancer's address, the token, the certificate
+/// clients trust for it, and the parent proxy's password.
 fn deploy(
     root: &Path,
     version: &str,
     made: &mut Made,
-) -> anyhow::Result<(String, String, PathBuf)> {
+) -> anyhow::Result<(String, String, PathBuf, String)> {
     let dir = root.join("target/cluster");
     fs::create_dir_all(&dir)?;
     run_loud(Command::new("docker").args(["swarm", "init", "--advertise-addr", "127.0.0.1"]))?;
@@ -246,6 +275,7 @@ fn deploy(
     create_secret(SECRET, &token)?;
     create_secret(MODEL_KEY_SECRET, "unused: the proof's worker is a script")?;
     let ca = balancer_certificate(&dir)?;
+    let password = parent::prepare(&dir)?;
 
     let port = free_port()?;
     let host = format!("127.0.0.1:{port}");
@@ -288,7 +318,7 @@ fn deploy(
         },
     )?;
     eprintln!("== the stack is up: 2 replicas behind the balancer on https://{host}");
-    Ok((host, token, ca))
+    Ok((host, token, ca, password))
 }
 
 /// A self-signed certificate for the balancer's address, its chain and key made into the TLS
@@ -332,8 +362,9 @@ fn create_secret(name: &str, value: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The balancer image (HAProxy and busybox from Debian) on the same base as the others.
-fn build_balancer(root: &Path, version: &str) -> anyhow::Result<()> {
+/// The balancer image (HAProxy and busybox from Debian) on the same base as the others. The
+/// base it was built on.
+fn build_balancer(root: &Path, version: &str) -> anyhow::Result<&'static str> {
     let base =
         if succeeds(Command::new("docker").args(["image", "inspect", "debian:bookworm-slim"])) {
             "debian:bookworm-slim"
@@ -346,7 +377,8 @@ fn build_balancer(root: &Path, version: &str) -> anyhow::Result<()> {
             .arg(format!("BASE_IMAGE={base}"))
             .args(["--tag", &format!("airlock-balancer:{version}")])
             .arg(root.join("deploy/swarm/balancer")),
-    )
+    )?;
+    Ok(base)
 }
 
 /// Identical turns, so tasks sharing a replica's scripted worker never get each other's turn:
@@ -410,7 +442,16 @@ fn stack_containers() -> Vec<String> {
 
 /// A replica's metric, read inside its container (the replicas publish no port of their own).
 fn replica_metric(container: &str, host: &str, token: &str, name: &str) -> u64 {
-    let text = output(Command::new("docker").args([
+    replica_metrics(container, host, token)
+        .lines()
+        .filter(|line| line.starts_with(name))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A replica's `/metrics`, asked from inside it; empty if it would not answer.
+fn replica_metrics(container: &str, host: &str, token: &str) -> String {
+    output(Command::new("docker").args([
         "exec",
         container,
         "curl",
@@ -421,9 +462,5 @@ fn replica_metric(container: &str, host: &str, token: &str, name: &str) -> u64 {
         &format!("authorization: Bearer {token}"),
         "http://127.0.0.1:8700/metrics",
     ]))
-    .unwrap_or_default();
-    text.lines()
-        .filter(|line| line.starts_with(name))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    .unwrap_or_default()
 }

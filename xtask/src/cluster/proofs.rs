@@ -230,7 +230,7 @@ pub(super) fn cleartext_refused(client: &Client) -> anyhow::Result<()> {
 
 /// A CDP client's `?token=` (discovery, then a WebSocket upgrade that leases a browser) through
 /// the balancer leaves the token in no container's log: HAProxy logs paths without queries.
-pub(super) fn no_token_in_logs(client: &Client) -> anyhow::Result<()> {
+pub(super) fn no_token_in_logs(client: &Client, parent_password: &str) -> anyhow::Result<()> {
     let discovery = format!(
         "https://{}/json/version?token={}",
         client.host, client.token
@@ -281,12 +281,17 @@ pub(super) fn no_token_in_logs(client: &Client) -> anyhow::Result<()> {
         if text.contains(&client.token) {
             bail!("container {id}'s log holds the token a CDP client sent in its URL");
         }
+        if text.contains(parent_password) {
+            bail!("container {id}'s log holds the parent proxy's password");
+        }
         read += 1;
     }
     if read < 3 {
         bail!("only {read} of the stack's containers had logs to read");
     }
-    eprintln!("== a ?token= CDP client leaves no token in any of {read} containers' logs");
+    eprintln!(
+        "== a ?token= CDP client leaves no token, and the parent no password, in any of {read} containers' logs"
+    );
     Ok(())
 }
 

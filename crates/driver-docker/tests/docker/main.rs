@@ -39,7 +39,7 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
     }
     let site = serve_site();
     let (driver, limits) = driver(site, Duration::from_secs(120)).await;
-    let before = task_containers();
+    let before = my_containers();
     let context = TaskContext::new(CancellationToken::new(), limits);
     let session = driver.start(context.clone()).await.unwrap();
     assert!(
@@ -49,7 +49,8 @@ async fn a_session_is_sealed_browses_the_allowed_site_and_leaves_nothing_behind(
     );
     assert_eq!(session.tools[0].definition().name, "agent_browser");
 
-    let created: Vec<String> = task_containers()
+    // This process's own: other test binaries may run containers meanwhile.
+    let created: Vec<String> = my_containers()
         .into_iter()
         .filter(|c| !before.contains(c))
         .collect();
