@@ -4,7 +4,7 @@
 //! secret), and then, with the official MCP Python SDK through the balancer's published port:
 //!
 //! 1. six tasks at once complete, both replicas' `/metrics` show some of them, and squid (the
-//!    company proxy every task's route goes through, `parent.rs`) logged each page load;
+//!    company proxy every task's route goes through, `parent.rs`) logged a tunnel for each;
 //! 2. a wrong token is refused at the balancer's address, plain HTTP gets no answer there, and a
 //!    CDP client's `?token=` is in no container's log;
 //! 3. one replica's container is killed mid-task: its tasks fail with an error, the other
@@ -80,6 +80,10 @@ services:
   lab:
     image: airlock-balancer:${AIRLOCK_VERSION}
     command: ["busybox", "httpd", "-f", "-p", "8000", "-h", "/srv/lab"]
+    # Reached by its name's own address: a service's virtual IP needs IPVS, which this kernel
+    # may lack (as the ingress mesh does; see deploy/swarm/airlock.yml).
+    deploy:
+      endpoint_mode: dnsrr
     configs:
       - source: lab_page
         target: /srv/lab/index.html
@@ -88,6 +92,8 @@ services:
       - airlock
   parent:
     image: airlock-cluster-parent:${AIRLOCK_VERSION}
+    deploy:
+      endpoint_mode: dnsrr
     configs:
       - source: parent_conf
         target: /etc/squid/proof.conf
@@ -401,7 +407,11 @@ fn random_token() -> anyhow::Result<String> {
 
 /// Poll `done` (a cluster converges on its own schedule; there is no event to wait on) until it
 /// holds or `limit` passes.
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
+pub(super) fn wait_for(
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     while !done() {
         if Instant::now() > deadline {

@@ -7,10 +7,11 @@
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::bail;
 
-use super::{Client, STACK, create_secret, random_token, replica_metrics};
+use super::{Client, STACK, create_secret, random_token, replica_metrics, wait_for};
 use crate::util::{output, run_loud};
 
 /// The secret holding `user:password` for the parent, read by the replicas as a file.
@@ -70,9 +71,9 @@ pub(super) fn prepare(dir: &Path) -> anyhow::Result<String> {
     Ok(password)
 }
 
-/// After the six tasks: squid logged each page load for the proof's user, asked for an address
-/// (the replicas resolved and vetted `lab` themselves), and the replicas counted bytes on the
-/// route.
+/// After the six tasks: squid logged a tunnel for each, for the proof's user, asked for an
+/// address (the replicas resolved and vetted `lab` themselves), and the replicas counted bytes
+/// on the route.
 pub(super) fn through_the_parent(client: &Client) -> anyhow::Result<()> {
     let parent = output(Command::new("docker").args([
         "ps",
@@ -85,28 +86,39 @@ pub(super) fn through_the_parent(client: &Client) -> anyhow::Result<()> {
     let Some(parent) = parent.split_whitespace().next() else {
         bail!("the parent proxy's container is not running");
     };
-    let log =
-        output(Command::new("docker").args(["exec", parent, "cat", "/var/log/squid/access.log"]))?;
-    // squid's native format: time elapsed client code/status bytes method URL user hierarchy type
-    let loads: Vec<Vec<&str>> = log
-        .lines()
-        .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .filter(|fields| fields.get(5) == Some(&"GET") && fields.get(7) == Some(&USER))
-        .collect();
+    let read_log = || {
+        output(Command::new("docker").args(["exec", parent, "cat", "/var/log/squid/access.log"]))
+            .unwrap_or_default()
+    };
+    // squid logs a tunnel when it closes, as the task's browser goes: wait for the six.
+    let _ = wait_for("squid to log six tunnels", Duration::from_mins(1), || {
+        tunnels(&read_log()).len() >= 6
+    });
+    let log = read_log();
+    let loads = tunnels(&log);
     if loads.len() < 6 {
+        // What the replicas said shows where the route broke.
+        let replicas = Command::new("docker")
+            .args([
+                "service",
+                "logs",
+                "--tail",
+                "40",
+                &format!("{STACK}_airlock"),
+            ])
+            .output()?;
         bail!(
-            "squid logged {} page loads by {USER} for six tasks; its log:\n{log}",
-            loads.len()
+            "squid logged {} tunnels by {USER} for six tasks; its log:\n{log}\nthe replicas' last lines:\n{}{}",
+            loads.len(),
+            String::from_utf8_lossy(&replicas.stdout),
+            String::from_utf8_lossy(&replicas.stderr)
         );
     }
     for fields in &loads {
-        let url = fields.get(6).copied().unwrap_or_default();
-        let host = url
-            .strip_prefix("http://")
-            .and_then(|rest| rest.split(':').next())
-            .unwrap_or_default();
-        if host.parse::<std::net::IpAddr>().is_err() || !url.ends_with(":8000/") {
-            bail!("squid was asked for {url}: a pinned route asks for the vetted address");
+        let target = fields.get(6).copied().unwrap_or_default();
+        let host = target.strip_suffix(":8000").unwrap_or_default();
+        if host.parse::<std::net::IpAddr>().is_err() {
+            bail!("squid was asked for {target}: a pinned route asks for the vetted address");
         }
         if !fields.get(3).is_some_and(|status| status.ends_with("/200")) {
             bail!("squid answered {fields:?}");
@@ -129,8 +141,17 @@ pub(super) fn through_the_parent(client: &Client) -> anyhow::Result<()> {
         bail!("the replicas counted no bytes on the route corp");
     }
     eprintln!(
-        "== every page load went through the company proxy: squid logged {} by {USER}, each for a vetted address; {bytes} bytes on the route corp",
+        "== every task went through the company proxy: squid logged {} tunnels by {USER}, each to a vetted address; {bytes} bytes on the route corp",
         loads.len()
     );
     Ok(())
+}
+
+/// The tunnels squid's log holds for the proof's user, each line's fields (squid's native
+/// format: time elapsed client code/status bytes method target user hierarchy type).
+fn tunnels(log: &str) -> Vec<Vec<&str>> {
+    log.lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|fields| fields.get(5) == Some(&"CONNECT") && fields.get(7) == Some(&USER))
+        .collect()
 }
