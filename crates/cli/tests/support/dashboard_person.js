@@ -34,13 +34,30 @@ async function nextColour(page, after) {
   return page.evaluate(meanColour);
 }
 
-// Read frames until one passes `wanted`, doing `meanwhile` before each.
-async function untilFrame(page, wanted, meanwhile = async () => {}) {
+// Read frames until one passes `wanted`.
+async function untilFrame(page, wanted) {
   for (;;) {
-    const count = await frames(page);
-    await meanwhile();
-    const colour = await nextColour(page, count);
+    const colour = await nextColour(page, await frames(page));
     if (wanted(colour)) return colour;
+  }
+}
+
+// Move over `points` in turn until the frame shows `wanted`. The stream drops input for a moment
+// after a viewer connects, and a page at rest sends no frame, so a dropped move would leave a
+// wait for its frame hanging: each move waits a little for a new frame, then the colour shown
+// now is judged either way, and the move is sent again, within STEP.
+async function hoverUntil(page, points, wanted) {
+  const deadline = Date.now() + STEP;
+  for (let turn = 0; ; turn = (turn + 1) % points.length) {
+    const count = await frames(page);
+    await page.mouse.move(points[turn].x, points[turn].y);
+    await page.waitForFunction((n) => Number(document.getElementById('live').dataset.frames || 0) > n
+      && document.getElementById('view').complete, count, { timeout: 3_000 }).catch(() => {});
+    const colour = await page.evaluate(meanColour);
+    if (wanted(colour)) return colour;
+    if (Date.now() > deadline) {
+      throw new Error(`no frame showed the pointer on the button in ${STEP} ms: the last was ${colour}`);
+    }
   }
 }
 
@@ -113,13 +130,8 @@ async function signIn(context, withToken) {
     // Positions on the frame are known once one has been drawn.
     await page.waitForFunction(() => document.getElementById('view').naturalWidth > 0, null, { timeout: STEP });
     const button = [await onScreen(page, 640, 180), await onScreen(page, 642, 182)];
-    let turn = 0;
-    // The stream takes input a moment after a viewer connects: move over the button until the
-    // page shows the pointer there (blue).
-    await untilFrame(page, ([r, g, b]) => b > 200 && r < 60 && g < 60, async () => {
-      turn = 1 - turn;
-      await page.mouse.move(button[turn].x, button[turn].y);
-    });
+    // Move over the button until the page shows the pointer there (blue).
+    await hoverUntil(page, button, ([r, g, b]) => b > 200 && r < 60 && g < 60);
     await page.mouse.click(button[0].x, button[0].y);
     seen.pressed = await untilFrame(page, ([r, g, b]) => g > 200 && r < 60 && b < 60);
     await page.screenshot({ path: `${shots}/live-helping.png`, fullPage: true });
