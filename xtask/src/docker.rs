@@ -1,6 +1,6 @@
 //! `cargo xtask docker`: install and start what Airlock's sealed browsers run on, from the
-//! distribution's packages: Docker's engine (`docker.io`), gVisor (`runsc`, registered with
-//! dockerd as a runtime), and what builds the image's base from Debian packages when no registry
+//! distribution's packages: Docker's engine (`docker.io`), gVisor (`runsc`, from
+//! bookworm-backports on Debian bookworm, registered with dockerd as a runtime), and what builds the image's base from Debian packages when no registry
 //! answers (`mmdebstrap`, with `uidmap` so a user can build it without root). It says exactly what it will install before it does, and does nothing
 //! else. As root (the package manager needs it); Debian and Ubuntu.
 
@@ -24,6 +24,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
         PACKAGES,
         "Docker's engine, gVisor and the base image's builder",
     )?;
+    newer_runsc()?;
     register_runsc()?;
     start_dockerd()
 }
@@ -50,6 +51,87 @@ pub(crate) fn install(list: &[&str], what: &str) -> anyhow::Result<()> {
             .args(["install", "-y", "-qq", "--no-install-recommends"])
             .args(&missing),
     )
+}
+
+/// The suite gVisor comes from on Debian bookworm: bookworm's own runsc (2022-12-19) has only the
+/// ptrace platform on a machine without KVM; the backport (2024-07-29) defaults to systrap,
+/// which traps system calls without a tracer process in between.
+const RUNSC_SUITE: &str = "bookworm-backports";
+/// The apt source added for it when the host has none (Debian's own archive and key).
+const BACKPORTS_SOURCE: &str = "/etc/apt/sources.list.d/airlock-bookworm-backports.sources";
+
+/// On Debian bookworm, runsc from [`RUNSC_SUITE`] (only runsc is taken from it); elsewhere the
+/// distribution's runsc stays, and the driver checks whatever is registered as before.
+fn newer_runsc() -> anyhow::Result<()> {
+    let release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    if !release
+        .lines()
+        .any(|line| line == "VERSION_CODENAME=bookworm")
+    {
+        eprintln!(
+            "== gVisor: keeping the distribution's runsc ({RUNSC_SUITE} is used on Debian bookworm only)"
+        );
+        return Ok(());
+    }
+    let installed = String::from_utf8_lossy(
+        &Command::new("dpkg-query")
+            .args(["-W", "-f=${Version}", "runsc"])
+            .output()?
+            .stdout,
+    )
+    .into_owned();
+    if installed.contains("~bpo12") {
+        eprintln!("== gVisor: runsc {installed}, from {RUNSC_SUITE}");
+        return Ok(());
+    }
+    if !apt_has_suite(RUNSC_SUITE) {
+        eprintln!(
+            "== gVisor: adding {RUNSC_SUITE} to apt's sources ({BACKPORTS_SOURCE}), for runsc alone"
+        );
+        std::fs::write(
+            BACKPORTS_SOURCE,
+            format!(
+                "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {RUNSC_SUITE}\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+            ),
+        )?;
+    }
+    eprintln!("== gVisor: will install runsc from {RUNSC_SUITE} (installed now: {installed})");
+    run_loud(Command::new("apt-get").args(["update", "-qq"]))?;
+    run_loud(
+        Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args([
+                "install",
+                "-y",
+                "-qq",
+                "--no-install-recommends",
+                "-t",
+                RUNSC_SUITE,
+                "runsc",
+            ]),
+    )
+}
+
+/// Whether one of apt's enabled source files names `suite`.
+fn apt_has_suite(suite: &str) -> bool {
+    let mut files = vec![std::path::PathBuf::from("/etc/apt/sources.list")];
+    if let Ok(entries) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        files.extend(
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| {
+                    path.extension()
+                        .is_some_and(|ext| ext == "list" || ext == "sources")
+                }),
+        );
+    }
+    files.iter().any(|file| {
+        std::fs::read_to_string(file).is_ok_and(|text| {
+            text.lines()
+                .any(|line| !line.trim_start().starts_with('#') && line.contains(suite))
+        })
+    })
 }
 
 /// dockerd's configuration, where runtimes are registered (the bench adds variants of its own).

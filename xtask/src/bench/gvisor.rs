@@ -1,5 +1,5 @@
-//! gVisor: the same sealed session under `runsc` (gVisor's user-space kernel, on its default ptrace
-//! platform) against `runc`, in alternation: start-up to the first snapshot, and the
+//! gVisor: the same sealed session under `runsc` (gVisor's user-space kernel, on its release's
+//! default platform: ptrace for bookworm's, systrap for the backport) against `runc`, in alternation: start-up to the first snapshot, and the
 //! 100-subresource page loaded inside the container through the proxy.
 
 use std::fmt::Write as _;
@@ -70,7 +70,7 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
     }
     let _ = writeln!(
         report,
-        "## gVisor (runsc, ptrace platform) against runc: the same sealed session\n"
+        "## gVisor (runsc as registered: the machine's table says which release) against runc: the same sealed session\n"
     );
     table_header(report);
     table_row(
