@@ -1,8 +1,9 @@
 //! `cargo xtask docker`: install and start what Airlock's sealed browsers run on, from the
 //! distribution's packages: Docker's engine (`docker.io`), gVisor (`runsc`, from
-//! bookworm-backports on Debian bookworm, registered with dockerd as a runtime), and what builds the image's base from Debian packages when no registry
-//! answers (`mmdebstrap`, with `uidmap` so a user can build it without root). It says exactly what it will install before it does, and does nothing
-//! else. As root (the package manager needs it); Debian and Ubuntu.
+//! bookworm-backports on Debian bookworm, registered with dockerd as a runtime), and what builds
+//! the image's base from Debian packages when no registry answers (`mmdebstrap`, with `uidmap` so
+//! a user can build it without root). It says exactly what it will install before it does, and
+//! does nothing else. As root (the package manager needs it); Debian and Ubuntu.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
