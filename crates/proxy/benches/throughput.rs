@@ -2,14 +2,17 @@
 //! direct loopback copy, and small plain-HTTP requests (rate and p99 latency) vs direct requests.
 //! Airlock is measured both on `proxy.sock` and through the socket hand-off the container uses (a
 //! TCP client whose connection a relay passes to the proxy). With `AIRLOCK_BENCH_TINYPROXY` set to
-//! a tinyproxy's `ip:port` (as `cargo xtask bench` does), tinyproxy is measured alongside.
+//! a tinyproxy's `ip:port` (as `cargo xtask bench` does), tinyproxy is measured alongside. With
+//! `AIRLOCK_BENCH_FAR_NETNS` (a network namespace's file) and `AIRLOCK_BENCH_FAR_ADDRESS` (an IPv4
+//! address there, reached through a shaped link), the servers listen in that namespace instead of
+//! on loopback (`cargo xtask bench` makes both, as root).
 //! Prints ratios; never fails for being slow. Run with `cargo bench -p airlock-proxy`.
 
 // Benchmarks are test code: a failed setup step should stop the run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::cast_precision_loss)]
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +26,8 @@ use tokio::net::{TcpListener, TcpStream, UnixStream};
 const BULK_BYTES: usize = 256 * 1024 * 1024;
 const ROUNDS: usize = 5;
 const REQUESTS: usize = 2_000;
+/// Across a link with a round trip of milliseconds each request takes two of them.
+const FAR_REQUESTS: usize = 512;
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -34,12 +39,13 @@ fn main() {
 }
 
 async fn run(quick: bool) {
-    let bulk = bulk_server();
-    let small = small_server();
+    let far = far_end();
+    let bulk = bulk_server(far.as_ref());
+    let small = small_server(far.as_ref());
     let policy = EgressPolicy::new(
         Profile::Public,
         None,
-        [bulk, small].map(|a| format!("127.0.0.1:{}", a.port()).parse().unwrap()),
+        [bulk, small].map(|a| a.to_string().parse().unwrap()),
     )
     .unwrap();
     let limits = ProxyLimits {
@@ -65,7 +71,12 @@ async fn run(quick: bool) {
             });
 
     let rounds = if quick { 2 } else { ROUNDS };
-    let requests = if quick { 300 } else { REQUESTS };
+    let requests = match (quick, far.is_some()) {
+        (true, false) => 300,
+        (true, true) => FAR_REQUESTS / 4,
+        (false, false) => REQUESTS,
+        (false, true) => FAR_REQUESTS,
+    };
 
     let via = |server| {
         let mut targets = vec![
@@ -207,9 +218,49 @@ fn listen() -> TcpListener {
     socket.listen(4096).unwrap()
 }
 
+/// Where the servers listen when they are not on loopback: a network namespace and an address in it.
+struct FarEnd {
+    namespace: PathBuf,
+    address: Ipv4Addr,
+}
+
+fn far_end() -> Option<FarEnd> {
+    let namespace = std::env::var_os("AIRLOCK_BENCH_FAR_NETNS")?;
+    let address = std::env::var("AIRLOCK_BENCH_FAR_ADDRESS")
+        .expect("AIRLOCK_BENCH_FAR_ADDRESS must name the far end's IPv4 address")
+        .parse()
+        .expect("AIRLOCK_BENCH_FAR_ADDRESS must be an IPv4 address");
+    Some(FarEnd {
+        namespace: namespace.into(),
+        address,
+    })
+}
+
+/// A server's listener: on loopback, or in the far end's namespace (a socket stays in the namespace
+/// it was made in, so a thread moves there to make it).
+fn server_listener(far: Option<&FarEnd>) -> TcpListener {
+    let Some(far) = far else { return listen() };
+    let namespace = far.namespace.clone();
+    let address = SocketAddr::new(IpAddr::V4(far.address), 0);
+    let socket = std::thread::spawn(move || {
+        let file = std::fs::File::open(&namespace).expect("the far end's namespace file opens");
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&file),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .expect("this process may enter the far end's namespace (run as root)");
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(address).unwrap();
+        socket
+    })
+    .join()
+    .unwrap();
+    socket.listen(4096).unwrap()
+}
+
 /// Writes `BULK_BYTES` to every connection after reading one line.
-fn bulk_server() -> SocketAddr {
-    let listener = listen();
+fn bulk_server(far: Option<&FarEnd>) -> SocketAddr {
+    let listener = server_listener(far);
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let chunk = vec![7_u8; 256 * 1024];
@@ -312,8 +363,8 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<Vec<u8>> 
 
 /// Answers every request with a 16-byte body, then waits for the client to close first, so the
 /// TIME_WAIT entries stay with the clients, as with a real server and browser.
-fn small_server() -> SocketAddr {
-    let listener = listen();
+fn small_server(far: Option<&FarEnd>) -> SocketAddr {
+    let listener = server_listener(far);
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
@@ -392,7 +443,8 @@ fn proxied_get(server: SocketAddr) -> String {
 /// `None` when any request failed: the run is counted as failed, not timed.
 async fn requests_run(target: Target, clients: usize, requests: usize) -> Option<(f64, Duration)> {
     let start = Instant::now();
-    let per_client = requests / clients;
+    // At least one each: a quick run has fewer requests than the largest number of clients.
+    let per_client = (requests / clients).max(1);
     let mut tasks = Vec::new();
     for _ in 0..clients {
         let target = target.clone();

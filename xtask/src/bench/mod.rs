@@ -7,7 +7,8 @@
 //!   Airlock proxy (behind `airlock-relay`, as in the container), through tinyproxy and through
 //!   squid (Debian packages, installed if missing); over HTTP, then over HTTPS with a local CA.
 //! - Proxy micro: the proxy crate's own harness (CONNECT throughput, small requests; tinyproxy as
-//!   a peer) and the proxy's memory with idle tunnels.
+//!   a peer), again with the destinations behind a shaped link (1 Gbit/s, 5 ms round trip), and
+//!   the proxy's memory with idle tunnels.
 //! - Concurrency: sessions at once until one fails or takes 3× a single one; memory per task.
 //! - Pool: one-page tasks back to back with no warm pool and pools of 1 and 2: tasks per minute,
 //!   and the page load of a task while the pool refills beside it.
@@ -35,6 +36,7 @@ mod gvisor;
 mod gvisor_cause;
 mod gvisor_options;
 mod idle_memory;
+mod link;
 mod live;
 mod page_load;
 mod pool;
@@ -79,6 +81,7 @@ enum Section {
     Startup,
     PageLoad,
     ProxyMicro,
+    ProxyLink,
     IdleTunnels,
     Concurrency,
     Gvisor,
@@ -131,6 +134,9 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if wanted(Section::ProxyMicro) {
         proxy::proxy_micro(&root, args.quick, &mut report)?;
+    }
+    if wanted(Section::ProxyLink) {
+        proxy::proxy_link(&root, args.quick, &mut report)?;
     }
     if wanted(Section::IdleTunnels) {
         proxy::idle_tunnels(&root, if args.quick { 200 } else { 1000 }, &mut report)?;

@@ -1,19 +1,72 @@
-//! The proxy on its own: the proxy crate's micro-benchmark (with tinyproxy as its peer), and the
-//! memory of `airlock proxy` holding idle tunnels.
+//! The proxy on its own: the proxy crate's micro-benchmark (with tinyproxy as its peer), on
+//! loopback and with its destinations behind a shaped link, and the memory of `airlock proxy`
+//! holding idle tunnels.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use super::link::{self, Shape, ShapedLink};
 use super::processes::{Children, start_tinyproxy, wait_for_path, wait_for_port};
 use crate::util::output;
 
 pub(super) fn proxy_micro(root: &Path, quick: bool, report: &mut String) -> anyhow::Result<()> {
     eprintln!("== proxy micro-benchmark");
+    let text = throughput_bench(root, quick, &[])?;
+    let _ = writeln!(
+        report,
+        "{}\n",
+        text.trim().replace(
+            "## Proxy micro-benchmark",
+            "## Proxy micro-benchmark (crates/proxy/benches/throughput.rs)"
+        )
+    );
+    Ok(())
+}
+
+/// The same harness with its destinations behind a shaped link (see `link.rs`): what a deployment
+/// sees, where the browser's side is loopback and the destination's a network. The loopback table
+/// stays as the worst case.
+pub(super) fn proxy_link(root: &Path, quick: bool, report: &mut String) -> anyhow::Result<()> {
+    let shape = Shape {
+        bits_per_second: 1_000_000_000,
+        one_way: Duration::from_micros(2500),
+    };
+    eprintln!("== proxy over a shaped link ({})", shape.describe());
+    let link = ShapedLink::up(shape)?;
+    let text = throughput_bench(
+        root,
+        quick,
+        &[
+            (
+                "AIRLOCK_BENCH_FAR_NETNS",
+                format!("/run/netns/{}", link::NAMESPACE),
+            ),
+            ("AIRLOCK_BENCH_FAR_ADDRESS", link::FAR_ADDRESS.to_owned()),
+        ],
+    )?;
+    let dropped = link.dropped();
+    drop(link);
+    let _ = writeln!(
+        report,
+        "{}\n\nThe destinations sit in a network namespace of their own behind a link of {} (`xtask/src/bench/link.rs`: this kernel has no `netem`, so the link is paced in user space); the clients and the proxies stay on this host's loopback, as a browser and Airlock are. Packets dropped at the link's full queue in the whole section: {dropped}.\n",
+        text.trim().replace(
+            "## Proxy micro-benchmark",
+            "## Proxy over a shaped link (crates/proxy/benches/throughput.rs, destinations behind a network)"
+        ),
+        shape.describe()
+    );
+    Ok(())
+}
+
+/// Runs the proxy crate's throughput bench with tinyproxy as the peer; `env` says where the
+/// destinations are when they are not on loopback.
+fn throughput_bench(root: &Path, quick: bool, env: &[(&str, String)]) -> anyhow::Result<String> {
     // tinyproxy as the peer, with room for the 256-client run.
     let mut children = Children::default();
     let tinyproxy_port = start_tinyproxy(
@@ -27,21 +80,12 @@ pub(super) fn proxy_micro(root: &Path, quick: bool, report: &mut String) -> anyh
         .env(
             "AIRLOCK_BENCH_TINYPROXY",
             format!("127.0.0.1:{tinyproxy_port}"),
-        );
+        )
+        .envs(env.iter().map(|(name, value)| (name, value)));
     if quick {
         command.args(["--", "--quick"]);
     }
-    let text = output(&mut command)?;
-    let _ = writeln!(
-        report,
-        "{}",
-        text.trim().replace(
-            "## Proxy micro-benchmark",
-            "## Proxy micro-benchmark (crates/proxy/benches/throughput.rs)"
-        )
-    );
-    let _ = writeln!(report);
-    Ok(())
+    output(&mut command)
 }
 
 /// The resident memory of the `airlock proxy` process with `count` idle CONNECT tunnels open.
