@@ -169,11 +169,17 @@ fn register_runsc() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The platform runsc is registered with. systrap (the backport's default) costs a tenth of
+/// ptrace per system call, but its stub threads spin while they wait: on two cores a page load
+/// took more time and CPU under it than under ptrace (docs/benchmarks.md, gVisor's table, shows
+/// both). Every runsc release has ptrace.
+pub(crate) const RUNSC_PLATFORM: &str = "ptrace";
+
 /// Add runsc to a daemon config, keeping everything else; whether anything changed.
 fn with_runsc(config: &mut serde_json::Value) -> bool {
     let wanted = serde_json::json!({
         "path": "/usr/bin/runsc",
-        "runtimeArgs": ["--network=none", "--host-uds=open"],
+        "runtimeArgs": ["--network=none", "--host-uds=open", format!("--platform={RUNSC_PLATFORM}")],
     });
     if !config.is_object() {
         *config = serde_json::json!({});
@@ -240,7 +246,7 @@ mod tests {
         assert_eq!(config["runtimes"]["crun"]["path"], "/usr/bin/crun");
         assert_eq!(
             config["runtimes"]["runsc"]["runtimeArgs"],
-            json!(["--network=none", "--host-uds=open"])
+            json!(["--network=none", "--host-uds=open", "--platform=ptrace"])
         );
         assert!(!with_runsc(&mut config), "already there: nothing to write");
         let mut empty = json!({});

@@ -3,6 +3,7 @@
 //! dockerd's configuration is put back as it was when they are dropped; a run stopped half-way
 //! leaves its entries, which the next registration removes.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,24 @@ pub(super) fn settled<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) 
     }
 }
 
+/// One runtime to register: runsc's registration with `extra` arguments added, and with its
+/// program replaced by `program` when given (another release of runsc).
+pub(super) struct Variant<'a> {
+    pub(super) name: &'a str,
+    pub(super) program: Option<&'a Path>,
+    pub(super) extra: Vec<String>,
+}
+
+impl<'a> Variant<'a> {
+    pub(super) fn with_args(name: &'a str, extra: Vec<String>) -> Self {
+        Self {
+            name,
+            program: None,
+            extra,
+        }
+    }
+}
+
 /// The runtimes registered while this lives; dockerd's configuration as it was, to put back.
 pub(super) struct BenchRuntimes {
     names: Vec<String>,
@@ -37,8 +56,8 @@ pub(super) struct BenchRuntimes {
 }
 
 impl BenchRuntimes {
-    /// Register each `(name, extra arguments)`: `name` must start with `PREFIX`.
-    pub(super) fn register(variants: &[(&str, Vec<String>)]) -> anyhow::Result<Self> {
+    /// Register each variant: its name must start with `PREFIX`.
+    pub(super) fn register(variants: &[Variant<'_>]) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(DAEMON_JSON)
             .with_context(|| format!("reading {DAEMON_JSON} (cargo xtask docker writes it)"))?;
         let mut config: serde_json::Value =
@@ -53,7 +72,12 @@ impl BenchRuntimes {
         } else {
             serde_json::to_string_pretty(&config)?
         };
-        for (name, extra) in variants {
+        for Variant {
+            name,
+            program,
+            extra,
+        } in variants
+        {
             anyhow::ensure!(
                 name.starts_with(PREFIX),
                 "{name} is not a bench runtime's name"
@@ -67,13 +91,16 @@ impl BenchRuntimes {
                     .iter()
                     .map(|arg| serde_json::Value::from(arg.as_str())),
             );
+            if let Some(program) = program {
+                variant["path"] = program.display().to_string().into();
+            }
             config["runtimes"][*name] = variant;
         }
         std::fs::write(DAEMON_JSON, serde_json::to_string_pretty(&config)?)?;
         let registered = Self {
             names: variants
                 .iter()
-                .map(|(name, _)| (*name).to_owned())
+                .map(|variant| variant.name.to_owned())
                 .collect(),
             restore,
         };

@@ -1,15 +1,15 @@
-//! gVisor: the same sealed session under `runsc` (gVisor's user-space kernel, on its release's
-//! default platform: ptrace for bookworm's, systrap for the backport) against `runc`, in alternation: start-up to the first snapshot, and the
-//! 100-subresource page loaded inside the container through the proxy.
+//! gVisor: the same sealed session under `runsc` (gVisor's user-space kernel) against `runc`, in
+//! alternation: start-up to the first snapshot, and the 100-subresource page loaded inside the
+//! container through the proxy. Each runsc `gvisor_releases.rs` finds is measured: Airlock's, and
+//! beside a newer one, the same on ptrace and Debian bookworm's own release.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
+use super::gvisor_releases::Runtime;
 use super::stats::{Samples, is_warmup, rotation, table_header, table_row, total_rounds};
 use crate::util::output;
-
-const RUNTIMES: [&str; 2] = ["runc", "runsc"];
 
 /// Run the bench example as the test user with `envs` set; its JSON lines.
 pub(super) fn example(root: &Path, envs: &[(&str, &str)], args: &[&str]) -> Vec<serde_json::Value> {
@@ -41,21 +41,21 @@ pub(super) fn record_loads(samples: &mut Samples, loaded: &[serde_json::Value]) 
 }
 
 pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report: &mut String) {
-    eprintln!("== gVisor against runc ({rounds} rounds after a warm-up, alternating)");
+    let runtimes = super::gvisor_releases::runtimes(root);
+    let names: Vec<&str> = runtimes.list.iter().map(|r| r.name).collect();
+    eprintln!(
+        "== gVisor against runc ({}; {rounds} rounds after a warm-up, alternating)",
+        names.join(", ")
+    );
     let first_page = format!("http://127.0.0.1:{site}/page-0.html");
     let pages = format!("http://127.0.0.1:{site}/page-{{n}}.html");
-    let mut cold = [Samples::default(), Samples::default()];
-    let mut snapshot = [Samples::default(), Samples::default()];
-    let mut page = [Samples::default(), Samples::default()];
+    let fresh = || -> Vec<Samples> { names.iter().map(|_| Samples::default()).collect() };
+    let (mut cold, mut snapshot, mut page) = (fresh(), fresh(), fresh());
     // Each runtime's container CPU per page load: user, system.
-    let mut cpu = [
-        [Samples::default(), Samples::default()],
-        [Samples::default(), Samples::default()],
-    ];
+    let mut cpu: Vec<[Samples; 2]> = names.iter().map(|_| Default::default()).collect();
     for round in 0..total_rounds(rounds) {
-        for index in rotation(round, RUNTIMES.len()) {
-            let runtime = RUNTIMES[index];
-            let envs = [("AIRLOCK_RUNTIME", runtime)];
+        for index in rotation(round, names.len()) {
+            let envs = [("AIRLOCK_RUNTIME", names[index])];
             let start = example(root, &envs, &["startup", "1", &first_page]);
             let loaded = example(root, &envs, &["pageload", &loads.to_string(), &pages]);
             if is_warmup(round) {
@@ -70,42 +70,32 @@ pub(super) fn gvisor(root: &Path, site: u16, rounds: usize, loads: usize, report
     }
     let _ = writeln!(
         report,
-        "## gVisor (runsc as registered: the machine's table says which release) against runc: the same sealed session\n"
+        "## gVisor (runsc: release, platform) against runc: the same sealed session\n"
     );
     table_header(report);
-    table_row(
-        report,
-        "runc: task requested → first snapshot",
-        &cold[0],
-        None,
-    );
-    table_row(
-        report,
-        "runsc: task requested → first snapshot",
-        &cold[1],
-        Some(&cold[0]),
-    );
-    table_row(report, "runc: first snapshot", &snapshot[0], None);
-    table_row(
-        report,
-        "runsc: first snapshot",
-        &snapshot[1],
-        Some(&snapshot[0]),
-    );
-    table_row(
-        report,
-        "runc: 100-subresource page load (in the container, through the proxy)",
-        &page[0],
-        None,
-    );
-    table_row(
-        report,
-        "runsc: 100-subresource page load (in the container, through the proxy)",
-        &page[1],
-        Some(&page[0]),
-    );
-    write_cpu(report, &cpu);
-    super::gvisor_cause::gvisor_cause(report);
+    for (what, samples) in [
+        ("task requested → first snapshot", &cold),
+        ("first snapshot", &snapshot),
+        (
+            "100-subresource page load (in the container, through the proxy)",
+            &page,
+        ),
+    ] {
+        for (index, runtime) in runtimes.list.iter().enumerate() {
+            let baseline = (index > 0).then(|| &samples[0]);
+            table_row(
+                report,
+                &format!("{}: {what}", runtime.label),
+                &samples[index],
+                baseline,
+            );
+        }
+    }
+    if let Some(missing) = &runtimes.missing {
+        let _ = writeln!(report, "\nNot measured: {missing}.");
+    }
+    write_cpu(report, &runtimes.list, &cpu);
+    super::gvisor_cause::gvisor_cause(&runtimes.list, report);
 }
 
 /// A run's container CPU over its loads, per load; a run without it counts as failed.
@@ -129,7 +119,7 @@ fn record_cpu(cpu: &mut [Samples; 2], loaded: &[serde_json::Value], loads: usize
     }
 }
 
-fn write_cpu(report: &mut String, cpu: &[[Samples; 2]; 2]) {
+fn write_cpu(report: &mut String, runtimes: &[Runtime], cpu: &[[Samples; 2]]) {
     let _ = writeln!(
         report,
         "\nThe container's CPU per page load, with the commands that open the page and read its load \
@@ -137,7 +127,7 @@ fn write_cpu(report: &mut String, cpu: &[[Samples; 2]; 2]) {
          processes' own code (user) and in the host's kernel (system).\n\n\
          | runtime | user | system | all |\n|---|---|---|---|"
     );
-    for (index, runtime) in RUNTIMES.iter().enumerate() {
+    for (index, runtime) in runtimes.iter().map(|r| &r.label).enumerate() {
         let median = |kind: usize| cpu[index][kind].summary().map(|s| s.median);
         match (median(0), median(1)) {
             (Some(user), Some(system)) => {

@@ -7,21 +7,21 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::gvisor_releases::Runtime;
 use super::stats::{Samples, is_warmup, rotation, total_rounds};
 
-const RUNTIMES: [&str; 2] = ["runc", "runsc"];
 /// Bytes `dd` moves one at a time: a read and a write each.
 const BYTES: u32 = 20_000;
 const ROUNDS: usize = 3;
 /// How long `runsc do /bin/true` may take before it counts as hung.
 const PLATFORM_LIMIT: Duration = Duration::from_secs(30);
 
-pub(super) fn gvisor_cause(report: &mut String) {
+pub(super) fn gvisor_cause(runtimes: &[Runtime], report: &mut String) {
     eprintln!("== why gVisor costs what it does: system calls, and the KVM platform");
-    let mut per_call = [Samples::default(), Samples::default()];
+    let mut per_call: Vec<Samples> = runtimes.iter().map(|_| Samples::default()).collect();
     for round in 0..total_rounds(ROUNDS) {
-        for index in rotation(round, RUNTIMES.len()) {
-            let micros = syscall_micros(RUNTIMES[index]);
+        for index in rotation(round, runtimes.len()) {
+            let micros = syscall_micros(runtimes[index].name);
             if !is_warmup(round) {
                 per_call[index].record(micros);
             }
@@ -36,7 +36,7 @@ pub(super) fn gvisor_cause(report: &mut String) {
          | runtime | µs per system call (median) | ratio |\n|---|---|---|"
     );
     let base = per_call[0].summary().map(|s| s.median);
-    for (index, runtime) in RUNTIMES.iter().enumerate() {
+    for (index, runtime) in runtimes.iter().map(|r| &r.label).enumerate() {
         match (per_call[index].summary(), base) {
             (Some(s), Some(base)) => {
                 let _ = writeln!(

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::bench_runtimes::BenchRuntimes;
+use super::bench_runtimes::{BenchRuntimes, Variant};
 use super::gvisor::{example, record_loads};
 use super::stats::{Samples, is_warmup, rotation, table_header, table_row, total_rounds};
 
@@ -40,9 +40,9 @@ pub(super) fn gvisor_options(
          alternating) under runsc with each option added to Airlock's registration. The KVM \
          platform cannot run here (above), and `--network=none` is already Airlock's.\n"
     );
-    let variants: Vec<(&str, Vec<String>)> = VARIANTS
+    let variants: Vec<Variant<'_>> = VARIANTS
         .iter()
-        .map(|(name, arg, _)| (*name, vec![(*arg).to_owned()]))
+        .map(|(name, arg, _)| Variant::with_args(name, vec![(*arg).to_owned()]))
         .collect();
     let registered = match BenchRuntimes::register(&variants) {
         Ok(registered) => registered,

@@ -35,6 +35,7 @@ mod gate;
 mod gvisor;
 mod gvisor_cause;
 mod gvisor_options;
+mod gvisor_releases;
 mod idle_memory;
 mod link;
 mod live;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::bench_runtimes::{BenchRuntimes, settled};
+use super::bench_runtimes::{BenchRuntimes, Variant, settled};
 use super::pprof::{Sample, cpu_samples};
 
 /// The runtime registered for the profile: gVisor's registration plus `--profile`.
@@ -19,10 +19,14 @@ const RUNTIME: &str = "airlock-bench-runsc-profile";
 const WRITTEN_LIMIT: Duration = Duration::from_secs(30);
 
 /// What the Sentry was doing, known by a function on the sampled stack: the first that matches.
-const ACTIVITIES: [(&str, &str); 5] = [
+const ACTIVITIES: [(&str, &str); 6] = [
     (
         "platform/ptrace.(*context).Switch",
         "switching into the browser's processes and back (ptrace: PTRACE_SYSEMU, wait4, their registers)",
+    ),
+    (
+        "platform/systrap.(*context).Switch",
+        "switching into the browser's processes and back (systrap: its stub threads, their shared memory)",
     ),
     (
         "(*MemoryManager).HandleUserFault",
@@ -62,7 +66,7 @@ fn profile_one_session(
 ) -> anyhow::Result<(Vec<Sample>, Option<f64>)> {
     let dir = tempfile::tempdir().context("a directory for the profile")?;
     let file = dir.path().join("sentry-cpu.pprof");
-    let registered = BenchRuntimes::register(&[(
+    let registered = BenchRuntimes::register(&[Variant::with_args(
         RUNTIME,
         vec![
             "--profile".to_owned(),
@@ -144,8 +148,8 @@ fn write_profile(report: &mut String, samples: &[Sample], loads: usize, containe
     let _ = writeln!(
         report,
         "\nOf all of it, {:.0} % was spent inside system calls the Sentry made to the host's kernel \
-         (`ptrace`, `wait4`, `futex` and the like): on this platform the browser's every system \
-         call and fault costs several of them. Switching is the ptrace platform's price, the \
+         (`ptrace`, `wait4`, `futex` and the like): on ptrace the browser's every system \
+         call and fault costs several of them. Switching is the platform's price, the \
          part gVisor's KVM platform avoids (it cannot run on this machine: above); carrying out \
          the calls themselves is a small part.\n",
         share(in_host_calls)
