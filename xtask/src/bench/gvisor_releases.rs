@@ -122,17 +122,19 @@ fn registered() -> (String, Vec<String>) {
     (program, args)
 }
 
-/// A runsc's release date (`2024-07-29`), from its version: Debian's read
-/// `runsc version 0.0~20240729.0`.
+/// A runsc's release date (`2024-07-29`), from its version.
 fn release_date(program: &Path) -> String {
     let version = output(Command::new(program).arg("--version")).unwrap_or_default();
+    release_date_in(&version).unwrap_or_else(|| "of an unknown release".to_owned())
+}
+
+/// Debian's runsc versions read `runsc version 0.0~20240729.0`, gVisor's own
+/// `runsc version release-20240729.0`.
+fn release_date_in(version: &str) -> Option<String> {
     version
-        .split(['~', '.'])
+        .split(['~', '.', '-', ' ', '\n'])
         .find(|part| part.len() == 8 && part.bytes().all(|b| b.is_ascii_digit()))
-        .map_or_else(
-            || "of an unknown release".to_owned(),
-            |d| format!("{}-{}-{}", &d[..4], &d[4..6], &d[6..]),
-        )
+        .map(|d| format!("{}-{}-{}", &d[..4], &d[4..6], &d[6..]))
 }
 
 /// The platform a runsc runs on when none is named, from `runsc flags`.
@@ -143,14 +145,18 @@ fn default_platform(program: &Path) -> String {
         .output()
         .map(|out| String::from_utf8_lossy(&out.stderr).into_owned())
         .unwrap_or_default();
+    default_platform_in(&flags).map_or_else(|| "its default platform".to_owned(), str::to_owned)
+}
+
+/// `runsc flags` describes each flag on the line after its name, ending `(default "ptrace")`.
+fn default_platform_in(flags: &str) -> Option<&str> {
     flags
         .lines()
         .skip_while(|line| !line.trim_start().starts_with("-platform "))
         .nth(1)
         .and_then(|line| line.rsplit_once("(default \""))
         .and_then(|(_, rest)| rest.split_once('"'))
-        .map_or("its default platform", |(name, _)| name)
-        .to_owned()
+        .map(|(name, _)| name)
 }
 
 /// Debian bookworm's runsc, unpacked (not installed) into `target/bench/runsc-bookworm`.
@@ -178,4 +184,36 @@ fn bookworm_release(root: &Path) -> anyhow::Result<PathBuf> {
         "bookworm's runsc package has no usr/bin/runsc"
     );
     Ok(program)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{default_platform_in, release_date_in};
+
+    #[test]
+    fn a_release_is_known_by_the_date_in_its_version() {
+        assert_eq!(
+            release_date_in("runsc version 0.0~20240729.0\nspec: 1.0.2-dev\n").as_deref(),
+            Some("2024-07-29")
+        );
+        assert_eq!(
+            release_date_in("runsc version 0.0~20221219.0").as_deref(),
+            Some("2022-12-19")
+        );
+        assert_eq!(
+            release_date_in("runsc version release-20240729.0").as_deref(),
+            Some("2024-07-29")
+        );
+        assert_eq!(release_date_in("runsc version 0.0~dev"), None);
+    }
+
+    #[test]
+    fn the_default_platform_is_read_from_the_line_after_its_flag() {
+        let flags = "  -overlay2 string\n    \tspecifies … (default \"root:self\")\n  -platform string\n    \tspecifies which platform to use: systrap (default), ptrace, kvm. (default \"systrap\")\n  -profile\n";
+        assert_eq!(default_platform_in(flags), Some("systrap"));
+        assert_eq!(
+            default_platform_in("  -debug\n    \tenable debug logging.\n"),
+            None
+        );
+    }
 }

@@ -64,9 +64,10 @@ pub(super) struct ShapedLink {
 impl ShapedLink {
     /// Makes the namespace, both devices and their addresses, and starts carrying packets. As root.
     pub(super) fn up(shape: Shape) -> anyhow::Result<Self> {
-        // What an interrupted run left behind would hold the names.
+        // What an interrupted run left behind would hold the names (usually there is none).
         let _ = Command::new("ip")
             .args(["netns", "del", NAMESPACE])
+            .stderr(std::process::Stdio::null())
             .status();
         run_loud(Command::new("ip").args(["netns", "add", NAMESPACE]))?;
         let near = DeviceBuilder::new()
@@ -152,7 +153,9 @@ fn carry(from: &SyncDevice, to: &SyncDevice, shape: Shape, stop: &AtomicBool, dr
         return;
     }
     let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
-    let mut line_free = Instant::now();
+    let mut line = Line {
+        free_at: Instant::now(),
+    };
     let mut buffer = vec![0_u8; 65_536];
     while !stop.load(Ordering::Relaxed) {
         let wait = queue.front().map_or(IDLE_WAIT, |(due, _)| {
@@ -176,13 +179,8 @@ fn carry(from: &SyncDevice, to: &SyncDevice, shape: Shape, stop: &AtomicBool, dr
                         dropped.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    let now = Instant::now();
-                    let on_the_line = Duration::from_nanos(
-                        u64::try_from(length).unwrap_or(u64::MAX) * 8 * 1_000_000_000
-                            / shape.bits_per_second,
-                    );
-                    line_free = line_free.max(now) + on_the_line;
-                    queue.push_back((line_free + shape.one_way, buffer[..length].to_vec()));
+                    let due = line.due(Instant::now(), length, shape);
+                    queue.push_back((due, buffer[..length].to_vec()));
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(error) => {
@@ -198,5 +196,56 @@ fn carry(from: &SyncDevice, to: &SyncDevice, shape: Shape, stop: &AtomicBool, dr
                 let _ = to.send(&packet);
             }
         }
+    }
+}
+
+/// One direction's wire: when it is free to carry the next packet.
+struct Line {
+    free_at: Instant,
+}
+
+impl Line {
+    /// When a packet of `length` bytes that arrives at `now` reaches the far end: after the
+    /// packets ahead of it are on the wire, its own time on the wire at the link's rate, and the
+    /// link's delay.
+    fn due(&mut self, now: Instant, length: usize, shape: Shape) -> Instant {
+        let bits = u64::try_from(length).unwrap_or(u64::MAX).saturating_mul(8);
+        let on_the_line =
+            Duration::from_nanos(bits.saturating_mul(1_000_000_000) / shape.bits_per_second);
+        self.free_at = self.free_at.max(now) + on_the_line;
+        self.free_at + shape.one_way
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{Line, Shape};
+
+    #[test]
+    fn packets_queue_behind_each_other_at_the_rate_and_each_is_delayed() {
+        let shape = Shape {
+            bits_per_second: 1_000_000_000,
+            one_way: Duration::from_micros(2500),
+        };
+        let start = Instant::now();
+        let mut line = Line { free_at: start };
+        // 9000 bytes at 1 Gbit/s are 72 µs on the wire.
+        assert_eq!(
+            line.due(start, 9000, shape),
+            start + Duration::from_micros(72 + 2500)
+        );
+        assert_eq!(
+            line.due(start, 9000, shape),
+            start + Duration::from_micros(144 + 2500),
+            "the second waits for the first"
+        );
+        let later = start + Duration::from_millis(10);
+        assert_eq!(
+            line.due(later, 9000, shape),
+            later + Duration::from_micros(72 + 2500),
+            "an idle line carries a packet at once"
+        );
     }
 }

@@ -273,7 +273,7 @@ fn machine_description() -> String {
         .map_or_else(|| "unknown".to_owned(), |(_, name)| name.trim().to_owned());
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     format!(
-        "## The machine\n\n| what | value |\n|---|---|\n| date | {} |\n| CPU | {cores} cores, {cpu} |\n| memory | {memory} |\n| kernel | {} |\n| Docker | {} |\n| Chromium on the host (bare agent-browser, direct loads, the other proxies) | {} |\n| Chromium in the image (Airlock) | {} |\n| agent-browser | {} |\n| gVisor | {} (its default platform) |\n| Rust | {} |\n",
+        "## The machine\n\n| what | value |\n|---|---|\n| date | {} |\n| CPU | {cores} cores, {cpu} |\n| memory | {memory} |\n| kernel | {} |\n| Docker | {} |\n| Chromium on the host (bare agent-browser, direct loads, the other proxies) | {} |\n| Chromium in the image (Airlock) | {} |\n| agent-browser | {} |\n| gVisor (each row of its tables names the release and platform) | {} |\n| Rust | {} |\n",
         first_line(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"])),
         first_line(Command::new("uname").args(["-sr"])),
         first_line(Command::new("docker").args([
