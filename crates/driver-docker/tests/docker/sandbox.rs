@@ -183,6 +183,16 @@ async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
         .filter(|p| p.5.iter().any(|a| a == "--type=renderer"))
         .collect();
     assert!(!renderers.is_empty(), "no renderer process: {all:#?}");
+    // Chromium's own WebUI pages (the address bar's popups) get no renderer: they are never shown
+    // here, and such a renderer holds WebUI's privileges and memory (the image's flags say why).
+    let top_chrome: Vec<_> = renderers
+        .iter()
+        .filter(|p| p.5.iter().any(|a| a == "--top-chrome-webui"))
+        .collect();
+    assert!(
+        top_chrome.is_empty(),
+        "a renderer for Chromium's own WebUI runs: {top_chrome:#?}"
+    );
     // The network service runs in the browser process (the image's NetworkServiceInProcess2):
     // Chromium would otherwise start it as a utility process of its own with no sandbox, one
     // more unsandboxed process and 16 MiB more for an idle browser (docs/benchmarks.md).
