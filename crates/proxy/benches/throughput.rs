@@ -148,32 +148,48 @@ async fn bulk_table(targets: &[(&str, Target)], rounds: usize) {
 /// Small-request rate and p99 at 1, 16 and 256 clients, each contender in turn.
 async fn requests_table(targets: &[(&str, Target)], rounds: usize, requests: usize) {
     println!(
-        "| small HTTP requests (GET, 16 B body) | clients | req/s (median) | p99 (median) | failed | ratio (rate direct / this) |"
+        "| small HTTP requests (GET, 16 B body) | clients | req/s (median) | p99 (median) | failed | ratio (rate direct / this) | the machine's CPU busy |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for clients in [1, 16, 256] {
         let mut rates: Vec<Samples> = vec![Samples::default(); targets.len()];
         let mut p99s: Vec<Samples> = vec![Samples::default(); targets.len()];
+        // Busy and all ticks of the whole machine (every core) while each contender ran: whether
+        // the rate was bounded by the cores (client, proxy, server and the link share them).
+        let mut machine = vec![[0_u64; 2]; targets.len()];
         for round in 0..total_rounds(rounds) {
             for index in rotation(round, targets.len()) {
+                let before = airlock_testkit::host::machine_cpu_ticks().unwrap_or_default();
                 let run = requests_run(targets[index].1.clone(), clients, requests).await;
                 if !is_warmup(round) {
                     rates[index].record(run.map(|(rate, _)| rate));
                     p99s[index].record(run.map(|(_, p99)| p99.as_secs_f64() * 1e3));
+                    let after = airlock_testkit::host::machine_cpu_ticks().unwrap_or_default();
+                    for kind in 0..2 {
+                        machine[index][kind] += after[kind].saturating_sub(before[kind]);
+                    }
                 }
             }
         }
         let direct_rate = rates[0].summary().map(|s| s.median);
         for (index, (name, _)) in targets.iter().enumerate() {
             let failed = rates[index].failed();
+            let [busy, all] = machine[index];
+            let busy = if all == 0 {
+                "–".to_owned()
+            } else {
+                format!("{:.0} %", busy as f64 * 100.0 / all as f64)
+            };
             match (rates[index].summary(), p99s[index].summary(), direct_rate) {
                 (Some(rate), Some(p99), Some(direct)) => println!(
-                    "| {name} | {clients} | {:.0} | {:.2} ms | {failed} | {:.2}x |",
+                    "| {name} | {clients} | {:.0} | {:.2} ms | {failed} | {:.2}x | {busy} |",
                     rate.median,
                     p99.median,
                     direct / rate.median
                 ),
-                _ => println!("| {name} | {clients} | – | – | {failed} | n/a: no successful run |"),
+                _ => println!(
+                    "| {name} | {clients} | – | – | {failed} | n/a: no successful run | {busy} |"
+                ),
             }
         }
     }

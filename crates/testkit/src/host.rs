@@ -18,6 +18,26 @@ fn stat_cpu_ticks(stat: &str) -> Option<[u64; 2]> {
     Some([fields.next()?.parse().ok()?, fields.next()?.parse().ok()?])
 }
 
+/// The whole machine's CPU time so far, in clock ticks summed over its cores, from `/proc/stat`:
+/// busy (every kind but idle and I/O wait), then all.
+pub fn machine_cpu_ticks() -> Option<[u64; 2]> {
+    machine_ticks(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Busy and all ticks of `/proc/stat`'s first (`cpu`) line.
+fn machine_ticks(stat: &str) -> Option<[u64; 2]> {
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // user nice system idle iowait irq softirq steal (guest time is already counted in user).
+    let all: u64 = ticks.iter().take(8).sum();
+    let waiting = ticks.get(3)? + ticks.get(4)?;
+    Some([all.saturating_sub(waiting), all])
+}
+
 /// The directory of `pid`'s cgroup for `controller` (`memory`, `cpuacct`): cgroup v1's hierarchy
 /// that holds the controller (mounted under the controllers' joined names, as `cpu,cpuacct`), or
 /// the one cgroup v2 tree.
@@ -44,6 +64,14 @@ mod tests {
         let stat = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 17 5 0 0 20 0 1 0 99";
         assert_eq!(stat_cpu_ticks(stat), Some([17, 5]));
         assert_eq!(stat_cpu_ticks("42 (cut short) S 1"), None);
+    }
+
+    #[test]
+    fn the_machine_is_busy_for_all_but_its_idle_and_io_wait_ticks() {
+        let stat = "cpu  100 2 30 500 7 1 4 6 9 0\ncpu0 50 1 15 250 3 0 2 3 4 0\n";
+        assert_eq!(machine_ticks(stat), Some([143, 650]));
+        assert_eq!(machine_ticks("cpu0 1 2 3\n"), None);
+        assert!(machine_cpu_ticks().is_some());
     }
 
     #[test]

@@ -110,6 +110,8 @@ fn measure() -> anyhow::Result<Measured> {
         "anon",
         "file",
         "shmem",
+        "active_file",
+        "inactive_file",
         "kernel",
         "kernel_stack",
         "slab",

@@ -147,6 +147,26 @@ async fn on_the_lab() -> (
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_get_no_software_webgl_and_still_draw() {
+    if !docker_ready() {
+        return;
+    }
+    let (_driver, session, _name) = on_the_lab().await;
+    // agent-browser asks for SwiftShader's WebGL; the image's `--disable-software-rasterizer`
+    // keeps that shader compiler away from pages (and its memory out of an idle browser).
+    let script = "(() => { const context = kind => !!document.createElement('canvas').getContext(kind); return ['webgl', 'webgl2', '2d'].map(kind => kind + '=' + context(kind)).join(' '); })()";
+    let contexts = call(&session, json!({"args": ["eval", script]})).await;
+    assert!(!contexts.is_error(), "{contexts:?}");
+    assert!(
+        contexts.text.contains("webgl=false webgl2=false 2d=true"),
+        "{contexts:?}"
+    );
+    // The compositor still draws: a screenshot of the page is an image.
+    let shot = call(&session, json!({"args": ["screenshot"]})).await;
+    assert_eq!(shot.images.len(), 1, "{}", shot.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromiums_own_sandbox_is_on_inside_the_sealed_container() {
     if !docker_ready() {
         return;
