@@ -168,7 +168,10 @@ fn write(report: &mut String, roles: &BTreeMap<String, (usize, Pss)>, account: &
         "## Where an idle warm browser's memory goes\n\n\
          A warm pool of one in `airlock serve`, measured {} s after its browser was ready: every \
          process in its container by role, as proportional set size (a page shared by several \
-         processes is split between them, so the rows add up), then the container's memory cgroup.\n\n\
+         processes is split between them, so the rows add up), then the container's memory cgroup. \
+         The cgroup's page cache (`cache`, `active_file`, `inactive_file`) holds the file pages \
+         this container read first, so it moves with what the host has cached: compare `rss` and \
+         `shmem` (its tmpfs) between runs.\n\n\
          | process | count | PSS (MiB) | anonymous | file | shared memory |\n|---|---|---|---|---|---|",
         SETTLE.as_secs()
     );
