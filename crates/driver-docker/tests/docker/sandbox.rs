@@ -164,6 +164,8 @@ async fn pages_get_no_software_webgl_and_still_draw() {
     // The compositor still draws: a screenshot of the page is an image.
     let shot = call(&session, json!({"args": ["screenshot"]})).await;
     assert_eq!(shot.images.len(), 1, "{}", shot.text);
+    // Gone before the next test looks for its own container among this process's.
+    session.dispose.dispose().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
