@@ -27,18 +27,32 @@ async function onScreen(page, x, y) {
 
 const frames = (page) => page.evaluate(() => Number(document.getElementById('live').dataset.frames || 0));
 
+// What the live page shows of its stream: said when a wait for a frame runs out.
+const streamState = (page) => page.evaluate(() => {
+  const live = document.getElementById('live');
+  return `frames ${live.dataset.frames || 0}, socket ${live.dataset.socket}, task ${live.dataset.state}, `
+    + `image complete ${document.getElementById('view').complete}, said "${document.getElementById('said').textContent}"`;
+});
+
 // Wait for a newer frame than `after`, then its colour.
 async function nextColour(page, after) {
-  await page.waitForFunction((n) => Number(document.getElementById('live').dataset.frames || 0) > n
-    && document.getElementById('view').complete, after, { timeout: STEP });
+  try {
+    await page.waitForFunction((n) => Number(document.getElementById('live').dataset.frames || 0) > n
+      && document.getElementById('view').complete, after, { timeout: STEP });
+  } catch (error) {
+    throw new Error(`no frame after the ${after}th in ${STEP} ms (${await streamState(page)}): ${error.message}`);
+  }
   return page.evaluate(meanColour);
 }
 
-// Read frames until one passes `wanted`.
-async function untilFrame(page, wanted) {
-  for (;;) {
-    const colour = await nextColour(page, await frames(page));
+// Read the frames that come after the `after`th until one passes `wanted`. The count is taken
+// before the action whose frame is awaited: its frame may arrive before the action's promise
+// settles.
+async function untilFrame(page, after, wanted) {
+  for (let count = after; ;) {
+    const colour = await nextColour(page, count);
     if (wanted(colour)) return colour;
+    count = await frames(page);
   }
 }
 
@@ -132,14 +146,16 @@ async function signIn(context, withToken) {
     const button = [await onScreen(page, 640, 180), await onScreen(page, 642, 182)];
     // Move over the button until the page shows the pointer there (blue).
     await hoverUntil(page, button, ([r, g, b]) => b > 200 && r < 60 && g < 60);
+    const beforePress = await frames(page);
     await page.mouse.click(button[0].x, button[0].y);
-    seen.pressed = await untilFrame(page, ([r, g, b]) => g > 200 && r < 60 && b < 60);
+    seen.pressed = await untilFrame(page, beforePress, ([r, g, b]) => g > 200 && r < 60 && b < 60);
     await page.screenshot({ path: `${shots}/live-helping.png`, fullPage: true });
 
     // Handed back: the worker goes on to the next page, and the view follows it there. (Its
     // state may pass through `running` faster than the page's events tell it.)
+    const beforeHandBack = await frames(page);
     await page.click('#hand-back');
-    seen.navigated = await untilFrame(page, ([r, g, b]) => r > 100 && b > 100 && g < 60);
+    seen.navigated = await untilFrame(page, beforeHandBack, ([r, g, b]) => r > 100 && b > 100 && g < 60);
     await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, null, { timeout: STEP });
     seen.steps_listed = await page.$$eval('#steps li', (items) => items.map((item) => item.textContent));
 
