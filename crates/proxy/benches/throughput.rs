@@ -148,9 +148,9 @@ async fn bulk_table(targets: &[(&str, Target)], rounds: usize) {
 /// Small-request rate and p99 at 1, 16 and 256 clients, each contender in turn.
 async fn requests_table(targets: &[(&str, Target)], rounds: usize, requests: usize) {
     println!(
-        "| small HTTP requests (GET, 16 B body) | clients | req/s (median) | p99 (median) | failed | ratio (rate direct / this) | the machine's CPU busy |"
+        "| small HTTP requests (GET, 16 B body) | clients | req/s (median) | p99 (median) | failed | ratio (rate direct / this) | the machine's CPU busy | the machine's CPU per request |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for clients in [1, 16, 256] {
         let mut rates: Vec<Samples> = vec![Samples::default(); targets.len()];
         let mut p99s: Vec<Samples> = vec![Samples::default(); targets.len()];
@@ -172,23 +172,29 @@ async fn requests_table(targets: &[(&str, Target)], rounds: usize, requests: usi
             }
         }
         let direct_rate = rates[0].summary().map(|s| s.median);
+        // Every measured round sends the same number of requests (`requests_run`).
+        let measured = ((requests / clients).max(1) * clients * rounds) as f64;
         for (index, (name, _)) in targets.iter().enumerate() {
             let failed = rates[index].failed();
             let [busy, all] = machine[index];
-            let busy = if all == 0 {
-                "–".to_owned()
+            let (busy, per_request) = if all == 0 {
+                ("–".to_owned(), "–".to_owned())
             } else {
-                format!("{:.0} %", busy as f64 * 100.0 / all as f64)
+                // Ticks are 10 ms.
+                (
+                    format!("{:.0} %", busy as f64 * 100.0 / all as f64),
+                    format!("{:.0} µs", busy as f64 * 10_000.0 / measured),
+                )
             };
             match (rates[index].summary(), p99s[index].summary(), direct_rate) {
                 (Some(rate), Some(p99), Some(direct)) => println!(
-                    "| {name} | {clients} | {:.0} | {:.2} ms | {failed} | {:.2}x | {busy} |",
+                    "| {name} | {clients} | {:.0} | {:.2} ms | {failed} | {:.2}x | {busy} | {per_request} |",
                     rate.median,
                     p99.median,
                     direct / rate.median
                 ),
                 _ => println!(
-                    "| {name} | {clients} | – | – | {failed} | n/a: no successful run | {busy} |"
+                    "| {name} | {clients} | – | – | {failed} | n/a: no successful run | {busy} | {per_request} |"
                 ),
             }
         }

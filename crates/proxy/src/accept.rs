@@ -7,14 +7,12 @@ use std::sync::atomic::Ordering;
 use airlock_relay::Received;
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixListener, UnixStream};
-use tokio::sync::mpsc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::either::Either;
 
 use crate::client::{Client, linger};
 use crate::connection::{Shared, serve};
-use crate::events::Counters;
 use crate::slot::Ticket;
 
 /// How many relays may hold a hand-off channel at once; a task has one.
@@ -29,7 +27,6 @@ pub(crate) async fn accept_loop(
 ) {
     let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
     let channel_slots = Arc::new(Semaphore::new(MAX_HANDOFF_CHANNELS));
-    let (handed_tx, mut handed_rx) = mpsc::channel::<TcpStream>(64);
     let mut connections = JoinSet::new();
     loop {
         let client = tokio::select! {
@@ -50,8 +47,8 @@ pub(crate) async fn accept_loop(
                         if let Ok(permit) = Arc::clone(&channel_slots).try_acquire_owned() {
                             connections.spawn(receive_handoffs(
                                 channel,
-                                handed_tx.clone(),
-                                Arc::clone(&shared.counters),
+                                Arc::clone(&slots),
+                                Arc::clone(&shared),
                                 permit,
                             ));
                         } else {
@@ -65,31 +62,37 @@ pub(crate) async fn accept_loop(
                 }
                 continue;
             }
-            Some(stream) = handed_rx.recv() => {
-                shared.counters.handed_off.fetch_add(1, Ordering::Relaxed);
-                Either::Right(stream)
-            }
         };
-        shared.counters.connections.fetch_add(1, Ordering::Relaxed);
-        if let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
-            shared
-                .counters
-                .active_connections
-                .fetch_add(1, Ordering::Relaxed);
-            let ticket = Arc::new(Ticket {
-                _permit: permit,
-                counters: Arc::clone(&shared.counters),
-            });
-            connections.spawn(serve(client, Arc::clone(&shared), ticket));
-        } else {
-            shared
-                .counters
-                .busy_rejections
-                .fetch_add(1, Ordering::Relaxed);
-            connections.spawn(reject_busy(client));
-        }
+        admit(client, &slots, &shared, &mut connections);
     }
     connections.shutdown().await;
+}
+
+/// Serve `client` in a free connection slot, or answer that none is free.
+fn admit(
+    client: Client,
+    slots: &Arc<Semaphore>,
+    shared: &Arc<Shared>,
+    connections: &mut JoinSet<()>,
+) {
+    shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+    if let Ok(permit) = Arc::clone(slots).try_acquire_owned() {
+        shared
+            .counters
+            .active_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let ticket = Arc::new(Ticket {
+            _permit: permit,
+            counters: Arc::clone(&shared.counters),
+        });
+        connections.spawn(serve(client, Arc::clone(shared), ticket));
+    } else {
+        shared
+            .counters
+            .busy_rejections
+            .fetch_add(1, Ordering::Relaxed);
+        connections.spawn(reject_busy(client));
+    }
 }
 
 /// Accept on the hand-off listener, or wait forever when there is none.
@@ -102,20 +105,41 @@ async fn accept_on(
     }
 }
 
-/// Read sockets a relay passes on `channel` and queue each as a client. A message that breaks the
-/// protocol closes the channel: the relay is broken or not a relay.
+/// Serve the sockets a relay passes on `channel` until the channel ends, then let the connections
+/// it handed over run to their own end (the proxy's shutdown ends this task, and with it them).
+/// Each connection starts here, on the task that received it: a second hand-over, to the accept
+/// loop, would add a wake-up to every connection.
 async fn receive_handoffs(
     channel: UnixStream,
-    clients: mpsc::Sender<TcpStream>,
-    counters: Arc<Counters>,
-    _slot: OwnedSemaphorePermit,
+    slots: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    channel_slot: OwnedSemaphorePermit,
 ) {
+    let mut connections = JoinSet::new();
+    read_channel(&channel, &slots, &shared, &mut connections).await;
+    drop(channel);
+    drop(channel_slot);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Take each socket passed on `channel` as a client. A message that breaks the protocol ends the
+/// channel: the relay is broken or not a relay.
+async fn read_channel(
+    channel: &UnixStream,
+    slots: &Arc<Semaphore>,
+    shared: &Arc<Shared>,
+    connections: &mut JoinSet<()>,
+) {
+    let counters = &shared.counters;
     loop {
-        if channel.readable().await.is_err() {
-            return;
+        tokio::select! {
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            readable = channel.readable() => if readable.is_err() {
+                return;
+            },
         }
         let received = channel.try_io(Interest::READABLE, || {
-            airlock_relay::receive_stream(&channel)
+            airlock_relay::receive_stream(channel)
         });
         let stream = match received {
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -143,9 +167,8 @@ async fn receive_handoffs(
         };
         // Answers are often small writes; they should not wait on Nagle's algorithm.
         let _ = stream.set_nodelay(true);
-        if clients.send(stream).await.is_err() {
-            return;
-        }
+        counters.handed_off.fetch_add(1, Ordering::Relaxed);
+        admit(Either::Right(stream), slots, shared, connections);
     }
 }
 

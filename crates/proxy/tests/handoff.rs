@@ -223,3 +223,19 @@ async fn the_copying_relay_gets_the_same_answers_as_a_handed_off_connection() {
     assert_eq!((stats.connections, stats.handed_off), (2, 0), "{stats:?}");
     assert_eq!(stats.refusals.get("loopback"), Some(&1), "{stats:?}");
 }
+
+#[tokio::test]
+async fn a_handed_off_connection_outlives_its_channel() {
+    let (upstream, _seen) = http_upstream().await;
+    let harness = Harness::start(policy(), ProxyLimits::default());
+    harness.connector.route("93.184.216.34:80", upstream);
+    harness.resolver.answer("site.test", &[&["93.184.216.34"]]);
+    let channel = StdUnixStream::connect(harness.proxy.handoff_path().unwrap()).unwrap();
+    let browser = hand_off(&channel).await;
+    // The relay goes (its container is stopping, say) before the browser has asked anything.
+    drop(channel);
+    let request = "GET http://site.test/ HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n";
+    let answer = exchange(browser, request).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(harness.proxy.stats().handed_off, 1);
+}
