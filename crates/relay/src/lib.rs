@@ -167,15 +167,30 @@ pub fn copy_stdio(target: std::net::SocketAddr) -> std::io::Result<()> {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to_target);
         let _ = to_target.shutdown(Shutdown::Write);
     });
-    let mut from_target = connection;
-    let mut stdout = std::io::stdout().lock();
-    let copied = std::io::copy(&mut from_target, &mut stdout).and_then(|_| {
-        use std::io::Write;
-        stdout.flush()
-    });
+    let copied = copy_flushing(connection, &mut std::io::stdout().lock());
     // The host closing stdin ends the upward copy; the connection's end ends this one.
     drop(upward);
     copied
+}
+
+/// Copy `from` to `to` until `from` ends, flushing each chunk as it comes: stdout is line
+/// buffered, and a small message with no newline in it (a DevTools answer) would otherwise wait
+/// in the buffer for the next one.
+fn copy_flushing(
+    mut from: impl std::io::Read,
+    to: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    let mut buffer = vec![0_u8; 64 * 1024];
+    loop {
+        let read = match from.read(&mut buffer) {
+            Ok(0) => return to.flush(),
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        to.write_all(&buffer[..read])?;
+        to.flush()?;
+    }
 }
 
 /// Copy client → proxy on a second thread and proxy → client on this one; each direction's end
@@ -465,5 +480,51 @@ mod tests {
 
     fn tempfile_like() -> std::fs::File {
         std::fs::File::open("/proc/self/status").unwrap()
+    }
+
+    /// A small message with no newline reaches a line-buffered stdout before the next one comes
+    /// (a DevTools answer would otherwise wait in the buffer).
+    #[test]
+    fn each_chunk_is_flushed_through_a_line_buffer_as_it_comes() {
+        use std::cell::RefCell;
+        use std::io::{LineWriter, Read, Write};
+        use std::rc::Rc;
+
+        struct Shared(Rc<RefCell<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.borrow_mut().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        /// Gives `{"id":1}`, then, before it ends, what had come out by then.
+        struct Answers {
+            out: Rc<RefCell<Vec<u8>>>,
+            seen: Option<Vec<u8>>,
+            given: bool,
+        }
+        impl Read for Answers {
+            fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+                if self.given {
+                    self.seen = Some(self.out.borrow().clone());
+                    return Ok(0);
+                }
+                self.given = true;
+                buffer[..8].copy_from_slice(br#"{"id":1}"#);
+                Ok(8)
+            }
+        }
+        let out = Rc::new(RefCell::new(Vec::new()));
+        let mut answers = Answers {
+            out: Rc::clone(&out),
+            seen: None,
+            given: false,
+        };
+        let mut stdout = LineWriter::new(Shared(Rc::clone(&out)));
+        super::copy_flushing(&mut answers, &mut stdout).unwrap();
+        assert_eq!(answers.seen.as_deref(), Some(&br#"{"id":1}"#[..]));
     }
 }
