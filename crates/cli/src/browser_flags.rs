@@ -11,8 +11,8 @@ pub(crate) struct BrowserFlags {
     /// --max-viewport. Not with --device.
     #[arg(long, value_name = "WxH[@SCALE]", conflicts_with = "device")]
     viewport: Option<String>,
-    /// A mobile device to emulate (`iPhone 15`, `Pixel 7`, …): its viewport, scale and
-    /// user agent.
+    /// A mobile device to emulate (`iPhone 15`, `Pixel 7`, …): its viewport, scale, user
+    /// agent and touch.
     #[arg(long, value_name = "NAME")]
     device: Option<String>,
     /// The browser's language, a BCP 47 tag (`fr-FR`): its Accept-Language and

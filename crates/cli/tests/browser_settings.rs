@@ -1,6 +1,6 @@
 //! A task's browser settings, read back from a real page in the sealed browser: the
-//! `Accept-Language` the lab heard, and `navigator.language`, the time zone, the viewport, the
-//! colour scheme and the geolocation the page itself saw. The worker cannot set again
+//! `Accept-Language` the lab heard, and `navigator.language`, the time zone, the viewport (and a
+//! device's touch), the colour scheme and the geolocation the page itself saw. The worker cannot set again
 //! what the caller fixed, and the record keeps the settings. Needs Docker, the image and a
 //! non-root user; `cargo xtask integration` runs it with those required.
 
@@ -22,6 +22,9 @@ const parts = [
   'width=' + innerWidth,
   'dark=' + matchMedia('(prefers-color-scheme: dark)').matches,
   'touch=' + navigator.maxTouchPoints,
+  'coarse=' + matchMedia('(pointer: coarse)').matches,
+  'hover=' + !matchMedia('(hover: none)').matches,
+  'touchstart=' + ('ontouchstart' in window),
 ];
 const done = (place) => {
   document.getElementById('seen').textContent = parts.concat([place]).join(' ');
@@ -33,24 +36,37 @@ navigator.geolocation.getCurrentPosition(
   { timeout: 10000 });
 </script></body></html>";
 
-/// Runs `airlock task` with `flags` on the lab page; the scripted worker reads the page, is
-/// shown `expected`, then tries `set_again` and is shown `refused`.
+/// Runs `airlock task` with `flags` on the lab page; the scripted worker reads the page (and, if
+/// `new_tab`, the page again in a tab it opens), is shown `expected` each time, then tries
+/// `set_again` and is shown `refused`.
 fn run_task(
     flags: &[&str],
     expected: &[String],
+    new_tab: bool,
     set_again: &[&str],
     refused: &str,
 ) -> (Value, Vec<Option<String>>, tempfile::TempDir) {
     let (port, seen) = site(|_| HashMap::from([("/", ("200 OK", String::new(), PAGE.to_owned()))]));
     let url = format!("http://127.0.0.1:{port}/");
     let dir = tempfile::tempdir().unwrap();
-    let script = json!({"turns": [
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["open", url]}}]},
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["wait", "--fn", "document.title === 'ready'"]}}]},
-        {"tool_calls": [{"name": "agent_browser", "input": {"args": ["get", "text", "#seen"]}}]},
-        {"expect": {"shown_contains": expected}, "tool_calls": [{"name": "agent_browser", "input": {"args": set_again}}]},
-        {"expect": {"shown_contains": [refused]}, "text": "The page saw the settings."}
-    ]});
+    let call = |args: Value| json!([{"name": "agent_browser", "input": {"args": args}}]);
+    let read = [
+        json!({"tool_calls": call(json!(["wait", "--fn", "document.title === 'ready'"]))}),
+        json!({"tool_calls": call(json!(["get", "text", "#seen"]))}),
+    ];
+    let mut turns = vec![json!({"tool_calls": call(json!(["open", url]))})];
+    turns.extend(read.clone());
+    if new_tab {
+        turns.push(json!({"expect": {"shown_contains": expected}, "tool_calls": call(json!(["tab", "new", url]))}));
+        turns.extend(read);
+    }
+    turns.push(
+        json!({"expect": {"shown_contains": expected}, "tool_calls": call(json!(set_again))}),
+    );
+    turns.push(
+        json!({"expect": {"shown_contains": [refused]}, "text": "The page saw the settings."}),
+    );
+    let script = json!({ "turns": turns });
     let script_path = dir.path().join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let record = dir.path().join("record");
@@ -106,11 +122,16 @@ fn the_page_sees_the_locale_zone_viewport_scheme_and_place_the_caller_set() {
         "width=812",
         "dark=true",
         "geo=48.8566,2.3522",
+        // A viewport is a desktop's: no touch, a fine pointer (the container has no mouse, so
+        // whether it can hover is Chromium's guess).
+        "touch=0 coarse=false",
+        "touchstart=false",
     ]
     .map(str::to_owned);
     let (record, languages, _dir) = run_task(
         &flags,
         &expected,
+        false,
         &["set", "media", "light"],
         "the colour scheme is fixed for this task",
     );
@@ -140,20 +161,23 @@ fn a_device_sets_its_viewport_and_the_defaults_stay_otherwise() {
     if !docker_ready() {
         return;
     }
-    // Pixel 7's CSS width and user agent's scale, and the browser's own language, zone and
-    // scheme otherwise; with no position set, a page asking for one gets none (the container has
-    // no position of its own).
+    // Pixel 7's CSS width and user agent's scale, and touch (a phone's five points, a coarse
+    // pointer that cannot hover, touch events), on the first page and in a tab opened later;
+    // the browser's own language, zone and scheme otherwise; with no position set, a page asking
+    // for one gets none (the container has no position of its own).
     let expected = [
         "lang=en-US",
         "tz=UTC",
         "width=412",
         "dark=false",
+        "touch=5 coarse=true hover=false touchstart=true",
         "geo-refused=",
     ]
     .map(str::to_owned);
     let (record, languages, _dir) = run_task(
         &["--device", "pixel 7"],
         &expected,
+        true,
         &["set", "viewport", "1280", "720"],
         "the viewport is fixed for this task",
     );

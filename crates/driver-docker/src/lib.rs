@@ -25,6 +25,7 @@ mod destinations;
 mod download_input;
 mod error;
 mod exec;
+mod exec_socket;
 mod guide;
 mod heartbeat;
 mod host;
@@ -44,6 +45,7 @@ mod teardown;
 #[cfg(test)]
 mod testing;
 mod tool;
+mod touch;
 mod unseen_egress;
 mod upload_input;
 mod weight;
@@ -284,10 +286,11 @@ impl DockerDriver {
     }
 
     /// The session's browser set as the task asked (removed if that fails), before its state
-    /// loads: agent-browser's `set` commands hold for the tabs opened later too.
+    /// loads: agent-browser's `set` commands hold for the tabs opened later too, and so does a
+    /// device's touch, which the session holds (`touch`).
     async fn with_browser_settings(
         &self,
-        prepared: session::Prepared,
+        mut prepared: session::Prepared,
         context: &TaskContext,
     ) -> Result<session::Prepared, DriverError> {
         let commands = prepared.commands().clone();
@@ -303,6 +306,29 @@ impl DockerDriver {
                     why,
                 }
                 .into());
+            }
+        }
+        if context.browser.device.is_some() {
+            let touch = async {
+                let cdp_url = commands.agent_browser(&["get", "cdp-url"], None).await?;
+                touch::hold(
+                    &self.docker,
+                    &prepared.name,
+                    &cdp_url,
+                    self.config.command_timeout,
+                )
+                .await
+            };
+            match touch.await {
+                Ok(touch) => prepared.hold_touch(touch),
+                Err(why) => {
+                    prepared.dispose(&self.maker.unasked).await;
+                    return Err(DockerError::BrowserSettings {
+                        setting: "touch".to_owned(),
+                        why,
+                    }
+                    .into());
+                }
             }
         }
         Ok(prepared)

@@ -20,16 +20,14 @@ use std::time::Duration;
 use airlock_worker::{HumanInput, LiveError, LiveFeed, LiveFrame, LiveSource, WatchFuture};
 use base64::Engine;
 use bollard::Docker;
-use bollard::container::LogOutput;
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use airlock_policy::{LIVE_MAX_FPS, MAX_LIVE_WATCHES};
 
-use crate::exec;
+use crate::exec_socket::{self, ExecSocket, Unconnected};
 
 /// The largest stream message taken: a frame of the 1280×720 viewport is about 54 KB as JPEG
 /// (base64 in JSON adds a third). Larger messages end the watch.
@@ -103,11 +101,13 @@ impl DockerLive {
                 // The stream server starts with agent-browser's daemon, which a session that
                 // has run no command yet may not have started: try again, within the start's
                 // time limit.
-                Err(Unconnected::NoServerYet(error)) => {
+                Err(Unconnected::NoHandshake(error)) => {
                     tracing::debug!(%error, "the stream server is not up yet");
                     tokio::time::sleep(RETRY_AFTER).await;
                 }
-                Err(Unconnected::NoRelay(error)) => return Err(error),
+                Err(Unconnected::NoRelay) => {
+                    return Err(failure("exec", "Docker did not start the relay"));
+                }
             }
         };
         let (sender, frames) = watch::channel(None);
@@ -127,62 +127,26 @@ impl DockerLive {
     }
 }
 
-/// Why a connection to the stream server was not made.
-enum Unconnected {
-    /// Docker did not start the relay: trying again would not help.
-    NoRelay(LiveError),
-    /// The handshake failed: the server may not be up yet.
-    NoServerYet(LiveError),
-}
-
-/// A WebSocket to the stream server, over the relay's stdio.
-type StreamSocket = tokio_tungstenite::WebSocketStream<
-    tokio::io::Join<tokio_util::io::StreamReader<Bytes, bytes::Bytes>, exec::AttachedInput>,
->;
-
 impl DockerLive {
     /// The relay's exec, and the WebSocket handshake over its stdio.
-    async fn connect(&self) -> Result<StreamSocket, Unconnected> {
+    async fn connect(&self) -> Result<ExecSocket, Unconnected> {
         // The stream server's port is known (`AGENT_BROWSER_STREAM_PORT` in the image), so a
         // watch asks the daemon nothing (it answers one command at a time, and may be busy with
         // the worker's); the command is the one the Docker gate admits.
-        let command = airlock_policy::LIVE_VIEW_EXEC.map(str::to_owned).to_vec();
-        let (_, output, input) =
-            exec::attach(&self.docker, &self.container, command, true, 256 * 1024)
-                .await
-                .map_err(|_| {
-                    Unconnected::NoRelay(failure("exec", "Docker did not start the relay"))
-                })?;
-        // The exec's stdout is the connection's bytes; its stderr (the relay's complaints) is
-        // dropped.
-        let bytes: Bytes = Box::pin(output.filter_map(|item| {
-            std::future::ready(match item {
-                Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
-                Ok(_) => None,
-                Err(error) => Some(Err(std::io::Error::other(error))),
-            })
-        }));
-        let connection = tokio::io::join(tokio_util::io::StreamReader::new(bytes), input);
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
         let url = format!(
             "ws://{}/?maxFps={LIVE_MAX_FPS}",
             airlock_policy::LIVE_VIEW_EXEC[2]
         );
-        let (socket, _) =
-            tokio_tungstenite::client_async_with_config(url, connection, Some(config))
-                .await
-                .map_err(|error| {
-                    Unconnected::NoServerYet(failure("the stream's handshake", error))
-                })?;
-        Ok(socket)
+        exec_socket::connect(
+            &self.docker,
+            &self.container,
+            &airlock_policy::LIVE_VIEW_EXEC,
+            &url,
+            MAX_MESSAGE_BYTES,
+        )
+        .await
     }
 }
-
-/// The relay's stdout as a stream of byte chunks.
-type Bytes =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send>>;
 
 impl LiveSource for DockerLive {
     fn watch(&self) -> WatchFuture<'_> {

@@ -74,6 +74,11 @@ impl Prepared {
         unseen_egress::hand_over(&self.pending, unasked);
     }
 
+    /// Keep `touch` for as long as the session: it ends when the session is disposed of.
+    pub(crate) fn hold_touch(&mut self, touch: crate::touch::Touch) {
+        self.made.touch = Some(touch);
+    }
+
     /// How its commands run.
     pub(crate) fn commands(&self) -> &runner::Commands {
         &self.commands
@@ -185,6 +190,7 @@ impl Maker {
             pending: None,
             first_answer: None,
             state_saver: None,
+            touch: None,
         };
         // Recorded before Docker is asked, so a caller that goes away meanwhile (a CDP client
         // that leaves) still has it removed by `made`'s drop; and the creation runs on a task of

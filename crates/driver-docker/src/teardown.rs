@@ -30,6 +30,8 @@ pub(crate) struct Made {
     pub(crate) first_answer: Option<CancellationToken>,
     /// When the task wants its final state: how to read it before the container goes.
     pub(crate) state_saver: Option<(Commands, Duration)>,
+    /// A device's touch, held as long as the session (ended by its drop).
+    pub(crate) touch: Option<crate::touch::Touch>,
 }
 
 impl Made {

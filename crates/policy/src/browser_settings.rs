@@ -19,7 +19,8 @@ pub const MAX_VIEWPORT: (u32, u32) = (3840, 2160);
 pub const DEFAULT_MAX_VIEWPORT: (u32, u32) = (1920, 1080);
 /// The largest device scale factor (screenshots grow with its square).
 pub const MAX_SCALE: f64 = 3.0;
-/// The mobile devices agent-browser emulates (viewport, scale and user agent).
+/// The mobile devices agent-browser emulates (viewport, scale and user agent; the driver adds
+/// touch).
 pub const DEVICES: &[&str] = &[
     "iPhone 12",
     "iPhone 14",

@@ -75,7 +75,7 @@ pub use command::{
 pub use docker_api::{
     Call as DockerCall, ContainerCall, Forward, GateLimits, GateRefusal, GateRules, LABEL_GATE,
     LIVE_VIEW_EXEC, MAX_BODY_BYTES as MAX_DOCKER_BODY_BYTES, SealedCreate,
-    judge as judge_docker_call,
+    judge as judge_docker_call, loopback_relay_exec,
 };
 pub use egress::{AllowEntry, Allowance, Decision, EgressPolicy, PolicyError, Profile};
 pub use human_input::{

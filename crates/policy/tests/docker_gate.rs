@@ -440,21 +440,45 @@ fn execs_run_the_drivers_commands_only_as_the_containers_user() {
             "--stdio-to",
             "127.0.0.1:9223"
         ]),
+        // The driver's DevTools session (a device's touch), on the port Chromium chose.
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "127.0.0.1:41235"
+        ]),
     ] {
         assert!(exec(attached(cmd.clone())).is_ok(), "{cmd}");
     }
     for cmd in [
-        // The relay to any other place, or the relay as anything else.
+        // The relay to any place but the container's loopback, spelled otherwise, or as
+        // anything else.
         json!([
             "/usr/local/bin/airlock-relay",
             "--stdio-to",
-            "127.0.0.1:9222"
+            "127.0.0.1:09223"
+        ]),
+        json!(["/usr/local/bin/airlock-relay", "--stdio-to", "127.0.0.1:0"]),
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "127.0.0.1:65536"
+        ]),
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--stdio-to",
+            "localhost:9223"
+        ]),
+        json!([
+            "/usr/local/bin/airlock-relay",
+            "--copy-to",
+            "127.0.0.1:9223"
         ]),
         json!([
             "/usr/local/bin/airlock-relay",
             "--stdio-to",
             "10.0.0.1:9223"
         ]),
+        json!(["/usr/local/bin/airlock-relay", "--stdio-to", "0.0.0.0:9224"]),
         json!(["/usr/local/bin/airlock-relay"]),
         json!([
             "/usr/local/bin/airlock-relay",

@@ -13,12 +13,42 @@ const LONG_LIVED: &[&str] = &[
 ];
 /// The live view's exec, exactly: the relay copying its stdio to agent-browser's stream server
 /// on the container's loopback (the image's `AGENT_BROWSER_STREAM_PORT`). The driver runs this
-/// command; the gate admits it and no other relay invocation.
+/// command; the gate admits the relay only in this shape, to a port on the container's loopback
+/// ([`loopback_relay_exec`]).
 pub const LIVE_VIEW_EXEC: [&str; 3] = [
     "/usr/local/bin/airlock-relay",
     "--stdio-to",
     "127.0.0.1:9223",
 ];
+
+/// The relay's exec to `port` on the container's loopback: the live view's, and the one to the
+/// browser's DevTools port (Chromium chooses it at launch), through which the driver holds the
+/// session that gives a device touch. It reaches nothing a server could not already drive: the
+/// browser answers agent-browser's commands, which the server runs, and the relay's own port
+/// leads to the task's egress proxy. Pages cannot reach these ports (loopback goes through the
+/// egress proxy, which refuses it), and the relay takes no other address.
+#[must_use]
+pub fn loopback_relay_exec(port: u16) -> [String; 3] {
+    [
+        LIVE_VIEW_EXEC[0].to_owned(),
+        LIVE_VIEW_EXEC[1].to_owned(),
+        format!("127.0.0.1:{port}"),
+    ]
+}
+
+/// Whether `words` is [`loopback_relay_exec`] of some port, spelled as it spells it.
+fn is_loopback_relay(words: &[String]) -> bool {
+    let [program, flag, target] = words else {
+        return false;
+    };
+    let port = target
+        .strip_prefix("127.0.0.1:")
+        .and_then(|port| port.parse::<u16>().ok())
+        .filter(|port| *port != 0);
+    program == LIVE_VIEW_EXEC[0]
+        && flag == LIVE_VIEW_EXEC[1]
+        && port.is_some_and(|port| *target == format!("127.0.0.1:{port}"))
+}
 /// The programs a one-off exec may run, always under `timeout --kill-after=2 <seconds>`.
 const ONE_OFF: &[&str] = &[
     "agent-browser",
@@ -96,7 +126,7 @@ pub(crate) fn judge_start(body: &Value) -> Result<Value, GateRefusal> {
 }
 
 fn command(object: &Map<String, Value>) -> Result<Vec<String>, GateRefusal> {
-    let why = "must be airlock-runner, airlock-cdp-browser, the live view's `airlock-relay --stdio-to 127.0.0.1:9223`, or `timeout --kill-after=2 <seconds>` before one of the image's programs Airlock runs";
+    let why = "must be airlock-runner, airlock-cdp-browser, `airlock-relay --stdio-to 127.0.0.1:<port>` (the live view, a device's touch), or `timeout --kill-after=2 <seconds>` before one of the image's programs Airlock runs";
     let Some(Value::Array(items)) = field(object, "Cmd") else {
         return Err(refused("Cmd", why));
     };
@@ -107,7 +137,7 @@ fn command(object: &Map<String, Value>) -> Result<Vec<String>, GateRefusal> {
         .ok_or_else(|| refused("Cmd", why))?;
     let admitted = match words.as_slice() {
         [program] => LONG_LIVED.contains(&program.as_str()),
-        [_, _, _] if words.iter().eq(LIVE_VIEW_EXEC.iter()) => true,
+        [_, _, _] => is_loopback_relay(&words),
         [timeout, kill_after, seconds, program, ..] => {
             timeout == "timeout"
                 && kill_after == "--kill-after=2"

@@ -17,7 +17,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 pub(crate) use call::Target;
 pub use call::{Call, ContainerCall};
 pub use create::SealedCreate;
-pub use exec::LIVE_VIEW_EXEC;
+pub use exec::{LIVE_VIEW_EXEC, loopback_relay_exec};
 pub use strict_json::MAX_BODY_BYTES;
 
 /// The label the gate puts on every container it makes (its value: the gate's id); every later
