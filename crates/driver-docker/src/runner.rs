@@ -292,15 +292,19 @@ impl Commands {
 /// What `agent-browser get url` printed: the address (its first line, unquoted), and where it
 /// points if it is an http(s) page.
 pub(crate) fn page_target(printed: &str) -> (String, Option<UrlTarget>) {
-    let address = printed
+    let address = printed_value(printed).to_owned();
+    let target = parse_http_url(&address).ok();
+    (address, target)
+}
+
+/// The value an agent-browser `get` command printed: its first line, without quotes.
+pub(crate) fn printed_value(printed: &str) -> &str {
+    printed
         .lines()
         .next()
         .unwrap_or_default()
         .trim()
         .trim_matches('"')
-        .to_owned();
-    let target = parse_http_url(&address).ok();
-    (address, target)
 }
 
 /// A session's commands with the time each may take, for the driver's own steps.

@@ -8,7 +8,7 @@
 //! opened later (each held at its start until touch is set), and ended with the session. The
 //! worker never reaches it; it asks Chromium for nothing else.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -85,12 +85,7 @@ pub(crate) async fn hold(
 /// The port and the browser's own DevTools address, from agent-browser's `get cdp-url`: a port on
 /// the container's loopback, and the browser's path on it (nothing else is taken).
 fn browser_url(cdp_url: &str) -> Result<(u16, String), String> {
-    let printed = cdp_url
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .trim_matches('"');
+    let printed = crate::runner::printed_value(cdp_url);
     let parsed = printed.strip_prefix("ws://127.0.0.1:").and_then(|rest| {
         let (port, id) = rest.split_once(BROWSER_PATH)?;
         let port = port.parse::<u16>().ok().filter(|port| *port != 0)?;
@@ -163,17 +158,32 @@ async fn next(socket: &mut ExecSocket) -> Result<Option<Value>, String> {
 #[derive(Default)]
 struct Emulating {
     next_id: u64,
-    /// Commands sent and not answered yet.
-    waiting: HashSet<u64>,
-    /// Touch commands among them, and whether each was a page's (a frame's may fail: its page
-    /// has touch).
-    touch: HashMap<u64, bool>,
+    /// Commands sent and not answered yet, each with what it asked.
+    waiting: HashMap<u64, Asked>,
+}
+
+/// What a command asked, so that its failure is told in its own words.
+#[derive(Clone, Copy)]
+enum Asked {
+    /// To attach to pages (the browser's) or to frames of other sites (a page's).
+    Attach,
+    /// To set touch on a page.
+    PageTouch,
+    /// To set touch on a frame of another site: it may fail, its page has touch.
+    FrameTouch,
+    /// To let a target held at its start go on.
+    Resume,
 }
 
 impl Emulating {
     /// The first command: attach to every page, holding each new one at its start.
     fn start(&mut self) -> Vec<Value> {
-        vec![self.command(None, "Target.setAutoAttach", auto_attach("page"))]
+        vec![self.command(
+            None,
+            Asked::Attach,
+            "Target.setAutoAttach",
+            auto_attach("page"),
+        )]
     }
 
     /// Whether every command sent so far has its answer (touch is set on every page the
@@ -185,8 +195,7 @@ impl Emulating {
     /// Take one message: the commands it calls for, and a failure to report.
     fn on_message(&mut self, message: &Value) -> (Vec<Value>, Option<String>) {
         if let Some(id) = message.get("id").and_then(Value::as_u64) {
-            self.waiting.remove(&id);
-            let touched = self.touch.remove(&id);
+            let asked = self.waiting.remove(&id);
             let Some(error) = message.get("error") else {
                 return (Vec::new(), None);
             };
@@ -194,13 +203,15 @@ impl Emulating {
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("no reason given");
-            let what = match touched {
-                Some(true) => "setting touch on a page",
-                Some(false) => {
+            let what = match asked {
+                Some(Asked::PageTouch) => "setting touch on a page",
+                Some(Asked::FrameTouch) => {
                     tracing::debug!(%why, "a frame of its own took no touch emulation");
                     return (Vec::new(), None);
                 }
-                None => "attaching to the browser's pages",
+                Some(Asked::Attach) => "attaching to the browser's pages",
+                Some(Asked::Resume) => "letting a new page go on",
+                None => "an unasked answer",
             };
             return (Vec::new(), Some(format!("{what} failed: {why}")));
         }
@@ -218,28 +229,44 @@ impl Emulating {
         let session = Some(session.to_owned());
         let touch = self.command(
             session.clone(),
+            if kind == "page" {
+                Asked::PageTouch
+            } else {
+                Asked::FrameTouch
+            },
             "Emulation.setTouchEmulationEnabled",
             json!({"enabled": true, "maxTouchPoints": MAX_TOUCH_POINTS}),
         );
-        self.touch.insert(self.next_id, kind == "page");
         let mut out = vec![
             touch,
             // Frames of other sites run in processes of their own, and are targets of their own.
             self.command(
                 session.clone(),
+                Asked::Attach,
                 "Target.setAutoAttach",
                 auto_attach("iframe"),
             ),
         ];
         if params["waitingForDebugger"].as_bool() == Some(true) {
-            out.push(self.command(session, "Runtime.runIfWaitingForDebugger", json!({})));
+            out.push(self.command(
+                session,
+                Asked::Resume,
+                "Runtime.runIfWaitingForDebugger",
+                json!({}),
+            ));
         }
         (out, None)
     }
 
-    fn command(&mut self, session: Option<String>, method: &str, params: Value) -> Value {
+    fn command(
+        &mut self,
+        session: Option<String>,
+        asked: Asked,
+        method: &str,
+        params: Value,
+    ) -> Value {
         self.next_id += 1;
-        self.waiting.insert(self.next_id);
+        self.waiting.insert(self.next_id, asked);
         let mut message = serde_json::Map::new();
         message.insert("id".to_owned(), json!(self.next_id));
         message.insert("method".to_owned(), json!(method));
