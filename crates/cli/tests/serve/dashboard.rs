@@ -128,6 +128,8 @@ fn the_person_saw_it_all(seen: &Value, shots: &std::path::Path) {
     assert_eq!(cookie["sameSite"], "Strict");
     assert_eq!(cookie["length"], 64, "256 random bits");
     assert_eq!(seen["script_cookie"], "", "no script reads the session");
+    // A move while the next frame loaded (the image without a size) was sent and kept the view.
+    assert_eq!(seen["move_without_a_size"], "sent", "{seen}");
     assert_eq!(seen["token_in_a_url"], false);
     assert!(
         seen["dashboard_help"]

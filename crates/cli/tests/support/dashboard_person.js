@@ -70,7 +70,7 @@ async function hoverUntil(page, points, wanted) {
     const colour = await page.evaluate(meanColour);
     if (wanted(colour)) return colour;
     if (Date.now() > deadline) {
-      throw new Error(`no frame showed the pointer on the button in ${STEP} ms: the last was ${colour}`);
+      throw new Error(`no frame showed the pointer on the button in ${STEP} ms: the last was ${colour} (${await streamState(page)})`);
     }
   }
 }
@@ -144,6 +144,22 @@ async function signIn(context, withToken) {
     // Positions on the frame are known once one has been drawn.
     await page.waitForFunction(() => document.getElementById('view').naturalWidth > 0, null, { timeout: STEP });
     const button = [await onScreen(page, 640, 180), await onScreen(page, 642, 182)];
+    // While a new frame loads the image has no size of its own (Chromium drops it as soon as the
+    // source changes). A move then must still land where the last frame put it: a pointer
+    // computed from no size is NaN, sent as null, and the server closes the view on it.
+    seen.move_without_a_size = await page.evaluate(async ([x, y]) => {
+      const view = document.getElementById('view');
+      const frame = view.src;
+      view.removeAttribute('src');
+      for (let turn = 0; view.naturalWidth > 0; turn += 1) {
+        if (turn > 600) return 'the image kept its size without a source';
+        await new Promise((resolve) => requestAnimationFrame(resolve));
+      }
+      view.dispatchEvent(new MouseEvent('mousemove', { clientX: x, clientY: y, bubbles: true }));
+      // A frame that came meanwhile has set its own source.
+      if (!view.getAttribute('src')) view.src = frame;
+      return 'sent';
+    }, [button[0].x, button[0].y]);
     // Move over the button until the page shows the pointer there (blue).
     await hoverUntil(page, button, ([r, g, b]) => b > 200 && r < 60 && g < 60);
     const beforePress = await frames(page);

@@ -58,18 +58,31 @@
   };
   const modifiers = (e) => (e.altKey ? 1 : 0) | (e.ctrlKey ? 2 : 0) | (e.metaKey ? 4 : 0) | (e.shiftKey ? 8 : 0);
   const buttons = ['left', 'middle', 'right'];
+  // The size of the last frame drawn. While the next one loads, or if one fails to decode, the image
+  // itself has no size, and the size from it would put the pointer nowhere (NaN, sent as null,
+  // which the server refuses by closing the view).
+  let size = null;
+  view.addEventListener('load', () => {
+    if (view.naturalWidth > 0 && view.naturalHeight > 0) {
+      size = { width: view.naturalWidth, height: view.naturalHeight };
+    }
+  });
   // Where on the frame the pointer is: the frame is drawn whole and centred (object-fit: contain).
+  // Nothing before a frame has been drawn.
   function at(e) {
+    if (!size) return null;
     const box = view.getBoundingClientRect();
-    const scale = Math.min(box.width / view.naturalWidth, box.height / view.naturalHeight);
-    const left = box.left + (box.width - view.naturalWidth * scale) / 2;
-    const top = box.top + (box.height - view.naturalHeight * scale) / 2;
-    const x = Math.min(Math.max((e.clientX - left) / scale, 0), view.naturalWidth);
-    const y = Math.min(Math.max((e.clientY - top) / scale, 0), view.naturalHeight);
+    const scale = Math.min(box.width / size.width, box.height / size.height);
+    if (!(scale > 0 && Number.isFinite(scale))) return null;
+    const left = box.left + (box.width - size.width * scale) / 2;
+    const top = box.top + (box.height - size.height * scale) / 2;
+    const x = Math.min(Math.max((e.clientX - left) / scale, 0), size.width);
+    const y = Math.min(Math.max((e.clientY - top) / scale, 0), size.height);
     return { x: Math.round(x), y: Math.round(y) };
   }
   function mouse(eventType, e, extra) {
-    send({ type: 'input_mouse', eventType, ...at(e), modifiers: modifiers(e), ...extra });
+    const point = at(e);
+    if (point) send({ type: 'input_mouse', eventType, ...point, modifiers: modifiers(e), ...extra });
   }
   view.addEventListener('mousedown', (e) => {
     e.preventDefault();
